@@ -1,0 +1,147 @@
+"""Time calls the way benchmarks here must: repeat, take the median, report the spread.
+
+Each repeat runs the call ``number`` times (chosen so one repeat lasts at least ``min_time``
+seconds) and the per-call time is the repeat's total divided by ``number``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SpeedComparison", "Timing", "compare_speed", "measure", "measure_many"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call seconds over ``repeat`` repeats of ``number`` calls each."""
+
+    median: float
+    q1: float
+    q3: float
+    minimum: float
+    maximum: float
+    repeat: int
+    number: int
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (0.05 = ±5 %-ish)."""
+        return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def _calibrate(fn: Callable[[], Any], min_time: float) -> int:
+    fn()  # warm-up: first calls pay for lazy initialisation
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time or number >= 1 << 20:
+            return number
+        number *= 2 if elapsed == 0 else max(2, int(min_time / elapsed) + 1)
+
+
+def _summarise(samples: list[float], number: int) -> Timing:
+    arr = np.asarray(samples)
+    return Timing(
+        median=float(np.median(arr)),
+        q1=float(np.percentile(arr, 25)),
+        q3=float(np.percentile(arr, 75)),
+        minimum=float(arr.min()),
+        maximum=float(arr.max()),
+        repeat=len(samples),
+        number=number,
+    )
+
+
+def _one_repeat(fn: Callable[[], Any], number: int) -> float:
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def measure_many(
+    fns: dict[str, Callable[[], Any]], *, repeat: int = 7, min_time: float = 0.05
+) -> dict[str, Timing]:
+    """Time several calls with their repeats interleaved, so machine noise hits them alike."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    numbers = {name: _calibrate(fn, min_time) for name, fn in fns.items()}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            samples[name].append(_one_repeat(fn, numbers[name]))
+    return {name: _summarise(samples[name], numbers[name]) for name in fns}
+
+
+def measure(
+    fn: Callable[[], Any], *, repeat: int = 7, number: int | None = None, min_time: float = 0.05
+) -> Timing:
+    """Time ``fn()``: per-call median and quartiles over ``repeat`` repeats."""
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    if number is None:
+        number = _calibrate(fn, min_time)
+    else:
+        fn()
+    return _summarise([_one_repeat(fn, number) for _ in range(repeat)], number)
+
+
+@dataclass(frozen=True)
+class SpeedComparison:
+    """scikit-learn ``predict`` against an ONNX Runtime session on the same rows."""
+
+    rows: int
+    sklearn: Timing
+    onnxruntime: Timing
+
+    @property
+    def speedup(self) -> float:
+        """How many times faster ONNX Runtime is (median over median)."""
+        return self.sklearn.median / self.onnxruntime.median
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "rows": self.rows,
+            "sklearn": self.sklearn.to_dict(),
+            "onnxruntime": self.onnxruntime.to_dict(),
+            "speedup": self.speedup,
+        }
+
+
+def compare_speed(
+    estimator: Any, predictor: Any, X: Any, *, repeat: int = 7, min_time: float = 0.05
+) -> SpeedComparison:
+    """Time ``estimator.predict(X)`` against the ONNX session on the same float32 rows.
+
+    The ONNX side is timed on prepared feeds (the session call alone), the scikit-learn side on
+    the same array, so both measure inference, not data conversion.
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None and not hasattr(X, "columns"):
+        import pandas as pd
+
+        # Same rows, with the names the estimator was fitted on (avoids sklearn's warning).
+        X = pd.DataFrame(X, columns=list(names))
+    feeds = predictor.prepare(X)
+    session = predictor.session
+    timings = measure_many(
+        {"sklearn": lambda: estimator.predict(X), "onnxruntime": lambda: session.run(None, feeds)},
+        repeat=repeat,
+        min_time=min_time,
+    )
+    return SpeedComparison(
+        rows=len(X), sklearn=timings["sklearn"], onnxruntime=timings["onnxruntime"]
+    )

@@ -1,0 +1,449 @@
+"""The bundle folder of a model and its ``card.json``.
+
+::
+
+    runs/iris-rf/
+      card.json          data source, feature schema, target, task, classes, split, metrics,
+                         library versions, content hashes of the files below
+      model.skops        the fitted estimator (skops, never pickle)
+      holdout.parquet    the held-out rows (features and target) used by validate and bench
+      model.onnx         the converted graph (added by convert)
+      reports/           validation.json, ...
+
+Every write goes to a temporary file that is renamed into place, and a new bundle is built in a
+temporary folder that is renamed into place only when complete: a failed command leaves an existing
+bundle as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from onnxbridge.data import FeatureSchema
+from onnxbridge.errors import BundleError, DataError, UnsafeModelFileError
+
+__all__ = [
+    "CARD_NAME",
+    "Bundle",
+    "atomic_write_path",
+    "file_sha256",
+    "library_versions",
+    "load_estimator",
+    "save_estimator",
+    "train_bundle",
+]
+
+CARD_NAME = "card.json"
+MODEL_NAME = "model.skops"
+HOLDOUT_NAME = "holdout.parquet"
+ONNX_NAME = "model.onnx"
+REPORTS_DIR = "reports"
+CARD_FORMAT = 1
+
+# Types from these packages are trusted when loading .skops files: they are the libraries whose
+# estimators we convert, not arbitrary code. Anything else must be trusted explicitly.
+TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.", "builtins.", "collections.")
+
+_VERSIONED = (
+    "onnxbridge",
+    "scikit-learn",
+    "skl2onnx",
+    "onnx",
+    "onnxruntime",
+    "numpy",
+    "pandas",
+    "scipy",
+    "skops",
+    "protobuf",
+)
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of Python and the libraries that shape a model and its conversion."""
+    versions = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def atomic_write_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _write_json(path: Path, payload: Any) -> None:
+    with atomic_write_path(path) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def save_estimator(estimator: Any, path: str | Path) -> None:
+    """Save a fitted estimator with skops, atomically."""
+    import skops.io as sio
+
+    with atomic_write_path(path) as tmp:
+        sio.dump(estimator, tmp)
+
+
+def _is_trusted(type_name: str, extra: tuple[str, ...]) -> bool:
+    return type_name in extra or type_name.startswith(TRUSTED_MODULE_PREFIXES)
+
+
+def load_estimator(
+    path: str | Path, *, allow_pickle: bool = False, trusted: tuple[str, ...] = ()
+) -> Any:
+    """Load an estimator from ``.skops`` (safe) or, only if allowed, ``.pkl`` / ``.joblib``.
+
+    Args:
+        path: the model file.
+        allow_pickle: permit pickle / joblib files. Unpickling runs arbitrary code from the file:
+            only do it for files you made yourself.
+        trusted: extra fully qualified type names to trust in a ``.skops`` file.
+
+    Raises:
+        DataError: missing file or unknown extension.
+        UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file with
+            types from outside scikit-learn / numpy / scipy that were not trusted.
+        BundleError: the file cannot be read as its format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"model file {str(path)!r} does not exist; check the path")
+    suffix = path.suffix.lower()
+    if suffix in (".pkl", ".pickle", ".joblib"):
+        if not allow_pickle:
+            raise UnsafeModelFileError(
+                f"{str(path)!r} is a pickle file, and loading a pickle runs any code inside it; "
+                "save the model with skops (skops.io.dump) or, if you made this file yourself, "
+                "pass --allow-pickle"
+            )
+        warnings.warn(
+            f"loading {path.name} with pickle: this runs any code in the file; only use files "
+            "you made yourself",
+            UserWarning,
+            stacklevel=2,
+        )
+        import joblib
+
+        try:
+            return joblib.load(path)
+        except Exception as exc:
+            raise BundleError(f"cannot unpickle {str(path)!r}: {exc}") from exc
+    if suffix != ".skops":
+        raise DataError(
+            f"cannot load a model from {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
+            "use a .skops file (or .pkl / .joblib with --allow-pickle)"
+        )
+    import skops.io as sio
+
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:
+        raise BundleError(
+            f"cannot read {str(path)!r} as a skops file: {exc}; re-save it with skops.io.dump"
+        ) from exc
+    refused = [t for t in untrusted if not _is_trusted(t, trusted)]
+    if refused:
+        raise UnsafeModelFileError(
+            f"{str(path)!r} contains types outside scikit-learn, numpy and scipy: "
+            f"{', '.join(refused)}; inspect them and trust them explicitly if you know the file"
+        )
+    try:
+        return sio.load(path, trusted=list(untrusted))
+    except Exception as exc:
+        raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
+
+
+class Bundle:
+    """A model's bundle folder. Open one with :meth:`open`; make one with :meth:`create`."""
+
+    def __init__(self, path: Path, card: dict[str, Any]) -> None:
+        self.path = path
+        self.card = card
+
+    # Paths -------------------------------------------------------------------------------------
+    @property
+    def card_path(self) -> Path:
+        """``card.json``."""
+        return self.path / CARD_NAME
+
+    @property
+    def model_path(self) -> Path:
+        """``model.skops``."""
+        return self.path / MODEL_NAME
+
+    @property
+    def holdout_path(self) -> Path:
+        """``holdout.parquet``."""
+        return self.path / HOLDOUT_NAME
+
+    @property
+    def onnx_path(self) -> Path:
+        """``model.onnx`` (present after convert)."""
+        return self.path / ONNX_NAME
+
+    @property
+    def reports_dir(self) -> Path:
+        """``reports/``."""
+        return self.path / REPORTS_DIR
+
+    # Card accessors ----------------------------------------------------------------------------
+    @property
+    def schema(self) -> FeatureSchema:
+        """The feature schema recorded at training."""
+        return FeatureSchema.from_list(self.card["features"])
+
+    @property
+    def task(self) -> str:
+        """``"classification"`` or ``"regression"``."""
+        return str(self.card["task"])
+
+    @property
+    def target(self) -> str:
+        """The target column name."""
+        return str(self.card["target"]["name"])
+
+    @property
+    def classes(self) -> list[Any] | None:
+        """Class labels (classifiers) or None."""
+        return self.card.get("classes")
+
+    # Opening and creating ----------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path) -> Bundle:
+        """Open an existing bundle.
+
+        Raises:
+            BundleError: if the folder or its ``card.json`` is missing or unreadable.
+        """
+        path = Path(path)
+        if not path.is_dir():
+            raise BundleError(
+                f"bundle {str(path)!r} does not exist or is not a folder; create one with "
+                "`onnxbridge train --out DIR`"
+            )
+        card_path = path / CARD_NAME
+        if not card_path.is_file():
+            raise BundleError(
+                f"{str(path)!r} is not a bundle: it has no {CARD_NAME}; create one with "
+                "`onnxbridge train --out DIR`"
+            )
+        try:
+            card = json.loads(card_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{str(card_path)!r} is not valid JSON: {exc}") from exc
+        missing = [k for k in ("features", "task", "target") if k not in card]
+        if missing:
+            raise BundleError(
+                f"{str(card_path)!r} lacks {', '.join(missing)}; the bundle is damaged, "
+                "re-create it with `onnxbridge train`"
+            )
+        return cls(path, card)
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path,
+        *,
+        card: dict[str, Any],
+        estimator: Any,
+        holdout: pd.DataFrame | None,
+        overwrite: bool = False,
+    ) -> Bundle:
+        """Write a new bundle folder atomically: built aside, then renamed into place.
+
+        Raises:
+            BundleError: if ``path`` exists and is not empty, unless ``overwrite``.
+        """
+        path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
+        if path.is_dir() and any(path.iterdir()) and not overwrite:
+            raise BundleError(
+                f"{str(path)!r} already exists and is not empty; choose another --out or pass "
+                "--overwrite to replace it"
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            bundle = cls(staging, dict(card))
+            save_estimator(estimator, bundle.model_path)
+            files = {MODEL_NAME: file_sha256(bundle.model_path)}
+            if holdout is not None:
+                with atomic_write_path(bundle.holdout_path) as tmp:
+                    holdout.to_parquet(tmp, index=False)
+                files[HOLDOUT_NAME] = file_sha256(bundle.holdout_path)
+            bundle.card["files"] = files
+            _write_json(bundle.card_path, bundle.card)
+            if path.exists():
+                # Swap: move the old bundle aside first so a failure can restore it.
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+                old.rmdir()
+                os.replace(path, old)
+                try:
+                    os.replace(staging, path)
+                except OSError:
+                    os.replace(old, path)
+                    raise
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(staging, path)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        return cls(path, bundle.card)
+
+    # Reading and updating ----------------------------------------------------------------------
+    def save_card(self) -> None:
+        """Rewrite ``card.json`` atomically."""
+        _write_json(self.card_path, self.card)
+
+    def record_file(self, name: str) -> None:
+        """Record the content hash of a file in the bundle (call :meth:`save_card` after)."""
+        self.card.setdefault("files", {})[name] = file_sha256(self.path / name)
+
+    def check_file(self, name: str) -> None:
+        """Raise BundleError if a file is missing or its hash differs from the card's."""
+        target = self.path / name
+        if not target.is_file():
+            raise BundleError(
+                f"bundle {str(self.path)!r} has no {name}; "
+                + (
+                    "run `onnxbridge convert` first"
+                    if name == ONNX_NAME
+                    else "re-create it with `onnxbridge train`"
+                )
+            )
+        expected = self.card.get("files", {}).get(name)
+        if expected is not None and file_sha256(target) != expected:
+            raise BundleError(
+                f"{name} in {str(self.path)!r} changed since it was recorded in {CARD_NAME} "
+                "(sha256 differs); re-create the bundle or re-run the step that writes it"
+            )
+
+    def load_estimator(self) -> Any:
+        """The fitted estimator from ``model.skops`` (hash-checked)."""
+        self.check_file(MODEL_NAME)
+        return load_estimator(self.model_path)
+
+    def load_holdout(self) -> tuple[pd.DataFrame, pd.Series]:
+        """The held-out rows: features in schema order and the target."""
+        self.check_file(HOLDOUT_NAME)
+        frame = pd.read_parquet(self.holdout_path)
+        return frame[self.schema.names], frame[self.target]
+
+    def write_report(self, name: str, payload: dict[str, Any]) -> Path:
+        """Write ``reports/<name>`` as JSON, atomically; returns its path."""
+        target = self.reports_dir / name
+        _write_json(target, payload)
+        return target
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601, seconds precision."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def _json_safe(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+
+
+def train_bundle(
+    data: str,
+    model: str,
+    out: str | Path,
+    *,
+    target: str | None = None,
+    test_size: float = 0.3,
+    seed: int = 42,
+    stratify: bool = False,
+    overwrite: bool = False,
+) -> tuple[Bundle, Any]:
+    """Fit ``model`` on ``data`` and write the bundle folder ``out``.
+
+    Returns:
+        The new bundle and the :class:`onnxbridge.train.TrainResult`.
+
+    Raises:
+        DataError, ModelSpecError, BundleError: nothing is written on error.
+    """
+    from onnxbridge.train import fit_model
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BundleError(f"{str(out)!r} exists and is not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        # Checked before fitting so a long fit is not wasted.
+        raise BundleError(
+            f"{str(out)!r} already exists and is not empty; choose another --out or pass "
+            "--overwrite to replace it"
+        )
+    result = fit_model(
+        data, model, target=target, test_size=test_size, seed=seed, stratify=stratify
+    )
+    dataset = result.dataset
+    target_name = str(dataset.y.name)
+    card: dict[str, Any] = {
+        "format": CARD_FORMAT,
+        "name": out.name,
+        "created_at": now_iso(),
+        "data": {**dataset.source, "rows": len(dataset.X), "columns": dataset.X.shape[1]},
+        "features": dataset.schema.to_list(),
+        "target": {"name": target_name, "dtype": str(dataset.y.dtype)},
+        "task": result.task,
+        "classes": result.classes,
+        "model": {"spec": model, "class": type(result.estimator).__name__},
+        "split": {
+            "test_size": test_size,
+            "seed": seed,
+            "stratify": result.stratify,
+            "train_rows": len(result.X_train),
+            "test_rows": len(result.X_test),
+        },
+        "metrics": {k: _json_safe(v) for k, v in result.metrics.items()},
+        "versions": library_versions(),
+    }
+    if dataset.target_names is not None:
+        card["target_names"] = dataset.target_names
+    holdout = result.X_test.copy()
+    holdout[target_name] = result.y_test.to_numpy()
+    bundle = Bundle.create(
+        out, card=card, estimator=result.estimator, holdout=holdout, overwrite=overwrite
+    )
+    return bundle, result

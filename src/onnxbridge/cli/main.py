@@ -1,0 +1,374 @@
+"""The ``onnxbridge`` command: thin commands that parse flags, call the library and print.
+
+Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error (bad input, with a
+one-line message; ``--debug`` anywhere on the command line shows the traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from onnxbridge.errors import DataError, OnnxbridgeError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="onnxbridge",
+    help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
+    "train → convert → inspect → predict → validate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+console = Console(highlight=False, soft_wrap=True)
+
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def _print_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}g}" if value != 0 else "0"
+
+
+def _default_out(data: str, model: str) -> Path:
+    stem = Path(data).stem if data not in _builtins() else data
+    head = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", model.split("|")[-1])
+    name = head[0].lower() if head else "model"
+    return Path("runs") / f"{re.sub(r'[^a-z0-9_-]+', '-', stem.lower())}-{name}"
+
+
+def _builtins() -> tuple[str, ...]:
+    from onnxbridge.data import BUILTIN_DATASETS
+
+    return BUILTIN_DATASETS
+
+
+def _model_path(model: Path) -> Path:
+    """A bundle folder stands for its model.onnx."""
+    if model.is_dir():
+        return model / "model.onnx"
+    return model
+
+
+# --------------------------------------------------------------------------------------- train
+@app.command()
+def train(
+    data: Annotated[
+        str,
+        typer.Option(help="Built-in dataset (iris, wine, breast_cancer, digits, diabetes) or a "
+        "CSV / Parquet / JSON-lines file."),
+    ],
+    model: Annotated[
+        str,
+        typer.Option(help='Estimator, e.g. "RandomForestClassifier(n_estimators=10)", or a '
+        'pipeline "StandardScaler() | LogisticRegression()". Literal arguments only.'),
+    ],
+    target: Annotated[
+        str | None, typer.Option(help="Target column (required for files).")
+    ] = None,
+    test_size: Annotated[float, typer.Option(help="Fraction of rows held out.")] = 0.3,
+    seed: Annotated[int, typer.Option(help="random_state of the split.")] = 42,
+    stratify: Annotated[
+        bool, typer.Option(help="Keep class proportions in the split (classifiers).")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Bundle folder to write [default: runs/<data>-<model>].")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing bundle folder.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
+) -> None:
+    """Fit a scikit-learn model and write its bundle (card.json, model.skops, holdout.parquet)."""
+    from onnxbridge.bundle import train_bundle
+
+    out = out or _default_out(data, model)
+    bundle, result = train_bundle(
+        data,
+        model,
+        out,
+        target=target,
+        test_size=test_size,
+        seed=seed,
+        stratify=stratify,
+        overwrite=overwrite,
+    )
+    if as_json:
+        _print_json({"bundle": str(bundle.path), **bundle.card})
+        return
+    metric, value = next(iter(result.metrics.items()))
+    console.print(
+        f"trained {type(result.estimator).__name__} on {data} "
+        f"({len(result.X_train)} train / {len(result.X_test)} test rows, "
+        f"{bundle.schema.n_features} features)"
+    )
+    console.print(f"test {metric}: {value:.4f}")
+    console.print(f"bundle: {bundle.path}")
+
+
+# ------------------------------------------------------------------------------------- convert
+@app.command()
+def convert(
+    source: Annotated[
+        Path,
+        typer.Argument(help="A bundle folder, or a model file (.skops; .pkl/.joblib with "
+        "--allow-pickle) together with --sample."),
+    ],
+    opset: Annotated[
+        int | None, typer.Option(help="Default-domain opset [default: highest that works].")
+    ] = None,
+    ml_opset: Annotated[
+        int | None, typer.Option(help="ai.onnx.ml opset [default: highest that works].")
+    ] = None,
+    zipmap: Annotated[
+        bool, typer.Option(help="Keep ZipMap (probabilities as a list of dicts).")
+    ] = False,
+    sample: Annotated[
+        Path | None,
+        typer.Option(help="Data file with a few training rows (for a model file)."),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option(help="Target column to drop from --sample, if present.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Where to write the .onnx (model file only).")
+    ] = None,
+    allow_pickle: Annotated[
+        bool,
+        typer.Option(help="Allow loading .pkl / .joblib files. Unpickling runs code from the "
+        "file: only for files you made."),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
+    from onnxbridge.convert import convert_bundle, convert_estimator
+
+    if source.is_dir():
+        if sample is not None or out is not None or allow_pickle:
+            raise DataError(
+                "--sample, --out and --allow-pickle are for model files; a bundle carries its own "
+                "sample rows and writes BUNDLE/model.onnx"
+            )
+        result = convert_bundle(source, opset=opset, ml_opset=ml_opset, zipmap=zipmap)
+    else:
+        from onnxbridge.bundle import load_estimator
+        from onnxbridge.data import read_table
+
+        if not source.exists():
+            raise DataError(
+                f"{str(source)!r} does not exist; pass a bundle folder or a .skops model file"
+            )
+        if sample is None:
+            raise DataError(
+                f"converting the model file {str(source)!r} needs --sample FILE: a CSV / Parquet "
+                "file with a few training rows, from which the input schema is taken"
+            )
+        estimator = load_estimator(source, allow_pickle=allow_pickle)
+        frame = read_table(sample)
+        if target is not None:
+            if target not in frame.columns:
+                raise DataError(f"--target {target!r} is not a column of {str(sample)!r}")
+            frame = frame.drop(columns=[target])
+        result = convert_estimator(
+            estimator,
+            frame.head(100),
+            opset=opset,
+            ml_opset=ml_opset,
+            zipmap=zipmap,
+            target=target,
+            description=type(estimator).__name__,
+        )
+        result.save(out or source.with_suffix(".onnx"))
+    if as_json:
+        _print_json(
+            {
+                "path": str(result.path),
+                "opsets": result.metadata.opsets,
+                "zipmap": result.zipmap,
+                "inputs": result.metadata.inputs,
+                "outputs": result.metadata.outputs,
+            }
+        )
+        return
+    inputs = ", ".join(
+        f"{i['name']}: {i['dtype']}[N,{len(i['columns'])}]" for i in result.metadata.inputs
+    )
+    opsets = ", ".join(f"{k or 'ai.onnx'} {v}" for k, v in result.metadata.opsets.items())
+    console.print(f"wrote {result.path}")
+    console.print(f"inputs: {inputs}; outputs: {', '.join(result.metadata.outputs.values())}")
+    console.print(f"opsets: {opsets}; zipmap: {'on' if result.zipmap else 'off'}")
+    console.print("checked: onnx.checker passed, loads and runs in onnxruntime")
+
+
+# ------------------------------------------------------------------------------------- inspect
+@app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="A .onnx file (or a bundle folder).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Summarise an ONNX file: validity, opsets, typed inputs/outputs, operators, trees."""
+    from onnxbridge.cli._inspect_view import render_inspection
+    from onnxbridge.inspection import inspect_model
+
+    summary = inspect_model(_model_path(model))
+    if as_json:
+        _print_json(summary.to_dict())
+    else:
+        render_inspection(summary, console)
+
+
+# ------------------------------------------------------------------------------------- predict
+_OUT_FORMATS = ("csv", "tsv", "parquet", "jsonl")
+
+
+@app.command()
+def predict(
+    model: Annotated[Path, typer.Argument(help="A .onnx file (or a bundle folder).")],
+    data: Annotated[Path, typer.Option(help="Rows to score: CSV, TSV, Parquet or JSON lines.")],
+    out: Annotated[
+        Path | None, typer.Option(help="Output file [default: CSV on standard output].")
+    ] = None,
+    output_format: Annotated[
+        str | None,
+        typer.Option("--format", help="csv, tsv, parquet or jsonl [default: from --out, else csv]."),
+    ] = None,
+    ignore_extra: Annotated[
+        bool, typer.Option(help="Leave out columns the model does not use instead of failing.")
+    ] = False,
+) -> None:
+    """Score a data file: labels and one probability column per class (or predictions)."""
+    from onnxbridge.data import data_format, read_table, write_table
+    from onnxbridge.runtime import Predictor
+
+    if output_format is not None and output_format not in _OUT_FORMATS:
+        raise DataError(
+            f"--format {output_format!r} is not supported; use one of {', '.join(_OUT_FORMATS)}"
+        )
+    fmt = output_format or (data_format(out) if out is not None else "csv")
+    predictor = Predictor(_model_path(model))
+    frame = read_table(data)
+    result = predictor.predict(frame, ignore_extra=ignore_extra).to_frame()
+    if out is not None:
+        write_table(result, out, fmt)
+        print(f"wrote {len(result)} predictions to {out}", file=sys.stderr)
+        return
+    if fmt == "parquet":
+        raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
+    if fmt == "jsonl":
+        sys.stdout.write(result.to_json(orient="records", lines=True))
+        sys.stdout.write("\n" if len(result) else "")
+    else:
+        result.to_csv(sys.stdout, index=False, sep="\t" if fmt == "tsv" else ",")
+
+
+# ------------------------------------------------------------------------------------ validate
+def _print_validation(report: Any) -> None:
+    table = Table(title=f"scikit-learn vs onnxruntime on {report.n_rows} {report.rows} rows")
+    for column in ("output", "agreement", "mismatched", "max |Δ|", "mean |Δ|", "max rel Δ", "ok"):
+        table.add_column(column, justify="left" if column == "output" else "right")
+    for c in report.outputs:
+        table.add_row(
+            c.name,
+            f"{c.agreement:.2%}",
+            str(c.n_mismatched),
+            _fmt(c.max_abs_diff),
+            _fmt(c.mean_abs_diff),
+            _fmt(c.max_rel_diff),
+            "yes" if c.ok else "NO",
+        )
+    console.print(table)
+    console.print(
+        f"tolerance: labels identical; values |Δ| <= {report.atol:g} + {report.rtol:g}·|sklearn|"
+    )
+    console.print(f"verdict: {report.verdict}")
+
+
+@app.command()
+def validate(
+    bundle: Annotated[Path, typer.Argument(help="A bundle folder with model.onnx.")],
+    atol: Annotated[float, typer.Option(help="Absolute tolerance for values.")] = 1e-5,
+    rtol: Annotated[float, typer.Option(help="Relative tolerance for values.")] = 1e-5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Compare model.skops (scikit-learn) with model.onnx (onnxruntime) on the held-out rows.
+
+    Exits 0 when EQUIVALENT and 1 when DIVERGENT; writes reports/validation.json.
+    """
+    from onnxbridge.validate import validate_bundle
+
+    report = validate_bundle(bundle, atol=atol, rtol=rtol)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_validation(report)
+        console.print(f"report: {Path(bundle) / 'reports' / 'validation.json'}")
+    if not report.equivalent:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------------- demo
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Bundle folder to (re)write.")] = Path("runs/iris-rf"),
+) -> None:
+    """Run the reference workflow: Iris, RandomForest(10 trees), opset 15, validate, time."""
+    from onnxbridge.demo import run_demo
+
+    report = run_demo(out, console)
+    if not report.equivalent:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------- entry point
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or os.environ.get("ONNXBRIDGE_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
+    try:
+        # Standalone mode: typer prints usage errors itself and exits 2 through SystemExit.
+        app(args=args, prog_name="onnxbridge")
+    except SystemExit as exc:
+        if exc.code is None:
+            return EXIT_OK
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    except OnnxbridgeError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a traceback for users; --debug shows it
+        if debug:
+            traceback.print_exc()
+        print(
+            f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+            "(rerun with --debug for the traceback and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""Convert a fitted estimator to ONNX: schema → input types, options, opsets, metadata, checks.
+
+No hand-written ``initial_types``: the graph inputs come from the feature schema. All-numeric data
+becomes one float32 input named ``input`` of shape ``[None, n_features]``. ZipMap is off unless asked
+for, so classifiers output a label tensor ``[N]`` and a probability tensor ``[N, C]``. The result
+must pass ``onnx.checker`` and load and run in ONNX Runtime before it is returned.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.bundle import (
+    ONNX_NAME,
+    Bundle,
+    atomic_write_path,
+    file_sha256,
+    library_versions,
+    now_iso,
+)
+from onnxbridge.convert.metadata import ModelMetadata, write_metadata
+from onnxbridge.convert.opsets import OpsetChoice, choose_opsets
+from onnxbridge.data import FeatureSchema
+from onnxbridge.errors import (
+    ConversionError,
+    DataError,
+    MissingConverterError,
+    ModelNotFittedError,
+)
+
+__all__ = ["ConversionResult", "convert_bundle", "convert_estimator"]
+
+INPUT_NAME = "input"
+
+
+@dataclass
+class ConversionResult:
+    """A converted model and what was chosen to make it.
+
+    Attributes:
+        model: the ``onnx.ModelProto``.
+        metadata: what was written into ``metadata_props``.
+        opsets: the target opsets.
+        zipmap: whether classifier probabilities go through ZipMap.
+        path: where the model was written, if it was.
+    """
+
+    model: Any
+    metadata: ModelMetadata
+    opsets: OpsetChoice
+    zipmap: bool
+    path: Path | None = None
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model atomically to ``path``; returns the path."""
+        path = Path(path)
+        with atomic_write_path(path) as tmp:
+            tmp.write_bytes(self.model.SerializeToString())
+        self.path = path
+        return path
+
+
+def _final_step(estimator: Any) -> Any:
+    while hasattr(estimator, "steps"):
+        estimator = estimator.steps[-1][1]
+    return estimator
+
+
+def _check_fitted(estimator: Any) -> None:
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError as exc:
+        raise ModelNotFittedError(
+            f"{type(estimator).__name__} is not fitted; call fit() (or `onnxbridge train`) "
+            "before converting"
+        ) from exc
+    except TypeError as exc:
+        raise ConversionError(f"{type(estimator).__name__} is not a scikit-learn estimator") from exc
+
+
+def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
+    if isinstance(sample, pd.DataFrame):
+        frame = sample
+    else:
+        array = np.asarray(sample)
+        if array.ndim != 2:
+            raise DataError(
+                f"sample data must be 2-D [rows, features], got shape {array.shape}; pass a "
+                "DataFrame or a 2-D array of a few training rows"
+            )
+        names = feature_names or [f"x{i}" for i in range(array.shape[1])]
+        if len(names) != array.shape[1]:
+            raise DataError(
+                f"sample data has {array.shape[1]} columns but the model was fitted on "
+                f"{len(names)} features; pass rows with the training columns"
+            )
+        frame = pd.DataFrame(array, columns=names)
+    if len(frame) == 0:
+        raise DataError("sample data has no rows; pass at least one training row")
+    frame = frame.copy()
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
+
+
+def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
+    expected = getattr(estimator, "feature_names_in_", None)
+    if expected is not None:
+        expected = [str(c) for c in expected]
+        missing = [c for c in expected if c not in frame.columns]
+        extra = [c for c in frame.columns if c not in expected]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing {', '.join(map(repr, missing))}")
+            if extra:
+                parts.append(f"unexpected {', '.join(map(repr, extra))}")
+            raise DataError(
+                f"sample columns do not match the columns the model was fitted on: "
+                f"{'; '.join(parts)}; pass rows of the training data"
+            )
+    n_in = getattr(estimator, "n_features_in_", None)
+    if n_in is not None and expected is None and frame.shape[1] != n_in:
+        raise DataError(
+            f"sample data has {frame.shape[1]} columns but the model expects {n_in}; "
+            "pass rows of the training data"
+        )
+
+
+def _supported_names() -> str:
+    try:
+        from skl2onnx import supported_converters
+
+        names = sorted(
+            {n.replace("Sklearn", "", 1) for n in supported_converters(from_sklearn=False)}
+        )
+    except Exception:
+        return "see skl2onnx.supported_converters()"
+    return f"{len(names)} estimators are supported, e.g. " + ", ".join(names[:12]) + ", …"
+
+
+def _wrap_conversion_error(exc: Exception, estimator: Any) -> ConversionError:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    name = type(estimator).__name__
+    missing_markers = ("Unable to find a shape calculator", "Unable to find converter")
+    if any(m in str(exc) for m in missing_markers) or type(exc).__name__ == "MissingShapeCalculator":
+        culprit = name
+        for candidate in _walk(estimator):
+            if f"'{type(candidate)}'" in str(exc) or type(candidate).__name__ in str(exc):
+                culprit = type(candidate).__name__
+        return MissingConverterError(
+            f"no ONNX converter for {culprit}; {_supported_names()} "
+            "(`python -c \"import skl2onnx; print(skl2onnx.supported_converters())\"` lists all)"
+        )
+    return ConversionError(f"converting {name} to ONNX failed: {text}")
+
+
+def _walk(estimator: Any) -> list[Any]:
+    found = [estimator]
+    for step in getattr(estimator, "steps", []) or []:
+        found.extend(_walk(step[1]))
+    return found
+
+
+def _output_roles(model: Any, task: str, zipmap: bool) -> dict[str, str]:
+    names = [o.name for o in model.graph.output]
+    if task == "classification":
+        if len(names) < 2:
+            raise ConversionError(f"classifier graph has outputs {names}; expected label and scores")
+        return {"label": names[0], "probabilities": names[1]}
+    return {"value": names[0]}
+
+
+def _check_loads(model: Any, frame: pd.DataFrame) -> None:
+    import onnx
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
+    try:
+        session = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        session.run(None, {INPUT_NAME: frame.to_numpy(dtype=np.float32)[:5]})
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0]
+        raise ConversionError(
+            f"the converted graph does not run in onnxruntime: {text}; try another --opset"
+        ) from exc
+
+
+def convert_estimator(
+    estimator: Any,
+    sample: Any,
+    *,
+    opset: int | None = None,
+    ml_opset: int | None = None,
+    zipmap: bool = False,
+    target: str | None = None,
+    description: str | None = None,
+) -> ConversionResult:
+    """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
+
+    Args:
+        estimator: the fitted estimator.
+        sample: a few training rows (DataFrame, or 2-D array); the input schema comes from them.
+        opset: default-domain opset; the highest that skl2onnx and onnxruntime share if None.
+        ml_opset: ``ai.onnx.ml`` opset; the highest that works if None.
+        zipmap: keep skl2onnx's ZipMap (probabilities as a list of dicts) for classifiers.
+        target: the target column name, recorded in the metadata.
+        description: how the estimator was specified (e.g. the ``--model`` spec).
+
+    Returns:
+        The converted model, its metadata and the choices made.
+
+    Raises:
+        ModelNotFittedError, MissingConverterError, ConversionError, DataError.
+    """
+    from onnxbridge.train import estimator_task
+
+    _check_fitted(estimator)
+    task = estimator_task(estimator)
+    names = getattr(estimator, "feature_names_in_", None)
+    frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
+    _check_sample_matches(estimator, frame)
+    schema = FeatureSchema.from_frame(frame)
+    if not schema.all_numeric:
+        bad = [f.name for f in schema.features if not f.is_numeric]
+        raise DataError(
+            f"columns {', '.join(map(repr, bad))} are not numeric; this version converts models "
+            "on numeric features only"
+        )
+    choice = choose_opsets(opset, ml_opset)
+    model = _run_skl2onnx(estimator, schema.n_features, choice, zipmap and task == "classification")
+    classes = getattr(_final_step(estimator), "classes_", None)
+    metadata = ModelMetadata(
+        task=task,
+        features=schema,
+        inputs=[{"name": INPUT_NAME, "dtype": "float32", "columns": schema.names}],
+        outputs=_output_roles(model, task, zipmap),
+        classes=None if classes is None else [_py(c) for c in classes],
+        target=target,
+        estimator=description or type(estimator).__name__,
+        opsets=_used_opsets(model),
+        versions=library_versions(),
+    )
+    write_metadata(model, metadata)
+    model.doc_string = f"{metadata.estimator} converted by onnxbridge"
+    _check_loads(model, frame)
+    return ConversionResult(model=model, metadata=metadata, opsets=choice, zipmap=zipmap)
+
+
+def _used_opsets(model: Any) -> dict[str, int]:
+    """Opsets the graph imports, each domain once (skl2onnx lists the default domain twice)."""
+    used: dict[str, int] = {}
+    for entry in model.opset_import:
+        used[entry.domain] = max(used.get(entry.domain, 0), int(entry.version))
+    return dict(sorted(used.items()))
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _run_skl2onnx(estimator: Any, n_features: int, choice: OpsetChoice, zipmap: bool) -> Any:
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+
+    options: dict[int, dict[str, Any]] = {}
+    final = _final_step(estimator)
+    if hasattr(final, "classes_") and not zipmap:
+        options[id(final)] = {"zipmap": False}
+    try:
+        with warnings.catch_warnings():
+            # skl2onnx warns about its own internals; the checks below are what count.
+            warnings.simplefilter("ignore")
+            return convert_sklearn(
+                estimator,
+                initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
+                options=options or None,
+                target_opset=choice.as_target(),
+            )
+    except Exception as exc:  # skl2onnx raises RuntimeError, ValueError, NameError, ...
+        raise _wrap_conversion_error(exc, estimator) from exc
+
+
+def convert_bundle(
+    bundle: str | Path | Bundle,
+    *,
+    opset: int | None = None,
+    ml_opset: int | None = None,
+    zipmap: bool = False,
+) -> ConversionResult:
+    """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
+
+    Raises:
+        BundleError, ConversionError, ...: the bundle is left as it was on any error.
+    """
+    if not isinstance(bundle, Bundle):
+        bundle = Bundle.open(bundle)
+    estimator = bundle.load_estimator()
+    X, _ = bundle.load_holdout()
+    result = convert_estimator(
+        estimator,
+        X.head(100),
+        opset=opset,
+        ml_opset=ml_opset,
+        zipmap=zipmap,
+        target=bundle.target,
+        description=bundle.card.get("model", {}).get("spec"),
+    )
+    result.save(bundle.onnx_path)
+    bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
+    bundle.card["conversion"] = {
+        "converter": "skl2onnx",
+        "opsets": result.metadata.opsets,
+        "zipmap": zipmap,
+        "inputs": result.metadata.inputs,
+        "outputs": result.metadata.outputs,
+        "converted_at": now_iso(),
+    }
+    bundle.save_card()
+    return result

@@ -1,0 +1,113 @@
+"""The onnxbridge metadata carried in an ONNX file's ``metadata_props``.
+
+With it the ``.onnx`` file alone is enough to predict and serve: it names the feature columns and
+their training dtypes, how they map onto graph inputs, the task, the class labels and which graph
+output holds labels, probabilities or values. Every value is a string; structured values are JSON.
+
+Keys (all prefixed ``onnxbridge.``): ``format``, ``task``, ``target``, ``features``, ``inputs``,
+``outputs``, ``classes``, ``estimator``, ``opsets``, ``versions``.
+
+This module imports neither scikit-learn nor skl2onnx: the runtime layer reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from onnxbridge.data import FeatureSchema
+
+__all__ = ["METADATA_PREFIX", "ModelMetadata", "read_metadata", "write_metadata"]
+
+METADATA_PREFIX = "onnxbridge."
+METADATA_FORMAT = "1"
+_JSON_KEYS = ("features", "inputs", "outputs", "classes", "opsets", "versions")
+
+
+@dataclass
+class ModelMetadata:
+    """What onnxbridge records about a converted model.
+
+    Attributes:
+        task: ``"classification"`` or ``"regression"``.
+        features: the feature columns in training order.
+        inputs: graph inputs: ``[{"name": "input", "dtype": "float32", "columns": [...]}]``.
+        outputs: role → graph output name: ``{"label": ..., "probabilities": ...}`` or
+            ``{"value": ...}``.
+        classes: class labels in probability-column order (classifiers).
+        target: the target column name, if known.
+        estimator: the estimator's description (spec string or class name).
+        opsets: ``{"": 22, "ai.onnx.ml": 3}``.
+        versions: library versions at conversion.
+    """
+
+    task: str
+    features: FeatureSchema
+    inputs: list[dict[str, Any]]
+    outputs: dict[str, str]
+    classes: list[Any] | None = None
+    target: str | None = None
+    estimator: str | None = None
+    opsets: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_props(self) -> dict[str, str]:
+        """``metadata_props`` entries (string → string)."""
+        values: dict[str, Any] = {
+            "format": METADATA_FORMAT,
+            "task": self.task,
+            "target": self.target,
+            "estimator": self.estimator,
+            "features": self.features.to_list(),
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "classes": self.classes,
+            "opsets": self.opsets,
+            "versions": self.versions,
+        }
+        props = {}
+        for key, value in values.items():
+            if value is None:
+                continue
+            props[METADATA_PREFIX + key] = json.dumps(value) if key in _JSON_KEYS else str(value)
+        return props
+
+    @classmethod
+    def from_props(cls, props: dict[str, str]) -> ModelMetadata | None:
+        """Read the metadata back; ``None`` when the model has no onnxbridge metadata."""
+        ours = {
+            k[len(METADATA_PREFIX) :]: v for k, v in props.items() if k.startswith(METADATA_PREFIX)
+        }
+        if "task" not in ours or "features" not in ours:
+            return None
+        try:
+            parsed = {k: json.loads(v) if k in _JSON_KEYS else v for k, v in ours.items()}
+        except ValueError:
+            return None
+        return cls(
+            task=parsed["task"],
+            features=FeatureSchema.from_list(parsed["features"]),
+            inputs=parsed.get("inputs") or [],
+            outputs=parsed.get("outputs") or {},
+            classes=parsed.get("classes"),
+            target=parsed.get("target"),
+            estimator=parsed.get("estimator"),
+            opsets={str(k): int(v) for k, v in (parsed.get("opsets") or {}).items()},
+            versions=parsed.get("versions") or {},
+        )
+
+
+def write_metadata(model: Any, metadata: ModelMetadata) -> None:
+    """Set the onnxbridge entries of ``model.metadata_props`` (replacing earlier ones)."""
+    keep = [p for p in model.metadata_props if not p.key.startswith(METADATA_PREFIX)]
+    del model.metadata_props[:]
+    for prop in keep:
+        model.metadata_props.add(key=prop.key, value=prop.value)
+    for key, value in metadata.to_props().items():
+        model.metadata_props.add(key=key, value=value)
+
+
+def read_metadata(model: Any) -> ModelMetadata | None:
+    """The onnxbridge metadata of an ``onnx.ModelProto``, or ``None``."""
+    return ModelMetadata.from_props({p.key: p.value for p in model.metadata_props})

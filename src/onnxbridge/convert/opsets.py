@@ -1,0 +1,111 @@
+"""Which opsets to convert to: the highest that skl2onnx, onnx and the installed ONNX Runtime share.
+
+ONNX Runtime has no API for its highest supported opset, so it is probed once per process by loading
+a one-node model at each candidate version, newest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from onnxbridge.errors import ConversionError
+
+__all__ = ["OpsetChoice", "choose_opsets", "onnxruntime_max_opset", "skl2onnx_max_opset"]
+
+DEFAULT_DOMAIN = ""
+ML_DOMAIN = "ai.onnx.ml"
+# skl2onnx and onnxmltools emit ai.onnx.ml versions that their own guards then reject above 3
+# (shared/DESIGN.md, "Facts about the stack").
+ML_OPSET_CAP = 3
+MIN_OPSET = 9
+
+
+@dataclass(frozen=True)
+class OpsetChoice:
+    """The opsets a conversion targets: default domain and ``ai.onnx.ml``."""
+
+    default: int
+    ml: int
+
+    def as_target(self) -> dict[str, int]:
+        """The ``target_opset`` dict skl2onnx takes."""
+        return {DEFAULT_DOMAIN: self.default, ML_DOMAIN: self.ml}
+
+
+def skl2onnx_max_opset() -> int:
+    """The highest default-domain opset the installed skl2onnx converts to."""
+    import onnx
+    import skl2onnx
+
+    return min(int(skl2onnx.__max_supported_opset__), onnx.defs.onnx_opset_version())
+
+
+def _probe_model(domain: str, version: int) -> bytes:
+    from onnx import TensorProto, helper
+
+    if domain == DEFAULT_DOMAIN:
+        node = helper.make_node("Identity", ["x"], ["y"])
+        opsets = [helper.make_opsetid(DEFAULT_DOMAIN, version)]
+    else:
+        node = helper.make_node("Normalizer", ["x"], ["y"], domain=ML_DOMAIN, norm="MAX")
+        opsets = [helper.make_opsetid(DEFAULT_DOMAIN, 13), helper.make_opsetid(ML_DOMAIN, version)]
+    graph = helper.make_graph(
+        [node],
+        "opset_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+    )
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    return model.SerializeToString()
+
+
+@cache
+def onnxruntime_max_opset(domain: str = DEFAULT_DOMAIN) -> int:
+    """The highest opset of ``domain`` that the installed ONNX Runtime loads (probed, cached)."""
+    import onnx
+    import onnxruntime as ort
+
+    if domain == DEFAULT_DOMAIN:
+        candidates = range(onnx.defs.onnx_opset_version(), 6, -1)
+    else:
+        # VERSION_TABLE rows: (release, IR version, default opset, ai.onnx.ml opset, training).
+        candidates = range(onnx.helper.VERSION_TABLE[-1][3], 0, -1)
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for version in candidates:
+        try:
+            ort.InferenceSession(
+                _probe_model(domain, version), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception:  # ORT signals "too new" with its own exception types
+            continue
+        return version
+    raise ConversionError(f"the installed onnxruntime loads no opset of domain {domain!r}")
+
+
+def choose_opsets(opset: int | None = None, ml_opset: int | None = None) -> OpsetChoice:
+    """The opsets to target: the given ones, checked, or the highest that work together.
+
+    Raises:
+        ConversionError: if a requested opset is outside what skl2onnx and ONNX Runtime support.
+    """
+    highest = min(skl2onnx_max_opset(), onnxruntime_max_opset(DEFAULT_DOMAIN))
+    highest_ml = min(ML_OPSET_CAP, onnxruntime_max_opset(ML_DOMAIN))
+    if opset is None:
+        opset = highest
+    elif not MIN_OPSET <= opset <= highest:
+        raise ConversionError(
+            f"--opset {opset} is not supported here: skl2onnx converts up to "
+            f"{skl2onnx_max_opset()} and onnxruntime loads up to {onnxruntime_max_opset()}; "
+            f"choose {MIN_OPSET}..{highest} or leave --opset out to get {highest}"
+        )
+    if ml_opset is None:
+        ml_opset = highest_ml
+    elif not 1 <= ml_opset <= highest_ml:
+        raise ConversionError(
+            f"--ml-opset {ml_opset} is not supported here: choose 1..{highest_ml} "
+            f"(skl2onnx rejects ai.onnx.ml above {ML_OPSET_CAP}) or leave it out"
+        )
+    return OpsetChoice(default=opset, ml=ml_opset)

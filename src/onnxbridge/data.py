@@ -1,0 +1,319 @@
+"""Datasets: built-in names, CSV / Parquet / JSON-lines files, splits and the feature schema.
+
+A dataset is a feature table ``X`` (a pandas DataFrame, ``[N, F]``) and a target ``y`` (``[N]``).
+The :class:`FeatureSchema` describes the columns of ``X``; it travels in ``card.json`` and in the
+ONNX file's ``metadata_props`` so that a model can match columns by name later.
+
+This module must stay importable without scikit-learn (the runtime layer reads schemas):
+scikit-learn is imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.errors import DataError
+
+__all__ = [
+    "BUILTIN_DATASETS",
+    "Dataset",
+    "FeatureSchema",
+    "FeatureSpec",
+    "data_format",
+    "hash_frame",
+    "load_dataset",
+    "read_table",
+    "split_dataset",
+    "write_table",
+]
+
+BUILTIN_DATASETS: tuple[str, ...] = ("breast_cancer", "diabetes", "digits", "iris", "wine")
+_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """One input column: its name and the dtype it had in the training data."""
+
+    name: str
+    dtype: str
+
+    @property
+    def is_numeric(self) -> bool:
+        """Whether the column holds numbers or booleans (the only kind converted today)."""
+        return _is_numeric_dtype_name(self.dtype)
+
+
+@dataclass(frozen=True)
+class FeatureSchema:
+    """The ordered feature columns a model was trained on."""
+
+    features: tuple[FeatureSpec, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Column names in training order."""
+        return [f.name for f in self.features]
+
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return len(self.features)
+
+    @property
+    def all_numeric(self) -> bool:
+        """Whether every column is numeric (then the model takes one float tensor)."""
+        return all(f.is_numeric for f in self.features)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> FeatureSchema:
+        """Infer the schema from a DataFrame's columns and dtypes."""
+        return cls(tuple(FeatureSpec(str(c), str(frame[c].dtype)) for c in frame.columns))
+
+    def to_list(self) -> list[dict[str, str]]:
+        """JSON form: ``[{"name": ..., "dtype": ...}, ...]``."""
+        return [{"name": f.name, "dtype": f.dtype} for f in self.features]
+
+    @classmethod
+    def from_list(cls, items: Sequence[Mapping[str, Any]]) -> FeatureSchema:
+        """Inverse of :meth:`to_list`."""
+        try:
+            return cls(tuple(FeatureSpec(str(i["name"]), str(i["dtype"])) for i in items))
+        except (KeyError, TypeError) as exc:
+            raise DataError(
+                f"feature schema is malformed ({exc!r}); expected a list of "
+                '{"name": ..., "dtype": ...} objects'
+            ) from exc
+
+
+@dataclass
+class Dataset:
+    """Features, target and where they came from."""
+
+    X: pd.DataFrame
+    y: pd.Series
+    source: dict[str, Any]
+    target_names: list[str] | None = None
+    schema: FeatureSchema = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schema = FeatureSchema.from_frame(self.X)
+
+
+def _is_numeric_dtype_name(dtype: str) -> bool:
+    try:
+        kind = np.dtype(dtype).kind
+    except TypeError:
+        # pandas extension dtypes (Int64, Float32, boolean, ...).
+        lowered = dtype.lower()
+        return lowered.startswith(("int", "uint", "float", "bool"))
+    return kind in "biuf"
+
+
+def data_format(path: Path) -> str:
+    """The table format of ``path`` from its extension.
+
+    Raises:
+        DataError: if the extension is not one of the supported formats.
+    """
+    fmt = _FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        allowed = ", ".join(sorted(_FORMATS))
+        raise DataError(
+            f"cannot read {str(path)!r}: unknown file type {path.suffix or '(none)'!r}; "
+            f"use one of {allowed}"
+        )
+    return fmt
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV, TSV, Parquet or JSON-lines file into a DataFrame.
+
+    Raises:
+        DataError: if the file is missing, of an unknown type, or cannot be parsed as its type.
+    """
+    path = Path(path)
+    fmt = data_format(path)
+    if not path.is_file():
+        raise DataError(f"data file {str(path)!r} does not exist; check the path")
+    try:
+        if fmt == "csv":
+            frame = pd.read_csv(path)
+        elif fmt == "tsv":
+            frame = pd.read_csv(path, sep="\t")
+        elif fmt == "parquet":
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_json(path, lines=True)
+    except Exception as exc:  # pandas / pyarrow raise many unrelated types for bad files
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(
+            f"cannot read {str(path)!r} as {fmt}: {first_line}; check that the file is a valid "
+            f"{fmt} file (the format is taken from the extension)"
+        ) from exc
+    if frame.shape[1] == 0 or frame.shape[0] == 0:
+        raise DataError(f"data file {str(path)!r} has no rows or no columns; nothing to use")
+    frame.columns = [str(c) for c in frame.columns]
+    return frame
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, fmt: str | None = None) -> None:
+    """Write ``frame`` as CSV / Parquet / JSON lines, atomically (temp file, then rename)."""
+    from onnxbridge.bundle import atomic_write_path
+
+    path = Path(path)
+    fmt = fmt or data_format(path)
+    with atomic_write_path(path) as tmp:
+        if fmt == "csv":
+            frame.to_csv(tmp, index=False)
+        elif fmt == "tsv":
+            frame.to_csv(tmp, index=False, sep="\t")
+        elif fmt == "parquet":
+            frame.to_parquet(tmp, index=False)
+        elif fmt == "jsonl":
+            frame.to_json(tmp, orient="records", lines=True)
+        else:
+            raise DataError(f"unknown output format {fmt!r}; use csv, tsv, parquet or jsonl")
+
+
+def hash_frame(frame: pd.DataFrame | pd.Series) -> str:
+    """A stable sha256 of a table's content (values, column names and dtypes)."""
+    digest = hashlib.sha256()
+    if isinstance(frame, pd.Series):
+        frame = frame.to_frame()
+    meta = [[str(c), str(frame[c].dtype)] for c in frame.columns]
+    digest.update(json.dumps(meta).encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _load_builtin(name: str) -> Dataset:
+    from sklearn import datasets
+
+    loader = getattr(datasets, f"load_{name}")
+    bunch = loader(as_frame=True)
+    X = bunch.data.copy()
+    X.columns = [str(c) for c in X.columns]
+    y = bunch.target.rename("target")
+    target_names = None
+    if getattr(bunch, "target_names", None) is not None and name != "diabetes":
+        target_names = [str(t) for t in bunch.target_names]
+    source = {"kind": "builtin", "name": name, "sha256": hash_frame(pd.concat([X, y], axis=1))}
+    return Dataset(X=X, y=y, source=source, target_names=target_names)
+
+
+def load_dataset(data: str, target: str | None = None) -> Dataset:
+    """Load a built-in dataset by name, or a CSV / Parquet / JSON-lines file with a target column.
+
+    Args:
+        data: one of :data:`BUILTIN_DATASETS`, or a path to a ``.csv``, ``.tsv``, ``.parquet`` or
+            ``.jsonl`` file.
+        target: the target column of a file (required for files; must be omitted or ``"target"``
+            for built-in datasets).
+
+    Raises:
+        DataError: unknown name, unreadable file, missing or unknown target column, a target with
+            missing values, or no feature columns left.
+    """
+    if data in BUILTIN_DATASETS:
+        if target not in (None, "target"):
+            raise DataError(
+                f"--target {target!r} does not apply to the built-in dataset {data!r}; "
+                "its target column is fixed, so leave --target out"
+            )
+        return _load_builtin(data)
+    path = Path(data)
+    looks_like_file = path.suffix != "" or "/" in data or path.exists()
+    if not looks_like_file:
+        raise DataError(
+            f"unknown dataset {data!r}; use a built-in name ({', '.join(BUILTIN_DATASETS)}) "
+            "or a path to a .csv, .parquet or .jsonl file"
+        )
+    frame = read_table(path)
+    if target is None:
+        raise DataError(
+            f"{str(path)!r} is a file, so name its target column with --target; "
+            f"columns are: {_preview(frame.columns)}"
+        )
+    if target not in frame.columns:
+        raise DataError(
+            f"target column {target!r} is not in {str(path)!r}; columns are: "
+            f"{_preview(frame.columns)}"
+        )
+    y = frame[target]
+    if y.isna().any():
+        raise DataError(
+            f"target column {target!r} has {int(y.isna().sum())} missing values; "
+            "drop or fill those rows first"
+        )
+    X = frame.drop(columns=[target])
+    if X.shape[1] == 0:
+        raise DataError(f"{str(path)!r} has no feature columns besides the target {target!r}")
+    source = {
+        "kind": "file",
+        "path": str(path.resolve()),
+        "format": data_format(path),
+        "sha256": _file_sha256(path),
+    }
+    return Dataset(X=X, y=y, source=source)
+
+
+def _preview(columns: Sequence[Any], limit: int = 12) -> str:
+    names = [str(c) for c in columns]
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def split_dataset(
+    dataset: Dataset, *, test_size: float = 0.3, seed: int = 42, stratify: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
+    """Train/test split as scikit-learn's ``train_test_split`` does it.
+
+    Raises:
+        DataError: if ``test_size`` is outside (0, 1) or leaves an empty side.
+    """
+    from sklearn.model_selection import train_test_split
+
+    if not 0.0 < test_size < 1.0:
+        raise DataError(f"--test-size must be between 0 and 1 (exclusive), got {test_size}")
+    n = len(dataset.X)
+    n_test = int(np.ceil(test_size * n))
+    if n_test < 1 or n - n_test < 1:
+        raise DataError(
+            f"--test-size {test_size} leaves an empty train or test set for {n} rows; "
+            "choose a value that keeps at least one row on each side"
+        )
+    try:
+        return train_test_split(
+            dataset.X,
+            dataset.y,
+            test_size=test_size,
+            random_state=seed,
+            stratify=dataset.y if stratify else None,
+        )
+    except ValueError as exc:
+        raise DataError(f"cannot split the data: {exc}") from exc

@@ -1,0 +1,305 @@
+"""Predictor: an ONNX Runtime session that takes DataFrames, arrays or records and gives labels,
+probabilities or values.
+
+Columns are matched to the model's inputs by name, using the schema that ``convert`` wrote into the
+model's ``metadata_props``; float64 (and ints, bools) are cast to the input's element type, so the
+float64 → float32 trap of hand-written glue is handled here once. Models without onnxbridge
+metadata still work when they have one tensor input: columns are then taken in order.
+
+Shapes: ``X [N, F] -> labels [N], probabilities [N, C]`` (classifiers) or ``values [N]`` /
+``[N, T]`` (regressors).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.convert.metadata import ModelMetadata
+from onnxbridge.errors import InferenceError, OnnxModelError, SchemaMismatchError
+
+__all__ = ["PredictionResult", "Predictor"]
+
+_ORT_TO_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+    "tensor(string)": np.object_,
+}
+
+
+@dataclass
+class PredictionResult:
+    """What a model predicted for ``N`` rows.
+
+    Attributes:
+        labels: ``[N]`` class labels (classifiers), else None.
+        probabilities: ``[N, C]`` class probabilities in ``classes`` order, else None.
+        values: ``[N]`` or ``[N, T]`` predictions (regressors), else None.
+        classes: class labels in probability-column order, if known.
+    """
+
+    labels: np.ndarray | None = None
+    probabilities: np.ndarray | None = None
+    values: np.ndarray | None = None
+    classes: list[Any] | None = None
+
+    def __len__(self) -> int:
+        for array in (self.labels, self.values, self.probabilities):
+            if array is not None:
+                return len(array)
+        return 0
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per input row: ``label`` and ``proba_<class>`` columns, or ``prediction``."""
+        columns: dict[str, Any] = {}
+        if self.labels is not None:
+            columns["label"] = self.labels
+        if self.probabilities is not None:
+            classes = self.classes or list(range(self.probabilities.shape[1]))
+            for i, cls in enumerate(classes):
+                columns[f"proba_{cls}"] = self.probabilities[:, i]
+        if self.values is not None:
+            values = self.values
+            if values.ndim == 1 or values.shape[1] == 1:
+                columns["prediction"] = values.reshape(len(values))
+            else:
+                for j in range(values.shape[1]):
+                    columns[f"prediction_{j}"] = values[:, j]
+        return pd.DataFrame(columns)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Predictor:
+    """Run an ONNX model on tabular data.
+
+    Args:
+        model: path to a ``.onnx`` file, or its bytes.
+        providers: ONNX Runtime execution providers (CPU by default).
+        intra_op_num_threads: threads per operator (ONNX Runtime's default if None).
+
+    Raises:
+        OnnxModelError: the file is missing or is not a loadable ONNX model.
+
+    Example:
+        >>> Predictor("runs/iris-rf/model.onnx").predict(frame).to_frame()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | bytes,
+        *,
+        providers: Sequence[str] | None = None,
+        intra_op_num_threads: int | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        if isinstance(model, bytes):
+            source: Any = model
+            self.path: Path | None = None
+        else:
+            self.path = Path(model)
+            if not self.path.is_file():
+                raise OnnxModelError(
+                    f"model file {str(self.path)!r} does not exist; pass the path of a .onnx file "
+                    "(`onnxbridge convert` writes BUNDLE/model.onnx)"
+                )
+            source = str(self.path)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if intra_op_num_threads is not None:
+            options.intra_op_num_threads = intra_op_num_threads
+        where = repr(str(self.path)) if self.path else "the given bytes"
+        try:
+            self.session = ort.InferenceSession(
+                source, options, providers=list(providers or ["CPUExecutionProvider"])
+            )
+        except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
+            raise OnnxModelError(
+                f"{where} is not a loadable ONNX model ({_first_line(exc)}); pass a .onnx file "
+                "written by `onnxbridge convert` or another exporter"
+            ) from exc
+        props = dict(self.session.get_modelmeta().custom_metadata_map)
+        self.metadata: ModelMetadata | None = ModelMetadata.from_props(props)
+        self.inputs = self.session.get_inputs()
+        self.outputs = self.session.get_outputs()
+
+    # Introspection -----------------------------------------------------------------------------
+    @property
+    def feature_names(self) -> list[str] | None:
+        """The feature columns the model expects, in order (None without metadata)."""
+        return self.metadata.features.names if self.metadata else None
+
+    @property
+    def classes(self) -> list[Any] | None:
+        """Class labels in probability-column order (None for regressors / unknown)."""
+        return self.metadata.classes if self.metadata else None
+
+    @property
+    def task(self) -> str | None:
+        """``"classification"``, ``"regression"`` or None when unknown."""
+        return self.metadata.task if self.metadata else None
+
+    # Input coercion ----------------------------------------------------------------------------
+    def _input_width(self) -> int | None:
+        shape = self.inputs[0].shape
+        if len(shape) == 2 and isinstance(shape[1], int):
+            return shape[1]
+        return None
+
+    def _frame_to_matrix(self, frame: pd.DataFrame, ignore_extra: bool) -> pd.DataFrame:
+        frame = frame.copy()
+        frame.columns = [str(c) for c in frame.columns]
+        names = self.feature_names
+        if names is None:
+            width = self._input_width()
+            if width is not None and frame.shape[1] != width:
+                raise SchemaMismatchError(
+                    f"the model takes {width} columns but the data has {frame.shape[1]}; the model "
+                    "has no onnxbridge schema, so columns are taken in order"
+                )
+            return frame
+        missing = [c for c in names if c not in frame.columns]
+        if missing:
+            raise SchemaMismatchError(
+                f"missing columns: {', '.join(map(repr, missing))}; the model expects "
+                f"{len(names)} columns: {_preview(names)}"
+            )
+        target = self.metadata.target if self.metadata else None
+        extra = [c for c in frame.columns if c not in names and c != target]
+        if extra and not ignore_extra:
+            raise SchemaMismatchError(
+                f"unexpected columns: {', '.join(map(repr, extra))}; drop them or pass "
+                "--ignore-extra (Python: ignore_extra=True) to leave them out"
+            )
+        return frame[names]
+
+    def prepare(self, data: Any, *, ignore_extra: bool = False) -> dict[str, np.ndarray]:
+        """Turn a DataFrame, 2-D array, mapping of columns or list of records into ORT feeds.
+
+        Raises:
+            SchemaMismatchError: missing / unexpected columns, wrong width, non-numeric values.
+        """
+        if len(self.inputs) != 1:
+            raise SchemaMismatchError(
+                f"the model has {len(self.inputs)} inputs; this version feeds single-input models"
+            )
+        spec = self.inputs[0]
+        dtype = _ORT_TO_NUMPY.get(spec.type)
+        if dtype is None:
+            raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
+        if isinstance(data, Mapping) or (
+            isinstance(data, list) and data and isinstance(data[0], Mapping)
+        ):
+            data = pd.DataFrame(data)
+        if isinstance(data, pd.DataFrame):
+            frame = self._frame_to_matrix(data, ignore_extra)
+            bad = [
+                c
+                for c in frame.columns
+                if not (
+                    pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])
+                )
+            ]
+            if bad and dtype is not np.object_:
+                raise SchemaMismatchError(
+                    f"columns {', '.join(map(repr, bad))} are not numeric (dtype "
+                    f"{frame[bad[0]].dtype}); the model's input {spec.name!r} takes numbers"
+                )
+            try:
+                array = frame.to_numpy(dtype=np.float64, na_value=np.nan).astype(dtype)
+            except (TypeError, ValueError) as exc:
+                raise SchemaMismatchError(f"cannot cast the data to {spec.type}: {exc}") from exc
+        else:
+            array = np.asarray(data)
+            if array.ndim == 1:
+                array = array.reshape(1, -1)
+            if array.ndim != 2:
+                raise SchemaMismatchError(
+                    f"data must be 2-D [rows, features], got shape {array.shape}"
+                )
+            width = len(self.feature_names) if self.feature_names else self._input_width()
+            if width is not None and array.shape[1] != width:
+                raise SchemaMismatchError(
+                    f"data has {array.shape[1]} columns but the model expects {width}"
+                    + (f": {_preview(self.feature_names)}" if self.feature_names else "")
+                )
+            try:
+                array = array.astype(dtype)
+            except (TypeError, ValueError) as exc:
+                raise SchemaMismatchError(
+                    f"cannot cast the data to {spec.type}: {_first_line(exc)}"
+                ) from exc
+        if array.shape[0] == 0:
+            raise SchemaMismatchError("the data has no rows; nothing to predict")
+        return {spec.name: np.ascontiguousarray(array)}
+
+    # Running -----------------------------------------------------------------------------------
+    def run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
+        """Run the session on prepared feeds; returns outputs in graph order.
+
+        Raises:
+            InferenceError: ONNX Runtime failed.
+        """
+        try:
+            return self.session.run(None, feeds)
+        except Exception as exc:
+            raise InferenceError(f"onnxruntime failed to run the model: {_first_line(exc)}") from exc
+
+    def predict(self, data: Any, *, ignore_extra: bool = False) -> PredictionResult:
+        """Predict for every row of ``data``.
+
+        Args:
+            data: a DataFrame (columns matched by name), a 2-D array (columns in training order),
+                a mapping of column → values, or a list of row dicts.
+            ignore_extra: leave out columns the model does not use instead of raising.
+        """
+        outputs = self.run(self.prepare(data, ignore_extra=ignore_extra))
+        by_name = {o.name: value for o, value in zip(self.outputs, outputs)}
+        roles = self.metadata.outputs if self.metadata else {}
+        task = self.task
+        if not roles:
+            if len(outputs) >= 2:
+                roles = {"label": self.outputs[0].name, "probabilities": self.outputs[1].name}
+                task = "classification"
+            else:
+                roles = {"value": self.outputs[0].name}
+                task = "regression"
+        if task == "classification":
+            labels = np.asarray(by_name[roles["label"]]).reshape(-1)
+            probabilities, classes = _probabilities(by_name[roles["probabilities"]], self.classes)
+            return PredictionResult(labels=labels, probabilities=probabilities, classes=classes)
+        values = np.asarray(by_name[roles["value"]])
+        if values.ndim == 2 and values.shape[1] == 1:
+            values = values.reshape(-1)
+        return PredictionResult(values=values)
+
+
+def _probabilities(raw: Any, classes: list[Any] | None) -> tuple[np.ndarray, list[Any] | None]:
+    if isinstance(raw, list):
+        # ZipMap output: one {class: probability} dict per row.
+        keys = classes if classes is not None else (list(raw[0].keys()) if raw else [])
+        matrix = np.array([[row[k] for k in keys] for row in raw], dtype=np.float32)
+        return matrix, list(keys)
+    return np.asarray(raw), classes
+
+
+def _preview(names: Sequence[str] | None, limit: int = 10) -> str:
+    names = list(names or [])
+    shown = ", ".join(names[:limit])
+    return shown + (f", … ({len(names) - limit} more)" if len(names) > limit else "")

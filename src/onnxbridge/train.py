@@ -1,0 +1,271 @@
+"""Estimator specs (parsed safely, never evaluated), pipelines, fitting and test metrics.
+
+A spec is a Python-like expression over scikit-learn estimator names, literal arguments only::
+
+    RandomForestClassifier(n_estimators=10, random_state=42)
+    StandardScaler() | LogisticRegression(max_iter=200)
+    BaggingClassifier(estimator=DecisionTreeClassifier(max_depth=3), n_estimators=5)
+
+``|`` chains steps into a pipeline (``sklearn.pipeline.make_pipeline``). Arguments may be numbers,
+strings, ``True`` / ``False`` / ``None``, lists, tuples, dicts and nested estimator calls; nothing
+else is accepted (no attribute access, no names, no function calls other than estimators).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.data import Dataset, load_dataset, split_dataset
+from onnxbridge.errors import DataError, ModelSpecError
+
+__all__ = ["TrainResult", "estimator_task", "fit_model", "parse_model_spec", "score_model"]
+
+_SPECIAL_NAMES = {"nan": float("nan"), "inf": float("inf")}
+
+
+@cache
+def _estimator_classes() -> dict[str, type]:
+    from sklearn.utils import all_estimators
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        classes = {name: cls for name, cls in all_estimators()}
+    # Pipeline helpers are valid nested values too (e.g. inside a ColumnTransformer later).
+    from sklearn.pipeline import FeatureUnion, Pipeline
+
+    classes.setdefault("Pipeline", Pipeline)
+    classes.setdefault("FeatureUnion", FeatureUnion)
+    return classes
+
+
+def _unknown_estimator(name: str) -> ModelSpecError:
+    names = sorted(_estimator_classes())
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "see sklearn.utils.all_estimators()"
+    return ModelSpecError(f"unknown estimator {name!r} in --model; {hint}")
+
+
+def _literal(node: ast.AST, spec: str) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand, spec)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.List):
+        return [_literal(e, spec) for e in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_literal(e, spec) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
+        return {_literal(k, spec): _literal(v, spec) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Name) and node.id in _SPECIAL_NAMES:
+        return _SPECIAL_NAMES[node.id]
+    if isinstance(node, (ast.Call, ast.Name)):
+        return _build(node, spec)
+    text = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
+    raise ModelSpecError(
+        f"argument {text!r} in --model {spec!r} is not a literal; only numbers, strings, "
+        "True/False/None, lists, tuples, dicts and estimator calls are allowed"
+    )
+
+
+def _build(node: ast.AST, spec: str) -> Any:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        from sklearn.pipeline import make_pipeline
+
+        steps = _flatten_pipe(node)
+        return make_pipeline(*(_build(s, spec) for s in steps))
+    if isinstance(node, ast.Name):
+        name, args, keywords = node.id, [], []
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name, args, keywords = node.func.id, node.args, node.keywords
+    else:
+        text = ast.unparse(node)
+        raise ModelSpecError(
+            f"cannot read {text!r} in --model {spec!r}; write an estimator call such as "
+            "\"RandomForestClassifier(n_estimators=10)\", steps joined with '|'"
+        )
+    cls = _estimator_classes().get(name)
+    if cls is None:
+        raise _unknown_estimator(name)
+    allowed = set(cls._get_param_names())
+    kwargs: dict[str, Any] = {}
+    for kw in keywords:
+        if kw.arg is None:
+            raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
+        if kw.arg not in allowed:
+            close = difflib.get_close_matches(kw.arg, sorted(allowed), n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise ModelSpecError(
+                f"{name} has no parameter {kw.arg!r}; {hint}allowed: {', '.join(sorted(allowed))}"
+            )
+        kwargs[kw.arg] = _literal(kw.value, spec)
+    positional = [_literal(a, spec) for a in args]
+    try:
+        return cls(*positional, **kwargs)
+    except TypeError as exc:
+        raise ModelSpecError(f"cannot create {name} from --model {spec!r}: {exc}") from exc
+
+
+def _flatten_pipe(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _flatten_pipe(node.left) + _flatten_pipe(node.right)
+    return [node]
+
+
+def parse_model_spec(spec: str) -> Any:
+    """Turn a model spec string into an unfitted scikit-learn estimator, without ``eval``.
+
+    Args:
+        spec: e.g. ``"RandomForestClassifier(n_estimators=10, random_state=42)"`` or
+            ``"StandardScaler() | LogisticRegression(max_iter=200)"``.
+
+    Returns:
+        The estimator (a ``Pipeline`` when steps are joined with ``|``).
+
+    Raises:
+        ModelSpecError: unknown estimator or parameter, a non-literal argument, bad syntax.
+    """
+    text = spec.strip()
+    if not text:
+        raise ModelSpecError("--model is empty; give an estimator such as \"LogisticRegression()\"")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ModelSpecError(
+            f"cannot parse --model {spec!r}: {exc.msg} at column {exc.offset}; write e.g. "
+            "\"StandardScaler() | LogisticRegression(max_iter=200)\""
+        ) from exc
+    return _build(tree.body, spec)
+
+
+def estimator_task(estimator: Any) -> str:
+    """``"classification"`` or ``"regression"``.
+
+    Raises:
+        ModelSpecError: for estimators that are neither (transformers, clusterers, ...).
+    """
+    from sklearn.base import is_classifier, is_regressor
+
+    if is_classifier(estimator):
+        return "classification"
+    if is_regressor(estimator):
+        return "regression"
+    name = type(estimator).__name__
+    if hasattr(estimator, "steps"):
+        name = f"a pipeline ending in {type(estimator.steps[-1][1]).__name__}"
+    raise ModelSpecError(
+        f"{name} is neither a classifier nor a regressor; train a model that predicts the "
+        "target (end a pipeline with a classifier or regressor)"
+    )
+
+
+def score_model(estimator: Any, X: pd.DataFrame, y: pd.Series) -> dict[str, float]:
+    """Test metric: ``{"accuracy": ...}`` for classifiers, ``{"r2": ...}`` for regressors."""
+    from sklearn.metrics import accuracy_score, r2_score
+
+    pred = estimator.predict(X)
+    if estimator_task(estimator) == "classification":
+        return {"accuracy": float(accuracy_score(y, pred))}
+    return {"r2": float(r2_score(y, pred))}
+
+
+@dataclass
+class TrainResult:
+    """A fitted estimator with its data, split and test metrics."""
+
+    estimator: Any
+    spec: str
+    dataset: Dataset
+    X_train: pd.DataFrame
+    X_test: pd.DataFrame
+    y_train: pd.Series
+    y_test: pd.Series
+    task: str
+    metrics: dict[str, float]
+    test_size: float
+    seed: int
+    stratify: bool
+
+    @property
+    def classes(self) -> list[Any] | None:
+        """Class labels in the order of the probability columns, or None for regressors."""
+        classes = getattr(self.estimator, "classes_", None)
+        return None if classes is None else [_py(c) for c in classes]
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_numeric(dataset: Dataset) -> None:
+    bad = [f.name for f in dataset.schema.features if not f.is_numeric]
+    if bad:
+        shown = ", ".join(repr(b) for b in bad[:8]) + (" …" if len(bad) > 8 else "")
+        raise DataError(
+            f"feature columns {shown} are not numeric; this version converts numeric features "
+            "only: encode them as numbers or drop them before training"
+        )
+
+
+def fit_model(
+    data: str | Dataset,
+    model: str,
+    *,
+    target: str | None = None,
+    test_size: float = 0.3,
+    seed: int = 42,
+    stratify: bool = False,
+) -> TrainResult:
+    """Load data, parse the model spec, split, fit and score on the test rows.
+
+    Args:
+        data: a built-in dataset name, a file path, or a loaded :class:`Dataset`.
+        model: a model spec (see :func:`parse_model_spec`).
+        target: the target column, for files.
+        test_size: fraction of rows held out for testing.
+        seed: ``random_state`` of the split.
+        stratify: split preserving class proportions (classifiers only).
+
+    Raises:
+        DataError, ModelSpecError: for bad data or specs, with a message that says what to do.
+    """
+    estimator = parse_model_spec(model)
+    task = estimator_task(estimator)
+    dataset = data if isinstance(data, Dataset) else load_dataset(data, target=target)
+    _check_numeric(dataset)
+    X_train, X_test, y_train, y_test = split_dataset(
+        dataset, test_size=test_size, seed=seed, stratify=stratify and task == "classification"
+    )
+    try:
+        estimator.fit(X_train, y_train)
+    except (ValueError, TypeError) as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "Unknown label type" in message:
+            message += f"; the target looks continuous: use a regressor instead of {model!r}"
+        raise ModelSpecError(f"fitting {model!r} failed: {message}") from exc
+    metrics = score_model(estimator, X_test, y_test)
+    return TrainResult(
+        estimator=estimator,
+        spec=model,
+        dataset=dataset,
+        X_train=X_train,
+        X_test=X_test,
+        y_train=y_train,
+        y_test=y_test,
+        task=task,
+        metrics=metrics,
+        test_size=test_size,
+        seed=seed,
+        stratify=stratify and task == "classification",
+    )
