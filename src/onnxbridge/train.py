@@ -67,10 +67,15 @@ def _literal(node: ast.AST, spec: str) -> Any:
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
-        return {_literal(k, spec): _literal(v, spec) for k, v in zip(node.keys, node.values)}
+        return {
+            _literal(k, spec): _literal(v, spec)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.Name) and node.id in _SPECIAL_NAMES:
         return _SPECIAL_NAMES[node.id]
-    if isinstance(node, (ast.Call, ast.Name)):
+    if isinstance(node, ast.Call) or (
+        isinstance(node, ast.Name) and node.id in _estimator_classes()
+    ):
         return _build(node, spec)
     text = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
     raise ModelSpecError(
@@ -138,13 +143,13 @@ def parse_model_spec(spec: str) -> Any:
     """
     text = spec.strip()
     if not text:
-        raise ModelSpecError("--model is empty; give an estimator such as \"LogisticRegression()\"")
+        raise ModelSpecError('--model is empty; give an estimator such as "LogisticRegression()"')
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ModelSpecError(
             f"cannot parse --model {spec!r}: {exc.msg} at column {exc.offset}; write e.g. "
-            "\"StandardScaler() | LogisticRegression(max_iter=200)\""
+            '"StandardScaler() | LogisticRegression(max_iter=200)"'
         ) from exc
     return _build(tree.body, spec)
 
@@ -247,12 +252,18 @@ def fit_model(
     X_train, X_test, y_train, y_test = split_dataset(
         dataset, test_size=test_size, seed=seed, stratify=stratify and task == "classification"
     )
+    if task == "classification":
+        from sklearn.utils.multiclass import type_of_target
+
+        if type_of_target(y_train).startswith("continuous"):
+            raise ModelSpecError(
+                f"the target {dataset.y.name!r} looks continuous ({y_train.nunique()} distinct "
+                f"values) but {model!r} is a classifier: use a regressor, or bin the target"
+            )
     try:
         estimator.fit(X_train, y_train)
     except (ValueError, TypeError) as exc:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if "Unknown label type" in message:
-            message += f"; the target looks continuous: use a regressor instead of {model!r}"
         raise ModelSpecError(f"fitting {model!r} failed: {message}") from exc
     metrics = score_model(estimator, X_test, y_test)
     return TrainResult(

@@ -71,17 +71,19 @@ def _model_path(model: Path) -> Path:
 def train(
     data: Annotated[
         str,
-        typer.Option(help="Built-in dataset (iris, wine, breast_cancer, digits, diabetes) or a "
-        "CSV / Parquet / JSON-lines file."),
+        typer.Option(
+            help="Built-in dataset (iris, wine, breast_cancer, digits, diabetes) or a "
+            "CSV / Parquet / JSON-lines file."
+        ),
     ],
     model: Annotated[
         str,
-        typer.Option(help='Estimator, e.g. "RandomForestClassifier(n_estimators=10)", or a '
-        'pipeline "StandardScaler() | LogisticRegression()". Literal arguments only.'),
+        typer.Option(
+            help='Estimator, e.g. "RandomForestClassifier(n_estimators=10)", or a '
+            'pipeline "StandardScaler() | LogisticRegression()". Literal arguments only.'
+        ),
     ],
-    target: Annotated[
-        str | None, typer.Option(help="Target column (required for files).")
-    ] = None,
+    target: Annotated[str | None, typer.Option(help="Target column (required for files).")] = None,
     test_size: Annotated[float, typer.Option(help="Fraction of rows held out.")] = 0.3,
     seed: Annotated[int, typer.Option(help="random_state of the split.")] = 42,
     stratify: Annotated[
@@ -125,8 +127,10 @@ def train(
 def convert(
     source: Annotated[
         Path,
-        typer.Argument(help="A bundle folder, or a model file (.skops; .pkl/.joblib with "
-        "--allow-pickle) together with --sample."),
+        typer.Argument(
+            help="A bundle folder, or a model file (.skops; .pkl/.joblib with "
+            "--allow-pickle) together with --sample."
+        ),
     ],
     opset: Annotated[
         int | None, typer.Option(help="Default-domain opset [default: highest that works].")
@@ -149,8 +153,10 @@ def convert(
     ] = None,
     allow_pickle: Annotated[
         bool,
-        typer.Option(help="Allow loading .pkl / .joblib files. Unpickling runs code from the "
-        "file: only for files you made."),
+        typer.Option(
+            help="Allow loading .pkl / .joblib files. Unpickling runs code from the "
+            "file: only for files you made."
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -198,6 +204,7 @@ def convert(
             {
                 "path": str(result.path),
                 "opsets": result.metadata.opsets,
+                "target_opsets": result.opsets.as_target(),
                 "zipmap": result.zipmap,
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,
@@ -244,7 +251,9 @@ def predict(
     ] = None,
     output_format: Annotated[
         str | None,
-        typer.Option("--format", help="csv, tsv, parquet or jsonl [default: from --out, else csv]."),
+        typer.Option(
+            "--format", help="csv, tsv, parquet or jsonl [default: from --out, else csv]."
+        ),
     ] = None,
     ignore_extra: Annotated[
         bool, typer.Option(help="Leave out columns the model does not use instead of failing.")

@@ -1,9 +1,9 @@
 """Convert a fitted estimator to ONNX: schema → input types, options, opsets, metadata, checks.
 
-No hand-written ``initial_types``: the graph inputs come from the feature schema. All-numeric data
-becomes one float32 input named ``input`` of shape ``[None, n_features]``. ZipMap is off unless asked
-for, so classifiers output a label tensor ``[N]`` and a probability tensor ``[N, C]``. The result
-must pass ``onnx.checker`` and load and run in ONNX Runtime before it is returned.
+No hand-written ``initial_types``: the graph inputs come from the feature schema. All-numeric
+data becomes one float32 input named ``input`` of shape ``[None, n_features]``. ZipMap is off unless
+asked for, so classifiers output a label tensor ``[N]`` and a probability tensor ``[N, C]``. The
+result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is returned.
 """
 
 from __future__ import annotations
@@ -84,7 +84,9 @@ def _check_fitted(estimator: Any) -> None:
             "before converting"
         ) from exc
     except TypeError as exc:
-        raise ConversionError(f"{type(estimator).__name__} is not a scikit-learn estimator") from exc
+        raise ConversionError(
+            f"{type(estimator).__name__} is not a scikit-learn estimator"
+        ) from exc
 
 
 def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
@@ -151,14 +153,17 @@ def _wrap_conversion_error(exc: Exception, estimator: Any) -> ConversionError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = type(estimator).__name__
     missing_markers = ("Unable to find a shape calculator", "Unable to find converter")
-    if any(m in str(exc) for m in missing_markers) or type(exc).__name__ == "MissingShapeCalculator":
+    if (
+        any(m in str(exc) for m in missing_markers)
+        or type(exc).__name__ == "MissingShapeCalculator"
+    ):
         culprit = name
         for candidate in _walk(estimator):
             if f"'{type(candidate)}'" in str(exc) or type(candidate).__name__ in str(exc):
                 culprit = type(candidate).__name__
         return MissingConverterError(
             f"no ONNX converter for {culprit}; {_supported_names()} "
-            "(`python -c \"import skl2onnx; print(skl2onnx.supported_converters())\"` lists all)"
+            '(`python -c "import skl2onnx; print(skl2onnx.supported_converters())"` lists all)'
         )
     return ConversionError(f"converting {name} to ONNX failed: {text}")
 
@@ -174,7 +179,9 @@ def _output_roles(model: Any, task: str, zipmap: bool) -> dict[str, str]:
     names = [o.name for o in model.graph.output]
     if task == "classification":
         if len(names) < 2:
-            raise ConversionError(f"classifier graph has outputs {names}; expected label and scores")
+            raise ConversionError(
+                f"classifier graph has outputs {names}; expected label and scores"
+            )
         return {"label": names[0], "probabilities": names[1]}
     return {"value": names[0]}
 
@@ -226,10 +233,17 @@ def convert_estimator(
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
     """
+    from onnxbridge.errors import ModelSpecError
     from onnxbridge.train import estimator_task
 
     _check_fitted(estimator)
-    task = estimator_task(estimator)
+    try:
+        task = estimator_task(estimator)
+    except ModelSpecError as exc:
+        raise ConversionError(
+            f"{type(estimator).__name__} is neither a classifier nor a regressor; this version "
+            "converts classifiers and regressors (and pipelines ending in one)"
+        ) from exc
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     _check_sample_matches(estimator, frame)
@@ -324,6 +338,7 @@ def convert_bundle(
     bundle.card["conversion"] = {
         "converter": "skl2onnx",
         "opsets": result.metadata.opsets,
+        "target_opsets": result.opsets.as_target(),
         "zipmap": zipmap,
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,

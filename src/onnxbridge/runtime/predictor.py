@@ -259,7 +259,9 @@ class Predictor:
         try:
             return self.session.run(None, feeds)
         except Exception as exc:
-            raise InferenceError(f"onnxruntime failed to run the model: {_first_line(exc)}") from exc
+            raise InferenceError(
+                f"onnxruntime failed to run the model: {_first_line(exc)}"
+            ) from exc
 
     def predict(self, data: Any, *, ignore_extra: bool = False) -> PredictionResult:
         """Predict for every row of ``data``.
@@ -270,7 +272,7 @@ class Predictor:
             ignore_extra: leave out columns the model does not use instead of raising.
         """
         outputs = self.run(self.prepare(data, ignore_extra=ignore_extra))
-        by_name = {o.name: value for o, value in zip(self.outputs, outputs)}
+        by_name = {o.name: value for o, value in zip(self.outputs, outputs, strict=True)}
         roles = self.metadata.outputs if self.metadata else {}
         task = self.task
         if not roles:

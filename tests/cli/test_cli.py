@@ -1,0 +1,302 @@
+"""The onnxbridge command: every command, exit codes, one-line errors, --json."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.neighbors import NearestCentroid
+
+from onnxbridge import Bundle
+from onnxbridge.bundle import save_estimator
+from onnxbridge.cli.main import main
+
+RF = "RandomForestClassifier(n_estimators=10, random_state=42)"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, pattern: str) -> None:
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    assert re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("data", "model", "target", "metric"),
+    [
+        ("iris", RF, None, "accuracy"),
+        ("wine", "StandardScaler() | LogisticRegression(max_iter=500)", None, "accuracy"),
+        ("diabetes", "GradientBoostingRegressor(n_estimators=20, random_state=0)", None, "r2"),
+        ("CSV", "RandomForestRegressor(n_estimators=10, random_state=0)", "price", "r2"),
+        ("CSV2", "LogisticRegression()", "segment", "accuracy"),
+    ],
+)
+def test_five_commands_end_to_end(
+    capsys,
+    tmp_path: Path,
+    regression_csv: Path,
+    classification_csv: Path,
+    data: str,
+    model: str,
+    target: str | None,
+    metric: str,
+) -> None:
+    data = {"CSV": str(regression_csv), "CSV2": str(classification_csv)}.get(data, data)
+    out = tmp_path / "bundle"
+    args = ["train", "--data", data, "--model", model, "--out", out]
+    if target:
+        args += ["--target", target]
+    code, stdout, err = run(capsys, *args)
+    assert code == 0, err
+    assert f"test {metric}: " in stdout and str(out) in stdout
+
+    code, stdout, err = run(capsys, "convert", out)
+    assert code == 0, err
+    assert "onnx.checker passed" in stdout and (out / "model.onnx").is_file()
+
+    code, stdout, err = run(capsys, "inspect", out / "model.onnx", "--json")
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["valid"] is True and summary["inputs"][0]["name"] == "input"
+    n_features = len(Bundle.open(out).schema.names)
+    assert summary["inputs"][0]["type"] == f"float32[N,{n_features}]"
+
+    pred_path = tmp_path / "pred.csv"
+    code, stdout, err = run(
+        capsys, "predict", out / "model.onnx", "--data", out / "holdout.parquet", "--out", pred_path
+    )
+    assert code == 0, err
+    pred = pd.read_csv(pred_path)
+    holdout = pd.read_parquet(out / "holdout.parquet")
+    assert len(pred) == len(holdout)
+    if metric == "accuracy":
+        assert "label" in pred.columns and any(c.startswith("proba_") for c in pred.columns)
+        classes = Bundle.open(out).classes
+        assert [c for c in pred.columns if c.startswith("proba_")] == [
+            f"proba_{c}" for c in classes
+        ]
+    else:
+        assert list(pred.columns) == ["prediction"]
+
+    code, stdout, err = run(capsys, "validate", out)
+    assert code == 0, err
+    assert "verdict: EQUIVALENT" in stdout
+    assert (out / "reports" / "validation.json").is_file()
+
+
+def test_predict_to_stdout_formats(capsys, iris_bundle: Bundle) -> None:
+    code, stdout, _ = run(capsys, "predict", iris_bundle.path, "--data", iris_bundle.holdout_path)
+    assert code == 0
+    lines = stdout.strip().splitlines()
+    assert lines[0] == "label,proba_0,proba_1,proba_2" and len(lines) == 46
+    code, stdout, _ = run(
+        capsys,
+        "predict",
+        iris_bundle.onnx_path,
+        "--data",
+        iris_bundle.holdout_path,
+        "--format",
+        "jsonl",
+    )
+    rows = [json.loads(line) for line in stdout.strip().splitlines()]
+    assert (
+        code == 0 and len(rows) == 45 and set(rows[0]) == {"label", "proba_0", "proba_1", "proba_2"}
+    )
+
+
+def test_predict_parquet_and_jsonl_files(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
+    X, _ = iris_bundle.load_holdout()
+    src = tmp_path / "rows.jsonl"
+    X.to_json(src, orient="records", lines=True)
+    out = tmp_path / "pred.parquet"
+    code, _, err = run(capsys, "predict", iris_bundle.onnx_path, "--data", src, "--out", out)
+    assert code == 0, err
+    assert len(pd.read_parquet(out)) == len(X)
+
+
+def test_inspect_table(capsys, iris_bundle: Bundle) -> None:
+    code, stdout, _ = run(capsys, "inspect", iris_bundle.onnx_path)
+    assert code == 0
+    for text in ("float32[N,4]", "int64[N]", "TreeEnsembleClassifier", "onnxbridge.classes"):
+        assert text in stdout
+
+
+def test_validate_divergent_exits_1(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "lin"
+    assert (
+        run(capsys, "train", "--data", "diabetes", "--model", "LinearRegression()", "--out", out)[0]
+        == 0
+    )
+    assert run(capsys, "convert", out)[0] == 0
+    code, stdout, _ = run(capsys, "validate", out, "--atol", "0", "--rtol", "0", "--json")
+    assert code == 1
+    assert json.loads(stdout)["verdict"] == "DIVERGENT"
+
+
+def test_train_and_convert_json(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "b"
+    code, stdout, _ = run(capsys, "train", "--data", "iris", "--model", RF, "--out", out, "--json")
+    assert code == 0 and json.loads(stdout)["metrics"] == {"accuracy": 1.0}
+    code, stdout, _ = run(capsys, "convert", out, "--opset", "15", "--zipmap", "--json")
+    payload = json.loads(stdout)
+    assert code == 0 and payload["zipmap"] is True and payload["target_opsets"][""] == 15
+    assert payload["opsets"][""] <= 15
+
+
+def test_convert_model_file_with_sample(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
+    model = tmp_path / "elsewhere.skops"
+    model.write_bytes(iris_bundle.model_path.read_bytes())
+    sample = tmp_path / "sample.csv"
+    pd.read_parquet(iris_bundle.holdout_path).to_csv(sample, index=False)
+    code, _, err = run(capsys, "convert", model, "--sample", sample)
+    assert_one_line_error(code, err, r"unexpected 'target'")
+    code, _, err = run(capsys, "convert", model, "--sample", sample, "--target", "target")
+    assert code == 0, err
+    assert (tmp_path / "elsewhere.onnx").is_file()
+
+
+def test_convert_pickle_needs_flag(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
+    import joblib
+
+    path = tmp_path / "m.joblib"
+    joblib.dump(iris_bundle.load_estimator(), path)
+    sample = tmp_path / "s.parquet"
+    iris_bundle.load_holdout()[0].to_parquet(sample)
+    code, _, err = run(capsys, "convert", path, "--sample", sample)
+    assert_one_line_error(code, err, r"pickle file.*--allow-pickle")
+    with pytest.warns(UserWarning, match="runs any code"):
+        code, _, err = run(
+            capsys,
+            "convert",
+            path,
+            "--sample",
+            sample,
+            "--allow-pickle",
+            "--out",
+            tmp_path / "m.onnx",
+        )
+    assert code == 0, err
+
+
+def _csv(tmp_path: Path) -> Path:
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,y\n1,2,0\n2,3,1\n3,1,0\n4,4,1\n5,2,0\n6,1,1\n")
+    return path
+
+
+BAD_INPUTS = [
+    (["train", "--data", "irs", "--model", RF], r"unknown dataset 'irs'"),
+    (["train", "--data", "iris", "--model", "RandomForest()"], r"unknown estimator 'RandomForest'"),
+    (
+        ["train", "--data", "iris", "--model", "RandomForestClassifier(trees=3)"],
+        r"has no parameter 'trees'",
+    ),
+    (
+        ["train", "--data", "CSV", "--model", "LogisticRegression()", "--target", "nope"],
+        r"target column 'nope' is not in",
+    ),
+    (["train", "--data", "CSV", "--model", "LogisticRegression()"], r"--target"),
+    (["convert", "UNFITTED"], r"is not fitted"),
+    (["convert", "NOCONV"], r"no ONNX converter for NearestCentroid"),
+    (["inspect", "TRUNCATED"], r"(truncated|not an ONNX model)"),
+    (["inspect", "CSVFILE"], r"not an ONNX model"),
+    (["predict", "MODEL", "--data", "XLSX"], r"unknown file type '.xlsx'"),
+    (["predict", "MODEL", "--data", "WRONGCOLS"], r"missing columns: .*sepal length"),
+    (["predict", "TRUNCATED", "--data", "CSV"], r"not a loadable ONNX model"),
+    (["validate", "NOTBUNDLE"], r"is not a bundle"),
+]
+
+
+def _bundle_with_estimator(source: Bundle, folder: Path, estimator: object) -> Path:
+    """A copy of ``source`` whose model.skops holds ``estimator`` (card hash updated)."""
+    shutil.copytree(source.path, folder)
+    save_estimator(estimator, folder / "model.skops")
+    bundle = Bundle.open(folder)
+    bundle.record_file("model.skops")
+    bundle.save_card()
+    return folder
+
+
+@pytest.mark.parametrize(("args", "pattern"), BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2(
+    capsys, iris_bundle: Bundle, tmp_path: Path, args: list[str], pattern: str
+) -> None:
+    X, y = iris_bundle.load_holdout()
+    cut = tmp_path / "cut.onnx"
+    cut.write_bytes(iris_bundle.onnx_path.read_bytes()[:500])
+    xlsx = tmp_path / "d.xlsx"
+    xlsx.write_bytes(b"PK")
+    wrong = tmp_path / "wrong.csv"
+    wrong.write_text("x,y\n1,2\n")
+    subs = {
+        "CSV": _csv(tmp_path),
+        "CSVFILE": _csv(tmp_path),
+        "MODEL": iris_bundle.onnx_path,
+        "TRUNCATED": cut,
+        "XLSX": xlsx,
+        "WRONGCOLS": wrong,
+        "NOTBUNDLE": tmp_path,
+        "UNFITTED": _bundle_with_estimator(
+            iris_bundle, tmp_path / "unfitted", RandomForestClassifier()
+        ),
+        "NOCONV": _bundle_with_estimator(
+            iris_bundle, tmp_path / "noconv", NearestCentroid().fit(X, y)
+        ),
+    }
+    before = iris_bundle.onnx_path.read_bytes()
+    code, _, err = run(capsys, *[str(subs.get(a, a)) for a in args])
+    assert_one_line_error(code, err, pattern)
+    assert iris_bundle.onnx_path.read_bytes() == before
+
+
+def test_usage_error_exits_2(capsys) -> None:
+    code, _, err = run(capsys, "train", "--data", "iris")
+    assert code == 2 and "--model" in err
+
+
+def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "onnxbridge"
+    proc = subprocess.run([exe, "validate", str(tmp_path / "none")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: bundle") and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [exe, "validate", str(tmp_path / "none"), "--debug"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "Traceback" in proc.stderr and "BundleError" in proc.stderr
+
+
+def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "iris-rf"
+    code, stdout, err = run(capsys, "demo", "--out", out)
+    assert code == 0, err
+    assert "test accuracy: 1.0000" in stdout
+    assert "label: 0 of 45 labels differ" in stdout
+    assert "verdict: EQUIVALENT" in stdout
+    assert "ms per call" in stdout
+    report = json.loads((out / "reports" / "validation.json").read_text())
+    assert report["outputs"][1]["max_abs_diff"] <= 1e-6
+    card = Bundle.open(out).card
+    assert card["conversion"]["target_opsets"][""] == 15
+    # Running it again replaces its own bundle; a foreign folder is refused.
+    assert run(capsys, "demo", "--out", out)[0] == 0
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    code, _, err = run(capsys, "demo", "--out", foreign)
+    assert_one_line_error(code, err, r"is not a bundle")
+    assert (foreign / "notes.txt").read_text() == "keep me"

@@ -1,0 +1,149 @@
+"""Conversion: schema-driven inputs, ZipMap off, opsets, metadata, checks, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.datasets import load_iris
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import NearestCentroid
+
+from onnxbridge import Bundle, convert_bundle, convert_estimator, read_metadata
+from onnxbridge.convert.opsets import choose_opsets, onnxruntime_max_opset, skl2onnx_max_opset
+from onnxbridge.errors import ConversionError, DataError, MissingConverterError, ModelNotFittedError
+
+
+@pytest.fixture(scope="module")
+def iris_frame():
+    return load_iris(return_X_y=True, as_frame=True)
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_default_opsets_are_the_highest_shared() -> None:
+    choice = choose_opsets()
+    assert choice.default == min(skl2onnx_max_opset(), onnxruntime_max_opset(""))
+    assert choice.ml == min(3, onnxruntime_max_opset("ai.onnx.ml"))
+    assert onnxruntime_max_opset("") >= 21
+
+
+@pytest.mark.parametrize(("opset", "ml"), [(99, None), (3, None), (None, 9)])
+def test_impossible_opsets_are_refused(opset, ml) -> None:
+    with pytest.raises(ConversionError, match=r"is not supported here.*(choose|leave)"):
+        choose_opsets(opset, ml)
+
+
+def test_classifier_gets_one_float_input_and_tensor_outputs(iris_frame) -> None:
+    X, y = iris_frame
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    result = convert_estimator(model, X.head(3))
+    graph = result.model.graph
+    assert [i.name for i in graph.input] == ["input"]
+    tensor = graph.input[0].type.tensor_type
+    assert tensor.elem_type == onnx.TensorProto.FLOAT
+    assert [d.dim_value for d in tensor.shape.dim][1] == 4
+    assert [o.name for o in graph.output] == ["label", "probabilities"]
+    assert graph.output[1].type.HasField("tensor_type")  # no ZipMap
+    assert "ZipMap" not in {n.op_type for n in graph.node}
+    assert result.opsets == choose_opsets()
+    label, proba = _session(result.model).run(None, {"input": X.to_numpy(np.float32)})
+    assert (label == model.predict(X)).all()
+    np.testing.assert_allclose(proba, model.predict_proba(X), atol=1e-6)
+
+
+def test_zipmap_on_request(iris_frame) -> None:
+    X, y = iris_frame
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    result = convert_estimator(model, X.head(3), zipmap=True)
+    assert "ZipMap" in {n.op_type for n in result.model.graph.node}
+    assert result.model.graph.output[1].type.HasField("sequence_type")
+
+
+def test_metadata_makes_the_file_self_describing(iris_frame) -> None:
+    X, y = iris_frame
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    result = convert_estimator(model, X.head(3), target="species", description="LR")
+    props = {p.key: p.value for p in result.model.metadata_props}
+    assert json.loads(props["onnxbridge.classes"]) == [0, 1, 2]
+    assert json.loads(props["onnxbridge.inputs"])[0]["columns"] == list(X.columns)
+    assert props["onnxbridge.task"] == "classification"
+    assert props["onnxbridge.target"] == "species"
+    assert "skl2onnx" in json.loads(props["onnxbridge.versions"])
+    meta = read_metadata(result.model)
+    assert meta is not None and meta.features.names == list(X.columns)
+    assert meta.outputs == {"label": "label", "probabilities": "probabilities"}
+    # Opsets recorded are the ones the graph really imports, one per domain.
+    imported = {o.domain: o.version for o in result.model.opset_import}
+    assert meta.opsets == dict(sorted(imported.items()))
+
+
+def test_array_sample_without_feature_names() -> None:
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    result = convert_estimator(model, X[:2])
+    assert result.metadata.features.names == ["x0", "x1", "x2", "x3"]
+
+
+def test_explicit_opset_15_as_in_the_reference_workflow(iris_frame) -> None:
+    X, y = iris_frame
+    model = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    result = convert_estimator(model, X.head(2), opset=15)
+    assert {o.domain: o.version for o in result.model.opset_import}[""] == 15
+
+
+def test_not_fitted_model(iris_frame) -> None:
+    X, _ = iris_frame
+    with pytest.raises(ModelNotFittedError, match=r"RandomForestClassifier is not fitted"):
+        convert_estimator(RandomForestClassifier(), X.head(2))
+
+
+def test_no_converter_names_the_estimator(iris_frame) -> None:
+    X, y = iris_frame
+    model = NearestCentroid().fit(X, y)
+    with pytest.raises(
+        MissingConverterError, match=r"no ONNX converter for NearestCentroid;.*supported"
+    ):
+        convert_estimator(model, X.head(2))
+
+
+def test_clusterer_is_refused_clearly(iris_frame) -> None:
+    X, _ = iris_frame
+    model = KMeans(n_clusters=3, n_init=1, random_state=0).fit(X)
+    with pytest.raises(ConversionError, match=r"KMeans is neither a classifier nor a regressor"):
+        convert_estimator(model, X.head(2))
+
+
+def test_sample_with_wrong_columns(iris_frame) -> None:
+    X, y = iris_frame
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    wrong = X.rename(columns={X.columns[0]: "other"})
+    with pytest.raises(DataError, match=r"missing 'sepal length \(cm\)'; unexpected 'other'"):
+        convert_estimator(model, wrong.head(2))
+
+
+def test_convert_bundle_writes_model_and_updates_card(iris_bundle: Bundle) -> None:
+    iris_bundle.onnx_path.unlink()
+    result = convert_bundle(iris_bundle, opset=17)
+    assert iris_bundle.onnx_path.is_file() and result.path == iris_bundle.onnx_path
+    card = Bundle.open(iris_bundle.path).card
+    assert card["conversion"]["target_opsets"][""] == 17
+    assert card["conversion"]["zipmap"] is False
+    assert "model.onnx" in card["files"]
+    onnx.checker.check_model(onnx.load(str(iris_bundle.onnx_path)))
+
+
+def test_failed_conversion_leaves_existing_model(iris_bundle: Bundle) -> None:
+    before = iris_bundle.onnx_path.read_bytes()
+    card_before = iris_bundle.card_path.read_text()
+    with pytest.raises(ConversionError):
+        convert_bundle(iris_bundle, opset=99)
+    assert iris_bundle.onnx_path.read_bytes() == before
+    assert iris_bundle.card_path.read_text() == card_before

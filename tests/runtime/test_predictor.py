@@ -1,0 +1,136 @@
+"""Predictor: a real ONNX Runtime session fed from DataFrames, arrays and records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from skl2onnx import convert_sklearn
+from skl2onnx.common.data_types import FloatTensorType
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LinearRegression
+
+from onnxbridge import Bundle, Predictor, convert_bundle, convert_estimator, train_bundle
+from onnxbridge.errors import OnnxModelError, SchemaMismatchError
+
+
+@pytest.fixture
+def predictor(iris_bundle: Bundle) -> Predictor:
+    return Predictor(iris_bundle.onnx_path)
+
+
+def test_dataframe_matches_sklearn(iris_bundle: Bundle, predictor: Predictor) -> None:
+    X, _ = iris_bundle.load_holdout()
+    model = iris_bundle.load_estimator()
+    result = predictor.predict(X)
+    assert (result.labels == model.predict(X)).all()
+    np.testing.assert_allclose(result.probabilities, model.predict_proba(X), atol=1e-6)
+    frame = result.to_frame()
+    assert list(frame.columns) == ["label", "proba_0", "proba_1", "proba_2"]
+    assert len(frame) == len(X)
+
+
+def test_columns_are_matched_by_name_not_position(
+    iris_bundle: Bundle, predictor: Predictor
+) -> None:
+    X, _ = iris_bundle.load_holdout()
+    shuffled = X[X.columns[::-1]]
+    assert (predictor.predict(shuffled).labels == predictor.predict(X).labels).all()
+
+
+def test_float64_array_and_records_are_cast(iris_bundle: Bundle, predictor: Predictor) -> None:
+    X, _ = iris_bundle.load_holdout()
+    from_array = predictor.predict(X.to_numpy(np.float64))
+    from_records = predictor.predict(X.to_dict(orient="records"))
+    from_int = predictor.predict(X.round().astype(int))
+    assert (from_array.labels == from_records.labels).all()
+    assert len(from_int) == len(X)
+    assert predictor.prepare(X)["input"].dtype == np.float32
+    one_row = predictor.predict(X.to_numpy()[0])
+    assert len(one_row) == 1
+
+
+def test_target_column_is_ignored_but_other_extras_are_named(
+    iris_bundle: Bundle, predictor: Predictor
+) -> None:
+    frame = pd.read_parquet(iris_bundle.holdout_path)  # features + the target column
+    assert len(predictor.predict(frame)) == len(frame)
+    frame["row_id"] = range(len(frame))
+    with pytest.raises(SchemaMismatchError, match=r"unexpected columns: 'row_id'.*--ignore-extra"):
+        predictor.predict(frame)
+    assert len(predictor.predict(frame, ignore_extra=True)) == len(frame)
+
+
+def test_missing_columns_are_named(iris_bundle: Bundle, predictor: Predictor) -> None:
+    X, _ = iris_bundle.load_holdout()
+    with pytest.raises(SchemaMismatchError, match=r"missing columns: 'petal width \(cm\)'"):
+        predictor.predict(X.drop(columns=["petal width (cm)"]))
+
+
+def test_wrong_width_and_non_numeric(predictor: Predictor) -> None:
+    with pytest.raises(SchemaMismatchError, match=r"data has 3 columns but the model expects 4"):
+        predictor.predict(np.zeros((2, 3)))
+    bad = pd.DataFrame({c: ["a", "b"] for c in predictor.feature_names})
+    with pytest.raises(SchemaMismatchError, match=r"are not numeric"):
+        predictor.predict(bad)
+    with pytest.raises(SchemaMismatchError, match=r"no rows"):
+        predictor.predict(np.zeros((0, 4)))
+
+
+def test_regression_values(tmp_path: Path) -> None:
+    bundle, result = train_bundle("diabetes", "LinearRegression()", tmp_path / "d")
+    convert_bundle(bundle)
+    X, _ = bundle.load_holdout()
+    out = Predictor(bundle.onnx_path).predict(X)
+    assert out.labels is None and out.values.shape == (len(X),)
+    np.testing.assert_allclose(out.values, result.estimator.predict(X), rtol=1e-5, atol=1e-5)
+    assert list(out.to_frame().columns) == ["prediction"]
+
+
+def test_zipmap_model_gives_a_matrix() -> None:
+    X, y = load_iris(return_X_y=True, as_frame=True)
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    conv = convert_estimator(model, X.head(2), zipmap=True)
+    out = Predictor(conv.model.SerializeToString()).predict(X)
+    assert out.probabilities.shape == (150, 3)
+    np.testing.assert_allclose(out.probabilities, model.predict_proba(X), atol=1e-5)
+
+
+def test_foreign_model_without_metadata() -> None:
+    X, y = load_iris(return_X_y=True)
+    model = LinearRegression().fit(X, y)
+    onx = convert_sklearn(model, initial_types=[("X", FloatTensorType([None, 4]))], target_opset=15)
+    p = Predictor(onx.SerializeToString())
+    assert p.metadata is None
+    out = p.predict(X)
+    np.testing.assert_allclose(out.values, model.predict(X), atol=1e-4)
+    with pytest.raises(SchemaMismatchError, match=r"takes 4 columns but the data has 2"):
+        p.predict(pd.DataFrame(X[:, :2]))
+
+
+@pytest.mark.parametrize(
+    ("content", "pattern"),
+    [
+        (b"", r"is not a loadable ONNX model"),
+        (b"sepal,petal\n1,2\n", r"is not a loadable ONNX model"),
+    ],
+)
+def test_bad_files(tmp_path: Path, content: bytes, pattern: str) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(content)
+    with pytest.raises(OnnxModelError, match=pattern):
+        Predictor(path)
+
+
+def test_truncated_and_missing_files(iris_bundle: Bundle, tmp_path: Path) -> None:
+    data = iris_bundle.onnx_path.read_bytes()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(OnnxModelError, match=r"cut.onnx' is not a loadable ONNX model"):
+        Predictor(path)
+    with pytest.raises(OnnxModelError, match=r"does not exist"):
+        Predictor(tmp_path / "missing.onnx")

@@ -1,0 +1,112 @@
+"""The bundle folder: card.json, atomic writes, safe model loading."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import joblib
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from onnxbridge import Bundle, train_bundle
+from onnxbridge.bundle import file_sha256, load_estimator, save_estimator
+from onnxbridge.errors import BundleError, DataError, ModelSpecError, UnsafeModelFileError
+
+
+def test_train_bundle_writes_card_model_and_holdout(tmp_path: Path) -> None:
+    out = tmp_path / "iris-rf"
+    bundle, result = train_bundle(
+        "iris", "RandomForestClassifier(n_estimators=10, random_state=42)", out
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["card.json", "holdout.parquet", "model.skops"]
+    card = json.loads((out / "card.json").read_text())
+    assert card["task"] == "classification"
+    assert card["classes"] == [0, 1, 2]
+    assert card["target_names"] == ["setosa", "versicolor", "virginica"]
+    assert card["target"] == {"name": "target", "dtype": "int64"}
+    assert card["features"][0] == {"name": "sepal length (cm)", "dtype": "float64"}
+    assert card["split"] == {
+        "test_size": 0.3,
+        "seed": 42,
+        "stratify": False,
+        "train_rows": 105,
+        "test_rows": 45,
+    }
+    assert card["metrics"] == {"accuracy": 1.0}
+    assert card["data"]["kind"] == "builtin" and len(card["data"]["sha256"]) == 64
+    assert {"python", "scikit-learn", "skl2onnx", "onnxruntime", "numpy"} <= set(card["versions"])
+    assert card["files"]["model.skops"] == file_sha256(out / "model.skops")
+    X, y = bundle.load_holdout()
+    assert X.shape == (45, 4) and len(y) == 45
+    assert (bundle.load_estimator().predict(X) == result.estimator.predict(X)).all()
+
+
+def test_existing_bundle_is_kept_without_overwrite(iris_bundle: Bundle) -> None:
+    before = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
+    with pytest.raises(BundleError, match=r"already exists and is not empty.*--overwrite"):
+        train_bundle("wine", "LogisticRegression()", iris_bundle.path)
+    after = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
+    assert after == before
+
+
+def test_failed_training_leaves_bundle_untouched(iris_bundle: Bundle) -> None:
+    before = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
+    with pytest.raises(ModelSpecError):
+        train_bundle("iris", "NoSuchModel()", iris_bundle.path, overwrite=True)
+    after = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
+    assert after == before
+    assert not [p for p in iris_bundle.path.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_overwrite_replaces_bundle(iris_bundle: Bundle) -> None:
+    bundle, _ = train_bundle(
+        "wine", "LogisticRegression(max_iter=5000)", iris_bundle.path, overwrite=True
+    )
+    assert bundle.card["data"]["name"] == "wine"
+    assert not (bundle.path / "model.onnx").exists()
+
+
+def test_open_missing_and_non_bundle(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match=r"does not exist or is not a folder"):
+        Bundle.open(tmp_path / "nope")
+    with pytest.raises(BundleError, match=r"has no card.json"):
+        Bundle.open(tmp_path)
+
+
+def test_damaged_card(iris_bundle: Bundle) -> None:
+    iris_bundle.card_path.write_text("{not json")
+    with pytest.raises(BundleError, match=r"card.json' is not valid JSON"):
+        Bundle.open(iris_bundle.path)
+
+
+def test_tampered_model_is_detected(iris_bundle: Bundle) -> None:
+    with iris_bundle.model_path.open("ab") as fh:
+        fh.write(b"x")
+    with pytest.raises(BundleError, match=r"model.skops .* changed since it was recorded"):
+        iris_bundle.load_estimator()
+
+
+def test_pickle_needs_explicit_permission(tmp_path: Path) -> None:
+    model = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
+    path = tmp_path / "model.joblib"
+    joblib.dump(model, path)
+    with pytest.raises(UnsafeModelFileError, match=r"pickle file.*--allow-pickle"):
+        load_estimator(path)
+    with pytest.warns(UserWarning, match=r"runs any code in the file"):
+        loaded = load_estimator(path, allow_pickle=True)
+    assert loaded.predict([[1.0]])[0] == 1
+
+
+def test_skops_round_trip_and_bad_files(tmp_path: Path) -> None:
+    model = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
+    save_estimator(model, tmp_path / "m.skops")
+    assert load_estimator(tmp_path / "m.skops").predict([[0.0]])[0] == 0
+    (tmp_path / "bad.skops").write_text("garbage")
+    with pytest.raises(BundleError, match=r"cannot read .* as a skops file"):
+        load_estimator(tmp_path / "bad.skops")
+    with pytest.raises(DataError, match=r"does not exist"):
+        load_estimator(tmp_path / "missing.skops")
+    (tmp_path / "m.txt").write_text("x")
+    with pytest.raises(DataError, match=r"unknown extension '.txt'"):
+        load_estimator(tmp_path / "m.txt")

@@ -1,0 +1,104 @@
+"""Safe model specs, fitting and metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sklearn.ensemble import BaggingClassifier, RandomForestClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier
+
+from onnxbridge.errors import DataError, ModelSpecError
+from onnxbridge.train import fit_model, parse_model_spec
+
+
+def test_parse_estimator_with_literal_arguments() -> None:
+    est = parse_model_spec("RandomForestClassifier(n_estimators=10, random_state=42)")
+    assert isinstance(est, RandomForestClassifier)
+    assert est.n_estimators == 10 and est.random_state == 42
+
+
+def test_parse_pipeline() -> None:
+    est = parse_model_spec("StandardScaler() | LogisticRegression(max_iter=200)")
+    assert isinstance(est, Pipeline)
+    assert isinstance(est.steps[0][1], StandardScaler)
+    assert est.steps[1][1].max_iter == 200
+
+
+def test_parse_nested_estimator_and_containers() -> None:
+    est = parse_model_spec(
+        "BaggingClassifier(estimator=DecisionTreeClassifier(max_depth=3), n_estimators=5)"
+    )
+    assert isinstance(est, BaggingClassifier)
+    assert isinstance(est.estimator, DecisionTreeClassifier) and est.estimator.max_depth == 3
+    est = parse_model_spec("MLPClassifier(hidden_layer_sizes=(8, 4), alpha=-0.0)")
+    assert est.hidden_layer_sizes == (8, 4)
+
+
+def test_bare_name_is_default_estimator() -> None:
+    assert isinstance(parse_model_spec("RandomForestClassifier"), RandomForestClassifier)
+
+
+@pytest.mark.parametrize(
+    ("spec", "pattern"),
+    [
+        ("RandomForestClasifier()", r"unknown estimator 'RandomForestClasifier'.*did you mean"),
+        ("RandomForestClassifier(n_estimator=10)", r"has no parameter 'n_estimator'.*n_estimators"),
+        (
+            "RandomForestClassifier(n_estimators=__import__('os'))",
+            r"unknown estimator '__import__'",
+        ),
+        ("RandomForestClassifier(n_estimators=x)", r"not a literal"),
+        ("os.system('ls')", r"cannot read \"os.system"),
+        ("RandomForestClassifier(", r"cannot parse --model"),
+        ("", r"--model is empty"),
+        ("RandomForestClassifier(**{'n_estimators': 3})", r"'\*\*' is not allowed"),
+    ],
+)
+def test_bad_specs_are_refused_without_eval(spec: str, pattern: str) -> None:
+    with pytest.raises(ModelSpecError, match=pattern):
+        parse_model_spec(spec)
+
+
+def test_fit_classifier_reports_accuracy() -> None:
+    result = fit_model("iris", "RandomForestClassifier(n_estimators=10, random_state=42)")
+    assert result.task == "classification"
+    assert result.metrics == {"accuracy": 1.0}
+    assert result.classes == [0, 1, 2]
+
+
+def test_fit_regressor_reports_r2() -> None:
+    result = fit_model("diabetes", "LinearRegression()")
+    assert result.task == "regression"
+    assert 0.3 < result.metrics["r2"] < 0.7
+    assert result.classes is None
+
+
+def test_fit_csv_with_string_labels(classification_csv: Path) -> None:
+    result = fit_model(str(classification_csv), "LogisticRegression()", target="segment")
+    assert result.classes == ["churn", "stay", "upgrade"]
+    assert result.metrics["accuracy"] > 0.8
+
+
+def test_transformer_is_not_trainable() -> None:
+    with pytest.raises(ModelSpecError, match=r"StandardScaler is neither a classifier nor"):
+        fit_model("iris", "StandardScaler()")
+
+
+def test_classifier_on_continuous_target(regression_csv: Path) -> None:
+    with pytest.raises(ModelSpecError, match=r"'price' looks continuous .* use a regressor"):
+        fit_model(str(regression_csv), "LogisticRegression()", target="price")
+
+
+def test_invalid_parameter_value_is_wrapped() -> None:
+    with pytest.raises(ModelSpecError, match=r"fitting .* failed: .*n_estimators"):
+        fit_model("iris", "RandomForestClassifier(n_estimators=-3)")
+
+
+def test_non_numeric_features_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text("colour,size,y\nred,1,0\nblue,2,1\nred,3,0\nblue,4,1\n")
+    with pytest.raises(DataError, match=r"feature columns 'colour' are not numeric"):
+        fit_model(str(path), "LogisticRegression()", target="y", test_size=0.5)
