@@ -22,7 +22,9 @@ def test_all_lists_every_public_name() -> None:
     public = {
         n
         for n, v in vars(onnxbridge).items()
-        if not n.startswith("_") and not inspect.ismodule(v) and n not in {"version"}
+        if not n.startswith("_")
+        and not inspect.ismodule(v)
+        and n not in {"version"}
         and n != "PackageNotFoundError"
     }
     assert public <= set(onnxbridge.__all__)

@@ -44,7 +44,7 @@ def test_train_bundle_writes_card_model_and_holdout(tmp_path: Path) -> None:
 
 def test_existing_bundle_is_kept_without_overwrite(iris_bundle: Bundle) -> None:
     before = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
-    with pytest.raises(BundleError, match=r"already exists and is not empty.*--overwrite"):
+    with pytest.raises(BundleError, match=r"already holds a bundle.*--overwrite"):
         train_bundle("wine", "LogisticRegression()", iris_bundle.path)
     after = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
     assert after == before
@@ -65,6 +65,16 @@ def test_overwrite_replaces_bundle(iris_bundle: Bundle) -> None:
     )
     assert bundle.card["data"]["name"] == "wine"
     assert not (bundle.path / "model.onnx").exists()
+
+
+def test_overwrite_never_replaces_a_folder_that_is_not_a_bundle(tmp_path: Path) -> None:
+    precious = tmp_path / "work"
+    precious.mkdir()
+    (precious / "thesis.txt").write_text("years of work")
+    with pytest.raises(BundleError, match=r"is not empty and is not a bundle"):
+        train_bundle("iris", "LogisticRegression()", precious, overwrite=True)
+    assert (precious / "thesis.txt").read_text() == "years of work"
+    assert sorted(p.name for p in precious.iterdir()) == ["thesis.txt"]
 
 
 def test_open_missing_and_non_bundle(tmp_path: Path) -> None:

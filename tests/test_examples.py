@@ -78,7 +78,7 @@ def test_logistic_regression_refuses_a_folder_it_did_not_write(tmp_path: Path) -
     )
 
     assert result.returncode == 2
-    assert "already exists and is not empty" in result.stderr
+    assert "is not empty and is not a bundle" in result.stderr
     assert (stranger / "notes.txt").read_text() == "not a bundle"
 
 

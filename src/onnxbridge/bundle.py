@@ -190,6 +190,22 @@ def load_estimator(
         raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
 
 
+def _check_replaceable(path: Path, overwrite: bool) -> None:
+    """Refuse to replace a non-empty folder unless it is a bundle and ``overwrite`` is set."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return
+    if not (path / CARD_NAME).is_file():
+        raise BundleError(
+            f"{str(path)!r} is not empty and is not a bundle (no {CARD_NAME}); onnxbridge only "
+            "replaces its own bundles, so choose another --out"
+        )
+    if not overwrite:
+        raise BundleError(
+            f"{str(path)!r} already holds a bundle; choose another --out or pass --overwrite "
+            "(Python: overwrite=True) to replace it"
+        )
+
+
 class Bundle:
     """A model's bundle folder. Open one with :meth:`open`; make one with :meth:`create`."""
 
@@ -294,11 +310,7 @@ class Bundle:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
-        if path.is_dir() and any(path.iterdir()) and not overwrite:
-            raise BundleError(
-                f"{str(path)!r} already exists and is not empty; choose another --out or pass "
-                "--overwrite to replace it"
-            )
+        _check_replaceable(path, overwrite)
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
@@ -408,12 +420,8 @@ def train_bundle(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BundleError(f"{str(out)!r} exists and is not a folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        # Checked before fitting so a long fit is not wasted.
-        raise BundleError(
-            f"{str(out)!r} already exists and is not empty; choose another --out or pass "
-            "--overwrite to replace it"
-        )
+    # Checked before fitting so a long fit is not wasted.
+    _check_replaceable(out, overwrite)
     result = fit_model(
         data, model, target=target, test_size=test_size, seed=seed, stratify=stratify
     )

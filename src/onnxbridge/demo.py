@@ -14,9 +14,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnxbridge.bundle import CARD_NAME, train_bundle
+from onnxbridge.bundle import train_bundle
 from onnxbridge.convert import convert_bundle
-from onnxbridge.errors import BundleError
 from onnxbridge.runtime import Predictor
 from onnxbridge.validate import ValidationReport, validate_bundle
 
@@ -38,7 +37,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
 
     Args:
         out: the bundle folder; replaced if it holds an earlier bundle, refused if it holds
-            anything else.
+            anything else (see :func:`onnxbridge.bundle.train_bundle`).
         console: where to print (a default rich console if None).
     """
     from onnxbridge.bench import compare_speed
@@ -47,11 +46,6 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
 
     console = console or Console()
     out = Path(out)
-    if out.is_dir() and any(out.iterdir()) and not (out / CARD_NAME).is_file():
-        raise BundleError(
-            f"{str(out)!r} exists and is not a bundle; the demo only replaces its own bundles, "
-            "so pass another --out"
-        )
 
     _step(console, 1, "train", f'onnxbridge train --data iris --model "{DEMO_MODEL}" --out {out}')
     bundle, result = train_bundle(DEMO_DATA, DEMO_MODEL, out, overwrite=True)

@@ -30,7 +30,7 @@ class Timing:
 
     @property
     def spread(self) -> float:
-        """Interquartile range relative to the median (0.05 = ±5 %-ish)."""
+        """Interquartile range relative to the median (0.05: the middle half spans 5 %)."""
         return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +129,8 @@ def compare_speed(
     The ONNX side is timed on prepared feeds (the session call alone), the scikit-learn side on
     the same array, so both measure inference, not data conversion.
     """
+    # Both sides get the same float32 values, as a deployed ONNX model would.
+    X = X.astype(np.float32) if hasattr(X, "columns") else np.asarray(X, dtype=np.float32)
     names = getattr(estimator, "feature_names_in_", None)
     if names is not None and not hasattr(X, "columns"):
         import pandas as pd
