@@ -134,3 +134,24 @@ def test_truncated_and_missing_files(iris_bundle: Bundle, tmp_path: Path) -> Non
         Predictor(path)
     with pytest.raises(OnnxModelError, match=r"does not exist"):
         Predictor(tmp_path / "missing.onnx")
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected_type"), [([False, True], np.bool_), ([0.0, 1.0], np.floating)]
+)
+def test_bool_and_float_classes_come_back_as_trained(
+    tmp_path: Path, labels: list, expected_type: type
+) -> None:
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(200, 2))
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    frame["y"] = np.where(X[:, 0] > 0, labels[1], labels[0])
+    path = tmp_path / "d.csv"
+    frame.to_csv(path, index=False)
+    bundle, result = train_bundle(str(path), "LogisticRegression()", tmp_path / "b", target="y")
+    convert_bundle(bundle)
+    X_test, _ = bundle.load_holdout()
+    out = Predictor(bundle.onnx_path).predict(X_test)
+    assert np.issubdtype(out.labels.dtype, expected_type)
+    assert (out.labels == result.estimator.predict(X_test)).all()
+    assert list(out.to_frame().columns) == ["label", f"proba_{labels[0]}", f"proba_{labels[1]}"]

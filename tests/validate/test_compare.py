@@ -71,3 +71,26 @@ def test_validate_needs_a_converted_model(tmp_path: Path) -> None:
 def test_negative_tolerance(iris_bundle: Bundle) -> None:
     with pytest.raises(DataError, match=r"tolerances must be >= 0"):
         validate_bundle(iris_bundle, atol=-1)
+
+
+def test_relative_difference_ignores_zero_references() -> None:
+    c = _numeric("p", np.array([0.0, 2.0]), np.array([0.5, 2.002]), atol=0, rtol=0)
+    assert c.max_rel_diff == pytest.approx(0.001)
+    assert c.max_abs_diff == pytest.approx(0.5)
+
+
+def test_a_different_model_is_divergent(iris_bundle: Bundle) -> None:
+    from sklearn.ensemble import RandomForestClassifier
+
+    from onnxbridge import convert_estimator
+
+    X, y = iris_bundle.load_holdout()
+    other = RandomForestClassifier(n_estimators=1, max_depth=1, random_state=1).fit(X, y)
+    convert_estimator(other, X.head(5)).save(iris_bundle.onnx_path)
+    iris_bundle.record_file("model.onnx")
+    iris_bundle.save_card()
+    report = validate_bundle(iris_bundle)
+    assert report.verdict == "DIVERGENT"
+    label, proba = report.outputs
+    assert label.n_mismatched > 0 and not label.ok
+    assert not proba.ok and proba.max_abs_diff > 0.1

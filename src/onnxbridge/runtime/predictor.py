@@ -283,13 +283,33 @@ class Predictor:
                 roles = {"value": self.outputs[0].name}
                 task = "regression"
         if task == "classification":
-            labels = np.asarray(by_name[roles["label"]]).reshape(-1)
+            labels = _restore_labels(np.asarray(by_name[roles["label"]]).reshape(-1), self.classes)
             probabilities, classes = _probabilities(by_name[roles["probabilities"]], self.classes)
             return PredictionResult(labels=labels, probabilities=probabilities, classes=classes)
         values = np.asarray(by_name[roles["value"]])
         if values.ndim == 2 and values.shape[1] == 1:
             values = values.reshape(-1)
         return PredictionResult(values=values)
+
+
+def _restore_labels(labels: np.ndarray, classes: list[Any] | None) -> np.ndarray:
+    """Give labels the type of the training classes.
+
+    ONNX labels are int64 or string; skl2onnx writes bool and (integral) float classes as int64,
+    so ``True`` comes back as ``1``. Map them back so predictions equal scikit-learn's.
+    """
+    if classes is None or labels.dtype.kind not in "iu":
+        return labels
+    values = np.asarray(classes)
+    if values.dtype.kind not in "bf":
+        return labels
+    keys = values.astype(np.int64)
+    order = np.argsort(keys)
+    sorted_keys = keys[order]
+    pos = np.clip(np.searchsorted(sorted_keys, labels), 0, len(sorted_keys) - 1)
+    if not np.array_equal(sorted_keys[pos], labels):
+        return labels
+    return values[order][pos]
 
 
 def _probabilities(raw: Any, classes: list[Any] | None) -> tuple[np.ndarray, list[Any] | None]:

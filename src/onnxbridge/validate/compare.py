@@ -45,7 +45,8 @@ class OutputComparison:
         n_rows: rows compared.
         n_mismatched: rows where the output disagrees (any column out of tolerance).
         agreement: fraction of rows that agree.
-        max_abs_diff / mean_abs_diff / max_rel_diff: numeric outputs only.
+        max_abs_diff / mean_abs_diff: numeric outputs only.
+        max_rel_diff: numeric outputs only, over values where scikit-learn's is non-zero.
         worst_row: index (position in the compared rows) of the largest difference.
         ok: whether the output passes.
     """
@@ -131,8 +132,9 @@ def _numeric(
     close = diff <= atol + rtol * np.abs(np.nan_to_num(expected))
     row_ok = close.all(axis=1)
     n = len(row_ok)
-    rel = diff / np.maximum(np.abs(np.nan_to_num(expected)), np.finfo(np.float64).tiny)
-    rel = np.where(diff == 0, 0.0, rel)
+    # Relative differences only where scikit-learn's value is non-zero (else it is undefined).
+    magnitude = np.abs(np.nan_to_num(expected))
+    rel = np.divide(diff, magnitude, out=np.zeros_like(diff), where=magnitude > 0)
     bad = int((~row_ok).sum())
     return OutputComparison(
         name=name,
