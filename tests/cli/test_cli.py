@@ -300,3 +300,14 @@ def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "demo", "--out", foreign)
     assert_one_line_error(code, err, r"is not a bundle")
     assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_version_and_help(capsys) -> None:
+    from onnxbridge import __version__
+
+    code, stdout, _ = run(capsys, "--version")
+    assert code == 0 and stdout.strip() == f"onnxbridge {__version__}"
+    code, stdout, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("train", "convert", "inspect", "predict", "validate", "demo"):
+        assert command in stdout

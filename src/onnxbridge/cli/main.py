@@ -30,7 +30,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    epilog="Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error. "
+    "Add --debug anywhere to see the traceback of an error.",
 )
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from onnxbridge import __version__
+
+        print(f"onnxbridge {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
+    ] = False,
+) -> None:
+    """Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast."""
+
+
 console = Console(highlight=False, soft_wrap=True)
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
@@ -87,12 +111,14 @@ def train(
     test_size: Annotated[float, typer.Option(help="Fraction of rows held out.")] = 0.3,
     seed: Annotated[int, typer.Option(help="random_state of the split.")] = 42,
     stratify: Annotated[
-        bool, typer.Option(help="Keep class proportions in the split (classifiers).")
+        bool, typer.Option("--stratify", help="Keep class proportions in the split (classifiers).")
     ] = False,
     out: Annotated[
         Path | None, typer.Option(help="Bundle folder to write [default: runs/<data>-<model>].")
     ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace an existing bundle folder.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing bundle folder.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
 ) -> None:
     """Fit a scikit-learn model and write its bundle (card.json, model.skops, holdout.parquet)."""
@@ -139,7 +165,7 @@ def convert(
         int | None, typer.Option(help="ai.onnx.ml opset [default: highest that works].")
     ] = None,
     zipmap: Annotated[
-        bool, typer.Option(help="Keep ZipMap (probabilities as a list of dicts).")
+        bool, typer.Option("--zipmap", help="Keep ZipMap (probabilities as a list of dicts).")
     ] = False,
     sample: Annotated[
         Path | None,
@@ -154,8 +180,9 @@ def convert(
     allow_pickle: Annotated[
         bool,
         typer.Option(
+            "--allow-pickle",
             help="Allow loading .pkl / .joblib files. Unpickling runs code from the "
-            "file: only for files you made."
+            "file: only for files you made.",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -256,7 +283,10 @@ def predict(
         ),
     ] = None,
     ignore_extra: Annotated[
-        bool, typer.Option(help="Leave out columns the model does not use instead of failing.")
+        bool,
+        typer.Option(
+            "--ignore-extra", help="Leave out columns the model does not use instead of failing."
+        ),
     ] = False,
 ) -> None:
     """Score a data file: labels and one probability column per class (or predictions)."""
