@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import joblib
+import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
@@ -120,3 +121,21 @@ def test_skops_round_trip_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "m.txt").write_text("x")
     with pytest.raises(DataError, match=r"unknown extension '.txt'"):
         load_estimator(tmp_path / "m.txt")
+
+
+def test_functions_in_skops_files_need_explicit_trust(tmp_path: Path) -> None:
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    model = make_pipeline(FunctionTransformer(func=abs), LogisticRegression())
+    model.fit(np.array([[0.0], [1.0], [-1.0]]), [0, 1, 1])
+    path = tmp_path / "fn.skops"
+    save_estimator(model, path)
+    with pytest.raises(
+        UnsafeModelFileError,
+        match=r"not scikit-learn, numpy or scipy classes: "
+        r"builtins.abs;.*--trust NAME",
+    ):
+        load_estimator(path)
+    loaded = load_estimator(path, trusted=("builtins.abs",))
+    assert loaded.predict(np.array([[-1.0]]))[0] == 1

@@ -88,7 +88,9 @@ def test_transformer_is_not_trainable() -> None:
 
 
 def test_classifier_on_continuous_target(regression_csv: Path) -> None:
-    with pytest.raises(ModelSpecError, match=r"'price' looks continuous .* use a regressor"):
+    with pytest.raises(
+        ModelSpecError, match=r"'price' holds non-integer numbers .* use a regressor"
+    ):
         fit_model(str(regression_csv), "LogisticRegression()", target="price")
 
 

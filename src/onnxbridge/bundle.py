@@ -54,9 +54,10 @@ ONNX_NAME = "model.onnx"
 REPORTS_DIR = "reports"
 CARD_FORMAT = 1
 
-# Types from these packages are trusted when loading .skops files: they are the libraries whose
-# estimators we convert, not arbitrary code. Anything else must be trusted explicitly.
-TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.", "builtins.", "collections.")
+# Classes from these packages are trusted when loading .skops files: they are the libraries whose
+# estimators we convert. Functions are never trusted implicitly (a FunctionTransformer could carry
+# builtins.eval or numpy.save), nor is anything else: those must be trusted by name.
+TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.")
 
 _VERSIONED = (
     "onnxbridge",
@@ -122,7 +123,19 @@ def save_estimator(estimator: Any, path: str | Path) -> None:
 
 
 def _is_trusted(type_name: str, extra: tuple[str, ...]) -> bool:
-    return type_name in extra or type_name.startswith(TRUSTED_MODULE_PREFIXES)
+    if type_name in extra:
+        return True
+    if not type_name.startswith(TRUSTED_MODULE_PREFIXES):
+        return False
+    # Trust only names that resolve to classes; importing these packages' modules is safe.
+    import importlib
+
+    module_name, _, attr = type_name.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    return isinstance(obj, type)
 
 
 def load_estimator(
@@ -134,12 +147,14 @@ def load_estimator(
         path: the model file.
         allow_pickle: permit pickle / joblib files. Unpickling runs arbitrary code from the file:
             only do it for files you made yourself.
-        trusted: extra fully qualified type names to trust in a ``.skops`` file.
+        trusted: extra fully qualified names (types or functions) to trust in a ``.skops``
+            file. Classes from scikit-learn, numpy and scipy are trusted without being named.
 
     Raises:
         DataError: missing file or unknown extension.
-        UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file with
-            types from outside scikit-learn / numpy / scipy that were not trusted.
+        UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file
+            holding functions, or types from outside scikit-learn / numpy / scipy, that were not
+            trusted.
         BundleError: the file cannot be read as its format.
     """
     path = Path(path)
@@ -181,8 +196,9 @@ def load_estimator(
     refused = [t for t in untrusted if not _is_trusted(t, trusted)]
     if refused:
         raise UnsafeModelFileError(
-            f"{str(path)!r} contains types outside scikit-learn, numpy and scipy: "
-            f"{', '.join(refused)}; inspect them and trust them explicitly if you know the file"
+            f"{str(path)!r} holds objects that are not scikit-learn, numpy or scipy classes: "
+            f"{', '.join(refused)}; if you know where the file comes from, trust them by name "
+            "(--trust NAME, Python: trusted=(...))"
         )
     try:
         return sio.load(path, trusted=list(untrusted))

@@ -126,8 +126,12 @@ def _is_numeric_dtype_name(dtype: str) -> bool:
     return kind in "biuf"
 
 
-def data_format(path: Path) -> str:
+def data_format(path: Path, *, action: str = "read") -> str:
     """The table format of ``path`` from its extension.
+
+    Args:
+        path: the file.
+        action: ``"read"`` or ``"write"``, for the error message.
 
     Raises:
         DataError: if the extension is not one of the supported formats.
@@ -136,7 +140,7 @@ def data_format(path: Path) -> str:
     if fmt is None:
         allowed = ", ".join(sorted(_FORMATS))
         raise DataError(
-            f"cannot read {str(path)!r}: unknown file type {path.suffix or '(none)'!r}; "
+            f"cannot {action} {str(path)!r}: unknown file type {path.suffix or '(none)'!r}; "
             f"use one of {allowed}"
         )
     return fmt
@@ -160,7 +164,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         elif fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_json(path, lines=True)
+            frame = _read_json(path)
     except Exception as exc:  # pandas / pyarrow raise many unrelated types for bad files
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(
@@ -173,12 +177,21 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+def _read_json(path: Path) -> pd.DataFrame:
+    """JSON lines (one object per line), or a JSON array of row objects."""
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"["):
+        return pd.read_json(path, orient="records")
+    return pd.read_json(path, lines=True)
+
+
 def write_table(frame: pd.DataFrame, path: str | Path, fmt: str | None = None) -> None:
     """Write ``frame`` as CSV / Parquet / JSON lines, atomically (temp file, then rename)."""
     from onnxbridge.bundle import atomic_write_path
 
     path = Path(path)
-    fmt = fmt or data_format(path)
+    fmt = fmt or data_format(path, action="write")
     with atomic_write_path(path) as tmp:
         if fmt == "csv":
             frame.to_csv(tmp, index=False)

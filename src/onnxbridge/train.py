@@ -257,8 +257,9 @@ def fit_model(
 
         if type_of_target(y_train).startswith("continuous"):
             raise ModelSpecError(
-                f"the target {dataset.y.name!r} looks continuous ({y_train.nunique()} distinct "
-                f"values) but {model!r} is a classifier: use a regressor, or bin the target"
+                f"the target {dataset.y.name!r} holds non-integer numbers ({y_train.nunique()} "
+                f"distinct values) but {model!r} is a classifier: use a regressor, or turn the "
+                "target into class labels (integers or strings)"
             )
     try:
         estimator.fit(X_train, y_train)

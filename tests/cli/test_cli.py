@@ -258,15 +258,65 @@ def test_bad_input_is_one_line_exit_2(
             iris_bundle, tmp_path / "noconv", NearestCentroid().fit(X, y)
         ),
     }
-    before = iris_bundle.onnx_path.read_bytes()
+    touched = [subs[a] for a in args if a in subs and subs[a].is_dir()] + [iris_bundle.path]
+    before = [_snapshot(p) for p in touched]
     code, _, err = run(capsys, *[str(subs.get(a, a)) for a in args])
     assert_one_line_error(code, err, pattern)
-    assert iris_bundle.onnx_path.read_bytes() == before
+    assert [_snapshot(p) for p in touched] == before
 
 
-def test_usage_error_exits_2(capsys) -> None:
-    code, _, err = run(capsys, "train", "--data", "iris")
-    assert code == 2 and "--model" in err
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["train", "--data", "iris"], r"Missing option '--model'.*onnxbridge train --help"),
+        (["validate", "x", "--atol", "abc"], r"Invalid value for '--atol'"),
+        (["nosuch"], r"No such command 'nosuch'"),
+    ],
+)
+def test_usage_errors_are_one_line(capsys, args: list[str], pattern: str) -> None:
+    code, _, err = run(capsys, *args)
+    assert_one_line_error(code, err, pattern)
+
+
+def test_nan_tolerance_is_refused(capsys, iris_bundle: Bundle) -> None:
+    before = _snapshot(iris_bundle.path)
+    code, _, err = run(capsys, "validate", iris_bundle.path, "--atol", "nan")
+    assert_one_line_error(code, err, r"tolerances must be finite numbers >= 0")
+    assert _snapshot(iris_bundle.path) == before
+
+
+def test_file_system_errors_are_one_line(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run(
+        capsys,
+        "predict",
+        iris_bundle.path,
+        "--data",
+        iris_bundle.holdout_path,
+        "--out",
+        blocker / "pred.csv",
+    )
+    assert_one_line_error(code, err, r"cannot access .*check the path")
+
+
+def test_predict_reads_json_arrays_and_names_output_errors(
+    capsys, iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    X, _ = iris_bundle.load_holdout()
+    src = tmp_path / "rows.json"
+    X.to_json(src, orient="records")  # a JSON array, not JSON lines
+    code, stdout, err = run(capsys, "predict", iris_bundle.path, "--data", src)
+    assert code == 0, err
+    assert len(stdout.strip().splitlines()) == len(X) + 1
+    code, _, err = run(
+        capsys, "predict", iris_bundle.path, "--data", src, "--out", tmp_path / "p.xlsx"
+    )
+    assert_one_line_error(code, err, r"cannot write .*p.xlsx'.*unknown file type")
 
 
 def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:

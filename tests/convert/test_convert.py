@@ -147,3 +147,38 @@ def test_failed_conversion_leaves_existing_model(iris_bundle: Bundle) -> None:
         convert_bundle(iris_bundle, opset=99)
     assert iris_bundle.onnx_path.read_bytes() == before
     assert iris_bundle.card_path.read_text() == card_before
+
+
+def test_sample_columns_in_another_order_keep_training_order(iris_frame) -> None:
+    from onnxbridge import Predictor
+
+    X, y = iris_frame
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    result = convert_estimator(model, X[X.columns[::-1]].head(5))
+    assert result.metadata.features.names == list(X.columns)
+    out = Predictor(result.model.SerializeToString()).predict(X)
+    np.testing.assert_allclose(out.probabilities, model.predict_proba(X), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "spec", ["LinearSVC()", "StandardScaler() | LinearSVC()", "RidgeClassifier()", "SVC()"]
+)
+def test_classifiers_without_predict_proba_give_scores(iris_frame, spec: str) -> None:
+    from onnxbridge import Predictor, parse_model_spec
+
+    X, y = iris_frame
+    model = parse_model_spec(spec).fit(X, y)
+    result = convert_estimator(model, X.head(5), zipmap=True)
+    assert set(result.metadata.outputs) == {"label", "scores"}
+    out = Predictor(result.model.SerializeToString()).predict(X)
+    assert out.probabilities is None and out.scores.shape == (150, 3)
+    np.testing.assert_allclose(out.scores, model.decision_function(X), rtol=1e-4, atol=1e-4)
+    assert list(out.to_frame().columns) == ["label", "score_0", "score_1", "score_2"]
+
+
+def test_zipmap_is_reported_as_applied_only_when_it_was(iris_frame) -> None:
+    from sklearn.linear_model import LinearRegression
+
+    X, y = iris_frame
+    result = convert_estimator(LinearRegression().fit(X, y), X.head(2), zipmap=True)
+    assert result.zipmap is False

@@ -155,3 +155,10 @@ def test_bool_and_float_classes_come_back_as_trained(
     assert np.issubdtype(out.labels.dtype, expected_type)
     assert (out.labels == result.estimator.predict(X_test)).all()
     assert list(out.to_frame().columns) == ["label", f"proba_{labels[0]}", f"proba_{labels[1]}"]
+
+
+def test_single_row_mapping(iris_bundle: Bundle, predictor: Predictor) -> None:
+    X, _ = iris_bundle.load_holdout()
+    row = X.iloc[0].to_dict()
+    out = predictor.predict(row)
+    assert len(out) == 1 and out.labels[0] == predictor.predict(X.head(1)).labels[0]

@@ -69,7 +69,7 @@ def test_validate_needs_a_converted_model(tmp_path: Path) -> None:
 
 
 def test_negative_tolerance(iris_bundle: Bundle) -> None:
-    with pytest.raises(DataError, match=r"tolerances must be >= 0"):
+    with pytest.raises(DataError, match=r"tolerances must be finite numbers >= 0"):
         validate_bundle(iris_bundle, atol=-1)
 
 

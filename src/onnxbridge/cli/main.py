@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.exceptions import TyperException
 
 from onnxbridge.errors import DataError, OnnxbridgeError
 
@@ -185,16 +186,24 @@ def convert(
             "file: only for files you made.",
         ),
     ] = False,
+    trust: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trust",
+            help="A name in a .skops file to trust besides scikit-learn/numpy/scipy classes "
+            "(repeatable), e.g. a function used by a FunctionTransformer.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge.convert import convert_bundle, convert_estimator
 
     if source.is_dir():
-        if sample is not None or out is not None or allow_pickle:
+        if sample is not None or out is not None or allow_pickle or trust:
             raise DataError(
-                "--sample, --out and --allow-pickle are for model files; a bundle carries its own "
-                "sample rows and writes BUNDLE/model.onnx"
+                "--sample, --out, --trust and --allow-pickle are for model files; a bundle "
+                "carries its own sample rows and writes BUNDLE/model.onnx"
             )
         result = convert_bundle(source, opset=opset, ml_opset=ml_opset, zipmap=zipmap)
     else:
@@ -210,7 +219,7 @@ def convert(
                 f"converting the model file {str(source)!r} needs --sample FILE: a CSV / Parquet "
                 "file with a few training rows, from which the input schema is taken"
             )
-        estimator = load_estimator(source, allow_pickle=allow_pickle)
+        estimator = load_estimator(source, allow_pickle=allow_pickle, trusted=tuple(trust or ()))
         frame = read_table(sample)
         if target is not None:
             if target not in frame.columns:
@@ -297,7 +306,7 @@ def predict(
         raise DataError(
             f"--format {output_format!r} is not supported; use one of {', '.join(_OUT_FORMATS)}"
         )
-    fmt = output_format or (data_format(out) if out is not None else "csv")
+    fmt = output_format or (data_format(out, action="write") if out is not None else "csv")
     predictor = Predictor(_model_path(model))
     frame = read_table(data)
     result = predictor.predict(frame, ignore_extra=ignore_extra).to_frame()
@@ -379,16 +388,39 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("ONNXBRIDGE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
     try:
-        # Standalone mode: typer prints usage errors itself and exits 2 through SystemExit.
-        app(args=args, prog_name="onnxbridge")
+        code = app(args=args, prog_name="onnxbridge", standalone_mode=False)
     except SystemExit as exc:
         if exc.code is None:
             return EXIT_OK
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return EXIT_ERROR
+    except TyperException as exc:
+        # Usage errors (missing option, bad value, unknown command): one line, exit 2.
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # prints the help text
+            return EXIT_ERROR
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "onnxbridge"
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        print(f"error: {_one_line(message)} (see '{where} --help')", file=sys.stderr)
+        return int(getattr(exc, "exit_code", EXIT_ERROR) or EXIT_ERROR)
     except OnnxbridgeError as exc:
         if debug:
             traceback.print_exc()
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        # The file system said no (permissions, a file where a folder should be, disk full).
+        if debug:
+            traceback.print_exc()
+        target = f" {exc.filename!r}" if exc.filename else ""
+        print(
+            f"error: cannot access{target}: {exc.strerror or exc}; check the path and its "
+            "permissions",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -402,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def _one_line(text: str) -> str:

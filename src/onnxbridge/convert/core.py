@@ -175,15 +175,23 @@ def _walk(estimator: Any) -> list[Any]:
     return found
 
 
-def _output_roles(model: Any, task: str, zipmap: bool) -> dict[str, str]:
+def _output_roles(model: Any, estimator: Any, task: str) -> dict[str, str]:
+    """Which graph output is what: label + probabilities (or scores), or value."""
     names = [o.name for o in model.graph.output]
     if task == "classification":
         if len(names) < 2:
             raise ConversionError(
                 f"classifier graph has outputs {names}; expected label and scores"
             )
-        return {"label": names[0], "probabilities": names[1]}
+        # Without predict_proba (SVC(), RidgeClassifier, ...) the second output holds
+        # decision_function scores, not probabilities.
+        second = "probabilities" if hasattr(estimator, "predict_proba") else "scores"
+        return {"label": names[0], second: names[1]}
     return {"value": names[0]}
+
+
+def _has_zipmap(model: Any) -> bool:
+    return any(node.op_type == "ZipMap" for node in model.graph.node)
 
 
 def _check_loads(model: Any, frame: pd.DataFrame) -> None:
@@ -194,9 +202,11 @@ def _check_loads(model: Any, frame: pd.DataFrame) -> None:
         onnx.checker.check_model(model)
     except Exception as exc:
         raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
     try:
         session = ort.InferenceSession(
-            model.SerializeToString(), providers=["CPUExecutionProvider"]
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
         session.run(None, {INPUT_NAME: frame.to_numpy(dtype=np.float32)[:5]})
     except Exception as exc:
@@ -247,6 +257,9 @@ def convert_estimator(
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     _check_sample_matches(estimator, frame)
+    if names is not None:
+        # The graph takes columns in training order, whatever the sample's order.
+        frame = frame[[str(n) for n in names]]
     schema = FeatureSchema.from_frame(frame)
     if not schema.all_numeric:
         bad = [f.name for f in schema.features if not f.is_numeric]
@@ -261,7 +274,7 @@ def convert_estimator(
         task=task,
         features=schema,
         inputs=[{"name": INPUT_NAME, "dtype": "float32", "columns": schema.names}],
-        outputs=_output_roles(model, task, zipmap),
+        outputs=_output_roles(model, estimator, task),
         classes=None if classes is None else [_py(c) for c in classes],
         target=target,
         estimator=description or type(estimator).__name__,
@@ -271,7 +284,9 @@ def convert_estimator(
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
     _check_loads(model, frame)
-    return ConversionResult(model=model, metadata=metadata, opsets=choice, zipmap=zipmap)
+    return ConversionResult(
+        model=model, metadata=metadata, opsets=choice, zipmap=_has_zipmap(model)
+    )
 
 
 def _used_opsets(model: Any) -> dict[str, int]:
@@ -294,16 +309,28 @@ def _run_skl2onnx(estimator: Any, n_features: int, choice: OpsetChoice, zipmap: 
     final = _final_step(estimator)
     if hasattr(final, "classes_") and not zipmap:
         options[id(final)] = {"zipmap": False}
-    try:
+
+    def run(opts: dict[int, dict[str, Any]]) -> Any:
         with warnings.catch_warnings():
             # skl2onnx warns about its own internals; the checks below are what count.
             warnings.simplefilter("ignore")
             return convert_sklearn(
                 estimator,
                 initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
-                options=options or None,
+                options=opts or None,
                 target_opset=choice.as_target(),
             )
+
+    try:
+        try:
+            return run(options)
+        except NameError as exc:
+            # Some converters (LinearSVC, ...) have no zipmap option and never add a ZipMap;
+            # skl2onnx still asks them for it unless another option is set, so set their
+            # default "nocl" (keep class labels) instead.
+            if "Option 'zipmap' not in" not in str(exc) or "'nocl'" not in str(exc):
+                raise
+            return run({id(final): {"nocl": False}})
     except Exception as exc:  # skl2onnx raises RuntimeError, ValueError, NameError, ...
         raise _wrap_conversion_error(exc, estimator) from exc
 

@@ -46,6 +46,8 @@ class PredictionResult:
     Attributes:
         labels: ``[N]`` class labels (classifiers), else None.
         probabilities: ``[N, C]`` class probabilities in ``classes`` order, else None.
+        scores: ``[N, C]`` (or ``[N, 1]``) decision scores, for classifiers without
+            ``predict_proba`` (``SVC()``, ``RidgeClassifier``, ...), else None.
         values: ``[N]`` or ``[N, T]`` predictions (regressors), else None.
         classes: class labels in probability-column order, if known.
     """
@@ -54,15 +56,17 @@ class PredictionResult:
     probabilities: np.ndarray | None = None
     values: np.ndarray | None = None
     classes: list[Any] | None = None
+    scores: np.ndarray | None = None
 
     def __len__(self) -> int:
-        for array in (self.labels, self.values, self.probabilities):
+        for array in (self.labels, self.values, self.probabilities, self.scores):
             if array is not None:
                 return len(array)
         return 0
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per input row: ``label`` and ``proba_<class>`` columns, or ``prediction``."""
+        """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
+        columns for classifiers, ``prediction`` for regressors."""
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
@@ -70,6 +74,14 @@ class PredictionResult:
             classes = self.classes or list(range(self.probabilities.shape[1]))
             for i, cls in enumerate(classes):
                 columns[f"proba_{cls}"] = self.probabilities[:, i]
+        if self.scores is not None:
+            n_scores = self.scores.shape[1]
+            names = list(self.classes or [])
+            if len(names) != n_scores:
+                # A binary model may give one score: the positive class's.
+                names = names[-n_scores:] if len(names) > n_scores else list(range(n_scores))
+            for i, cls in enumerate(names):
+                columns[f"score_{cls}"] = self.scores[:, i]
         if self.values is not None:
             values = self.values
             if values.ndim == 1 or values.shape[1] == 1:
@@ -203,7 +215,9 @@ class Predictor:
         dtype = _ORT_TO_NUMPY.get(spec.type)
         if dtype is None:
             raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
-        if isinstance(data, Mapping) or (
+        if isinstance(data, Mapping) and all(np.ndim(v) == 0 for v in data.values()):
+            data = pd.DataFrame([data])  # one row given as {column: value}
+        elif isinstance(data, Mapping) or (
             isinstance(data, list) and data and isinstance(data[0], Mapping)
         ):
             data = pd.DataFrame(data)
@@ -268,7 +282,8 @@ class Predictor:
 
         Args:
             data: a DataFrame (columns matched by name), a 2-D array (columns in training order),
-                a mapping of column → values, or a list of row dicts.
+                a mapping of column → values (or → one value, for a single row), or a list of
+                row dicts.
             ignore_extra: leave out columns the model does not use instead of raising.
         """
         outputs = self.run(self.prepare(data, ignore_extra=ignore_extra))
@@ -284,6 +299,11 @@ class Predictor:
                 task = "regression"
         if task == "classification":
             labels = _restore_labels(np.asarray(by_name[roles["label"]]).reshape(-1), self.classes)
+            if "scores" in roles:
+                scores, classes = _probabilities(by_name[roles["scores"]], self.classes)
+                if scores.ndim == 1:
+                    scores = scores.reshape(-1, 1)
+                return PredictionResult(labels=labels, scores=scores, classes=classes)
             probabilities, classes = _probabilities(by_name[roles["probabilities"]], self.classes)
             return PredictionResult(labels=labels, probabilities=probabilities, classes=classes)
         values = np.asarray(by_name[roles["value"]])

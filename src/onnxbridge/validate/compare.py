@@ -10,6 +10,7 @@ identical. The verdict is EQUIVALENT when every output agrees on every row, else
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ class OutputComparison:
     """How one output of the ONNX model compares with scikit-learn's.
 
     Attributes:
-        name: ``label``, ``probabilities`` or ``value``.
+        name: ``label``, ``probabilities``, ``scores`` (classifiers without ``predict_proba``,
+            against ``decision_function``) or ``value``.
         kind: ``"labels"`` (exact match) or ``"numeric"`` (within tolerance).
         n_rows: rows compared.
         n_mismatched: rows where the output disagrees (any column out of tolerance).
@@ -150,6 +152,20 @@ def _numeric(
     )
 
 
+def _expected_scores(decision: np.ndarray, n_columns: int) -> np.ndarray:
+    """scikit-learn's ``decision_function`` laid out as the ONNX score columns.
+
+    A binary model's ``decision_function`` is ``[N]`` (the positive class's score); converters
+    write it as ``[N, 1]`` or as ``[N, 2] = [-d, d]``.
+    """
+    decision = np.asarray(decision, dtype=np.float64)
+    if decision.ndim == 1:
+        decision = decision.reshape(-1, 1)
+        if n_columns == 2:
+            decision = np.hstack([-decision, decision])
+    return decision
+
+
 def compare_predictions(
     estimator: Any,
     predictor: Predictor,
@@ -179,6 +195,9 @@ def compare_predictions(
                     "probabilities", estimator.predict_proba(X), result.probabilities, atol, rtol
                 )
             )
+        elif result.scores is not None and hasattr(estimator, "decision_function"):
+            expected = _expected_scores(estimator.decision_function(X), result.scores.shape[1])
+            comparisons.append(_numeric("scores", expected, result.scores, atol, rtol))
     else:
         comparisons.append(_numeric("value", estimator.predict(X), result.values, atol, rtol))
     verdict = EQUIVALENT if all(c.ok for c in comparisons) else DIVERGENT
@@ -210,8 +229,11 @@ def validate_bundle(
     """
     from onnxbridge.errors import DataError
 
-    if atol < 0 or rtol < 0:
-        raise DataError(f"tolerances must be >= 0, got atol={atol}, rtol={rtol}")
+    if not (math.isfinite(atol) and math.isfinite(rtol) and atol >= 0 and rtol >= 0):
+        raise DataError(
+            f"tolerances must be finite numbers >= 0, got atol={atol}, rtol={rtol}; "
+            "e.g. --atol 1e-5 --rtol 1e-5"
+        )
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     bundle.check_file(ONNX_NAME)
