@@ -139,3 +139,22 @@ def test_functions_in_skops_files_need_explicit_trust(tmp_path: Path) -> None:
         load_estimator(path)
     loaded = load_estimator(path, trusted=("builtins.abs",))
     assert loaded.predict(np.array([[-1.0]]))[0] == 1
+
+
+def test_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        bundle, _ = train_bundle("iris", "LogisticRegression(max_iter=500)", tmp_path / "b")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(bundle.path.stat().st_mode) == 0o755
+    for name in ("card.json", "model.skops", "holdout.parquet"):
+        assert stat.S_IMODE((bundle.path / name).stat().st_mode) == 0o644, name
+
+
+def test_open_a_file_instead_of_a_bundle(iris_bundle: Bundle) -> None:
+    with pytest.raises(BundleError, match=r"is a file, not a bundle folder"):
+        Bundle.open(iris_bundle.onnx_path)

@@ -93,6 +93,17 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _default_mode(directory: bool = False) -> int:
+    """The mode a plain ``open()`` / ``mkdir()`` would give (temp files are private)."""
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_write_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; renamed onto ``path`` only if the block succeeds."""
@@ -103,6 +114,7 @@ def atomic_write_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, _default_mode())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -285,6 +297,11 @@ class Bundle:
             BundleError: if the folder or its ``card.json`` is missing or unreadable.
         """
         path = Path(path)
+        if path.is_file():
+            raise BundleError(
+                f"{str(path)!r} is a file, not a bundle folder; pass the folder that holds "
+                f"{CARD_NAME} (e.g. runs/iris-rf)"
+            )
         if not path.is_dir():
             raise BundleError(
                 f"bundle {str(path)!r} does not exist or is not a folder; create one with "
@@ -329,6 +346,7 @@ class Bundle:
         _check_replaceable(path, overwrite)
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        os.chmod(staging, _default_mode(directory=True))
         try:
             bundle = cls(staging, dict(card))
             save_estimator(estimator, bundle.model_path)

@@ -32,6 +32,7 @@ __all__ = [
     "load_dataset",
     "read_table",
     "split_dataset",
+    "write_jsonl",
     "write_table",
 ]
 
@@ -186,6 +187,29 @@ def _read_json(path: Path) -> pd.DataFrame:
     return pd.read_json(path, lines=True)
 
 
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return _json_value(value.item())
+    return value
+
+
+def write_jsonl(frame: pd.DataFrame, stream: Any) -> None:
+    """Write one JSON object per row, numbers at full precision (NaN becomes null)."""
+    columns = [str(c) for c in frame.columns]
+    values = []
+    for c in frame.columns:
+        col = frame[c].to_numpy()
+        if col.dtype == np.float32:
+            # Shortest text that reads back as the same float32, not float64's 17 digits.
+            col = np.where(np.isfinite(col), col.astype(str), "nan").astype(np.float64)
+        values.append(col.tolist())
+    for row in zip(*values, strict=True):
+        record = {c: _json_value(v) for c, v in zip(columns, row, strict=True)}
+        stream.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def write_table(frame: pd.DataFrame, path: str | Path, fmt: str | None = None) -> None:
     """Write ``frame`` as CSV / Parquet / JSON lines, atomically (temp file, then rename)."""
     from onnxbridge.bundle import atomic_write_path
@@ -200,7 +224,8 @@ def write_table(frame: pd.DataFrame, path: str | Path, fmt: str | None = None) -
         elif fmt == "parquet":
             frame.to_parquet(tmp, index=False)
         elif fmt == "jsonl":
-            frame.to_json(tmp, orient="records", lines=True)
+            with tmp.open("w", encoding="utf-8") as fh:
+                write_jsonl(frame, fh)
         else:
             raise DataError(f"unknown output format {fmt!r}; use csv, tsv, parquet or jsonl")
 

@@ -14,7 +14,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import NearestCentroid
 
-from onnxbridge import Bundle
+from onnxbridge import Bundle, Predictor
 from onnxbridge.bundle import save_estimator
 from onnxbridge.cli.main import main
 
@@ -113,10 +113,14 @@ def test_predict_to_stdout_formats(capsys, iris_bundle: Bundle) -> None:
         "--format",
         "jsonl",
     )
-    rows = [json.loads(line) for line in stdout.strip().splitlines()]
-    assert (
-        code == 0 and len(rows) == 45 and set(rows[0]) == {"label", "proba_0", "proba_1", "proba_2"}
-    )
+    assert stdout.endswith("}\n")  # one object per line, no trailing blank line
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert code == 0 and len(rows) == 45
+    assert set(rows[0]) == {"label", "proba_0", "proba_1", "proba_2"}
+    # Full float32 precision, as in CSV.
+    X, _ = iris_bundle.load_holdout()
+    proba = Predictor(iris_bundle.onnx_path).predict(X).probabilities
+    assert [r["proba_1"] for r in rows] == [float(str(v)) for v in proba[:, 1]]
 
 
 def test_predict_parquet_and_jsonl_files(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
@@ -319,6 +323,34 @@ def test_predict_reads_json_arrays_and_names_output_errors(
     assert_one_line_error(code, err, r"cannot write .*p.xlsx'.*unknown file type")
 
 
+def test_console_script_prints_warnings_on_one_line(iris_bundle: Bundle, tmp_path: Path) -> None:
+    import joblib
+
+    path = tmp_path / "m.joblib"
+    joblib.dump(iris_bundle.load_estimator(), path)
+    sample = tmp_path / "s.csv"
+    iris_bundle.load_holdout()[0].to_csv(sample, index=False)
+    exe = Path(sys.executable).parent / "onnxbridge"
+    proc = subprocess.run(
+        [exe, "convert", path, "--sample", sample, "--allow-pickle"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "warning: loading m.joblib with pickle: this runs any code in the file; only use files "
+        "you made yourself"
+    ]
+
+
+def test_convert_names_score_outputs(capsys, tmp_path: Path) -> None:
+    out = tmp_path / "svc"
+    assert run(capsys, "train", "--data", "iris", "--model", "SVC()", "--out", out)[0] == 0
+    code, stdout, err = run(capsys, "convert", out)
+    assert code == 0, err
+    assert "outputs: label, probabilities (scores)" in stdout
+    code, stdout, _ = run(capsys, "predict", out, "--data", out / "holdout.parquet")
+    assert code == 0 and stdout.splitlines()[0] == "label,score_0,score_1,score_2"
+
+
 def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "onnxbridge"
     proc = subprocess.run([exe, "validate", str(tmp_path / "none")], capture_output=True, text=True)
@@ -340,6 +372,7 @@ def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
     assert "ms per call" in stdout
     report = json.loads((out / "reports" / "validation.json").read_text())
     assert report["outputs"][1]["max_abs_diff"] <= 1e-6
+    assert (report["atol"], report["rtol"]) == (1e-6, 0.0)  # the reference workflow's bound
     card = Bundle.open(out).card
     assert card["conversion"]["target_opsets"][""] == 15
     # Running it again replaces its own bundle; a foreign folder is refused.

@@ -182,3 +182,12 @@ def test_zipmap_is_reported_as_applied_only_when_it_was(iris_frame) -> None:
     X, y = iris_frame
     result = convert_estimator(LinearRegression().fit(X, y), X.head(2), zipmap=True)
     assert result.zipmap is False
+
+
+def test_reconverting_drops_the_stale_verdict(iris_bundle: Bundle) -> None:
+    from onnxbridge import validate_bundle
+
+    validate_bundle(iris_bundle)
+    assert "validation" in Bundle.open(iris_bundle.path).card
+    convert_bundle(iris_bundle, opset=15)
+    assert "validation" not in Bundle.open(iris_bundle.path).card

@@ -162,3 +162,27 @@ def test_single_row_mapping(iris_bundle: Bundle, predictor: Predictor) -> None:
     row = X.iloc[0].to_dict()
     out = predictor.predict(row)
     assert len(out) == 1 and out.labels[0] == predictor.predict(X.head(1)).labels[0]
+
+
+def test_missing_values_refused_when_the_source_refuses_them(tmp_path: Path) -> None:
+    bundle, _ = train_bundle("iris", "LogisticRegression(max_iter=500)", tmp_path / "lr")
+    convert_bundle(bundle)
+    p = Predictor(bundle.onnx_path)
+    assert p.metadata.missing_values == "refused"
+    X, _ = bundle.load_holdout()
+    X = X.copy()
+    X.iloc[[1, 4], 2] = np.nan
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"NaN\) in 2 rows, columns: 'petal length \(cm\)'"
+        r" \(2\).*--allow-missing",
+    ):
+        p.predict(X)
+    out = p.predict(X, allow_missing=True)
+    assert np.isnan(out.probabilities[1]).all() and not np.isnan(out.probabilities[0]).any()
+
+
+def test_missing_values_pass_when_the_source_accepts_them(predictor: Predictor) -> None:
+    assert predictor.metadata.missing_values == "accepted"  # sklearn forests route NaN
+    row = np.array([[5.1, np.nan, 1.4, 0.2]])
+    assert len(predictor.predict(row)) == 1

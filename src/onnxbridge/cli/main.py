@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +22,7 @@ from typer.exceptions import TyperException
 
 from onnxbridge.errors import DataError, OnnxbridgeError
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run"]
 
 app = typer.Typer(
     name="onnxbridge",
@@ -143,7 +144,7 @@ def train(
     console.print(
         f"trained {type(result.estimator).__name__} on {data} "
         f"({len(result.X_train)} train / {len(result.X_test)} test rows, "
-        f"{bundle.schema.n_features} features)"
+        f"{bundle.schema.n_features} feature{'s' if bundle.schema.n_features != 1 else ''})"
     )
     console.print(f"test {metric}: {value:.4f}")
     console.print(f"bundle: {bundle.path}")
@@ -155,8 +156,9 @@ def convert(
     source: Annotated[
         Path,
         typer.Argument(
+            metavar="SOURCE",
             help="A bundle folder, or a model file (.skops; .pkl/.joblib with "
-            "--allow-pickle) together with --sample."
+            "--allow-pickle) together with --sample.",
         ),
     ],
     opset: Annotated[
@@ -190,6 +192,7 @@ def convert(
         list[str] | None,
         typer.Option(
             "--trust",
+            metavar="NAME",
             help="A name in a .skops file to trust besides scikit-learn/numpy/scipy classes "
             "(repeatable), e.g. a function used by a FunctionTransformer.",
         ),
@@ -252,7 +255,11 @@ def convert(
     )
     opsets = ", ".join(f"{k or 'ai.onnx'} {v}" for k, v in result.metadata.opsets.items())
     console.print(f"wrote {result.path}")
-    console.print(f"inputs: {inputs}; outputs: {', '.join(result.metadata.outputs.values())}")
+    outputs = ", ".join(
+        name if role == name else f"{name} ({role})"
+        for role, name in result.metadata.outputs.items()
+    )
+    console.print(f"inputs: {inputs}; outputs: {outputs}")
     console.print(f"opsets: {opsets}; zipmap: {'on' if result.zipmap else 'off'}")
     console.print("checked: onnx.checker passed, loads and runs in onnxruntime")
 
@@ -260,7 +267,9 @@ def convert(
 # ------------------------------------------------------------------------------------- inspect
 @app.command()
 def inspect(
-    model: Annotated[Path, typer.Argument(help="A .onnx file (or a bundle folder).")],
+    model: Annotated[
+        Path, typer.Argument(metavar="MODEL", help="A .onnx file (or a bundle folder).")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise an ONNX file: validity, opsets, typed inputs/outputs, operators, trees."""
@@ -280,7 +289,9 @@ _OUT_FORMATS = ("csv", "tsv", "parquet", "jsonl")
 
 @app.command()
 def predict(
-    model: Annotated[Path, typer.Argument(help="A .onnx file (or a bundle folder).")],
+    model: Annotated[
+        Path, typer.Argument(metavar="MODEL", help="A .onnx file (or a bundle folder).")
+    ],
     data: Annotated[Path, typer.Option(help="Rows to score: CSV, TSV, Parquet or JSON lines.")],
     out: Annotated[
         Path | None, typer.Option(help="Output file [default: CSV on standard output].")
@@ -291,6 +302,13 @@ def predict(
             "--format", help="csv, tsv, parquet or jsonl [default: from --out, else csv]."
         ),
     ] = None,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="Score rows with missing values even if the source model refused them.",
+        ),
+    ] = False,
     ignore_extra: Annotated[
         bool,
         typer.Option(
@@ -299,7 +317,7 @@ def predict(
     ] = False,
 ) -> None:
     """Score a data file: labels and one probability column per class (or predictions)."""
-    from onnxbridge.data import data_format, read_table, write_table
+    from onnxbridge.data import data_format, read_table, write_jsonl, write_table
     from onnxbridge.runtime import Predictor
 
     if output_format is not None and output_format not in _OUT_FORMATS:
@@ -309,7 +327,9 @@ def predict(
     fmt = output_format or (data_format(out, action="write") if out is not None else "csv")
     predictor = Predictor(_model_path(model))
     frame = read_table(data)
-    result = predictor.predict(frame, ignore_extra=ignore_extra).to_frame()
+    result = predictor.predict(
+        frame, ignore_extra=ignore_extra, allow_missing=allow_missing
+    ).to_frame()
     if out is not None:
         write_table(result, out, fmt)
         print(f"wrote {len(result)} predictions to {out}", file=sys.stderr)
@@ -317,8 +337,7 @@ def predict(
     if fmt == "parquet":
         raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
     if fmt == "jsonl":
-        sys.stdout.write(result.to_json(orient="records", lines=True))
-        sys.stdout.write("\n" if len(result) else "")
+        write_jsonl(result, sys.stdout)
     else:
         result.to_csv(sys.stdout, index=False, sep="\t" if fmt == "tsv" else ",")
 
@@ -347,7 +366,9 @@ def _print_validation(report: Any) -> None:
 
 @app.command()
 def validate(
-    bundle: Annotated[Path, typer.Argument(help="A bundle folder with model.onnx.")],
+    bundle: Annotated[
+        Path, typer.Argument(metavar="BUNDLE", help="A bundle folder with model.onnx.")
+    ],
     atol: Annotated[float, typer.Option(help="Absolute tolerance for values.")] = 1e-5,
     rtol: Annotated[float, typer.Option(help="Relative tolerance for values.")] = 1e-5,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -441,5 +462,15 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-if __name__ == "__main__":  # pragma: no cover
+def _show_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
+    print(f"warning: {_one_line(str(message))}", file=sys.stderr)
+
+
+def run() -> None:
+    """Console-script entry point: warnings as one ``warning: ...`` line, then :func:`main`."""
+    warnings.showwarning = _show_warning
     sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

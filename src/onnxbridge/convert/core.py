@@ -280,6 +280,7 @@ def convert_estimator(
         estimator=description or type(estimator).__name__,
         opsets=_used_opsets(model),
         versions=library_versions(),
+        missing_values=_missing_values_policy(estimator, frame),
     )
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
@@ -287,6 +288,19 @@ def convert_estimator(
     return ConversionResult(
         model=model, metadata=metadata, opsets=choice, zipmap=_has_zipmap(model)
     )
+
+
+def _missing_values_policy(estimator: Any, frame: pd.DataFrame) -> str:
+    """Whether the source model predicts on a row of NaN ("accepted") or raises ("refused")."""
+    probe = frame.head(1).astype(np.float64)
+    probe.iloc[:, :] = np.nan
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator.predict(probe)
+    except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
+        return "refused"
+    return "accepted"
 
 
 def _used_opsets(model: Any) -> dict[str, int]:
@@ -362,11 +376,13 @@ def convert_bundle(
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
+    # A verdict about the previous model.onnx no longer applies.
+    bundle.card.pop("validation", None)
     bundle.card["conversion"] = {
         "converter": "skl2onnx",
         "opsets": result.metadata.opsets,
         "target_opsets": result.opsets.as_target(),
-        "zipmap": zipmap,
+        "zipmap": result.zipmap,
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),

@@ -5,7 +5,7 @@ their training dtypes, how they map onto graph inputs, the task, the class label
 output holds labels, probabilities or values. Every value is a string; structured values are JSON.
 
 Keys (all prefixed ``onnxbridge.``): ``format``, ``task``, ``target``, ``features``, ``inputs``,
-``outputs``, ``classes``, ``estimator``, ``opsets``, ``versions``.
+``outputs``, ``classes``, ``estimator``, ``opsets``, ``versions``, ``missing_values``.
 
 This module imports neither scikit-learn nor skl2onnx: the runtime layer reads it.
 """
@@ -40,6 +40,8 @@ class ModelMetadata:
         estimator: the estimator's description (spec string or class name).
         opsets: ``{"": 22, "ai.onnx.ml": 3}``.
         versions: library versions at conversion.
+        missing_values: ``"accepted"`` when the source model predicts on rows with missing
+            values (NaN), ``"refused"`` when it raises on them, None when unknown.
     """
 
     task: str
@@ -51,6 +53,7 @@ class ModelMetadata:
     estimator: str | None = None
     opsets: dict[str, int] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    missing_values: str | None = None
 
     def to_props(self) -> dict[str, str]:
         """``metadata_props`` entries (string → string)."""
@@ -65,6 +68,7 @@ class ModelMetadata:
             "classes": self.classes,
             "opsets": self.opsets,
             "versions": self.versions,
+            "missing_values": self.missing_values,
         }
         props = {}
         for key, value in values.items():
@@ -95,6 +99,7 @@ class ModelMetadata:
             estimator=parsed.get("estimator"),
             opsets={str(k): int(v) for k, v in (parsed.get("opsets") or {}).items()},
             versions=parsed.get("versions") or {},
+            missing_values=parsed.get("missing_values"),
         )
 
 

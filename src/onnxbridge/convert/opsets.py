@@ -105,7 +105,8 @@ def choose_opsets(opset: int | None = None, ml_opset: int | None = None) -> Opse
         ml_opset = highest_ml
     elif not 1 <= ml_opset <= highest_ml:
         raise ConversionError(
-            f"--ml-opset {ml_opset} is not supported here: choose 1..{highest_ml} "
-            f"(skl2onnx rejects ai.onnx.ml above {ML_OPSET_CAP}) or leave it out"
+            f"--ml-opset {ml_opset} is not supported here: choose 1..{highest_ml} or leave it "
+            f"out (ai.onnx.ml is capped at {ML_OPSET_CAP}: skl2onnx and onnxmltools converters "
+            "emit ai.onnx.ml versions their own checks reject above it)"
         )
     return OpsetChoice(default=opset, ml=ml_opset)

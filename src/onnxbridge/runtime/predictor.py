@@ -201,11 +201,14 @@ class Predictor:
             )
         return frame[names]
 
-    def prepare(self, data: Any, *, ignore_extra: bool = False) -> dict[str, np.ndarray]:
+    def prepare(
+        self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
+    ) -> dict[str, np.ndarray]:
         """Turn a DataFrame, 2-D array, mapping of columns or list of records into ORT feeds.
 
         Raises:
-            SchemaMismatchError: missing / unexpected columns, wrong width, non-numeric values.
+            SchemaMismatchError: missing / unexpected columns, wrong width, non-numeric values,
+                missing values (NaN) for a model whose source refuses them.
         """
         if len(self.inputs) != 1:
             raise SchemaMismatchError(
@@ -261,7 +264,29 @@ class Predictor:
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
+        if not allow_missing:
+            self._check_missing(array)
         return {spec.name: np.ascontiguousarray(array)}
+
+    def _check_missing(self, array: np.ndarray) -> None:
+        if self.metadata is None or self.metadata.missing_values != "refused":
+            return
+        if array.dtype.kind != "f":
+            return
+        nan_rows = np.isnan(array)
+        if not nan_rows.any():
+            return
+        names = self.metadata.features.names
+        counts = nan_rows.sum(axis=0)
+        shown = ", ".join(
+            f"{names[j] if j < len(names) else j!r} ({int(counts[j])})"
+            for j in np.flatnonzero(counts)[:5]
+        )
+        raise SchemaMismatchError(
+            f"missing values (NaN) in {int(nan_rows.any(axis=1).sum())} rows, columns: {shown}; "
+            "the source model refuses them, so ONNX results for such rows are not validated: "
+            "fill or drop them, or pass --allow-missing (Python: allow_missing=True)"
+        )
 
     # Running -----------------------------------------------------------------------------------
     def run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -277,7 +302,9 @@ class Predictor:
                 f"onnxruntime failed to run the model: {_first_line(exc)}"
             ) from exc
 
-    def predict(self, data: Any, *, ignore_extra: bool = False) -> PredictionResult:
+    def predict(
+        self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
+    ) -> PredictionResult:
         """Predict for every row of ``data``.
 
         Args:
@@ -285,8 +312,12 @@ class Predictor:
                 a mapping of column → values (or → one value, for a single row), or a list of
                 row dicts.
             ignore_extra: leave out columns the model does not use instead of raising.
+            allow_missing: let rows with missing values (NaN) through even when the source
+                model refused them (recorded at conversion); their results are not validated.
         """
-        outputs = self.run(self.prepare(data, ignore_extra=ignore_extra))
+        outputs = self.run(
+            self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        )
         by_name = {o.name: value for o, value in zip(self.outputs, outputs, strict=True)}
         roles = self.metadata.outputs if self.metadata else {}
         task = self.task
