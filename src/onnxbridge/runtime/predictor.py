@@ -92,6 +92,13 @@ class PredictionResult:
         return pd.DataFrame(columns)
 
 
+def _available_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -103,7 +110,11 @@ class Predictor:
     Args:
         model: path to a ``.onnx`` file, or its bytes.
         providers: ONNX Runtime execution providers (CPU by default).
-        intra_op_num_threads: threads per operator (ONNX Runtime's default if None).
+        intra_op_num_threads: threads per operator; by default the number of cores this process
+            may run on.
+        allow_spinning: let idle ONNX Runtime threads spin-wait for work. Off by default: on a
+            shared machine spinning threads fight other processes for the cores, and sessions
+            measured up to 3× slower (docs/benchmarks.md).
 
     Raises:
         OnnxModelError: the file is missing or is not a loadable ONNX model.
@@ -118,6 +129,7 @@ class Predictor:
         *,
         providers: Sequence[str] | None = None,
         intra_op_num_threads: int | None = None,
+        allow_spinning: bool = False,
     ) -> None:
         import onnxruntime as ort
 
@@ -134,8 +146,12 @@ class Predictor:
             source = str(self.path)
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        if intra_op_num_threads is not None:
-            options.intra_op_num_threads = intra_op_num_threads
+        options.intra_op_num_threads = (
+            intra_op_num_threads if intra_op_num_threads is not None else _available_cores()
+        )
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if allow_spinning else "0"
+        )
         where = repr(str(self.path)) if self.path else "the given bytes"
         try:
             self.session = ort.InferenceSession(
