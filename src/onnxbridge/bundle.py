@@ -108,14 +108,25 @@ def _default_mode(directory: bool = False) -> int:
 def atomic_write_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; renamed onto ``path`` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise OSError(exc.errno, "a folder on the way to it is a file", str(path)) from exc
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        # Name the file the user asked for, not our temporary one.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
         os.chmod(tmp, _default_mode())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename in (str(tmp), tmp):
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -344,8 +355,14 @@ class Bundle:
         if path.exists() and not path.is_dir():
             raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
         _check_replaceable(path, overwrite)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise OSError(exc.errno, "a folder on the way to it is a file", str(path)) from exc
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         os.chmod(staging, _default_mode(directory=True))
         try:
             bundle = cls(staging, dict(card))

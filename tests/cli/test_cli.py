@@ -394,3 +394,26 @@ def test_version_and_help(capsys) -> None:
     assert code == 0
     for command in ("train", "convert", "inspect", "predict", "validate", "demo"):
         assert command in stdout
+
+
+def test_write_errors_name_the_users_path(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
+    blocker = tmp_path / "predictions.csv"
+    blocker.write_text("x")
+    target = blocker / "more" / "p.csv"
+    code, _, err = run(
+        capsys, "predict", iris_bundle.path, "--data", iris_bundle.holdout_path, "--out", target
+    )
+    assert_one_line_error(code, err, r"a folder on the way to it is a file")
+    assert str(target) in err and ".tmp" not in err
+    # The kernel refuses new files in /proc, even to root: the message names the user's file.
+    code, _, err = run(
+        capsys,
+        "predict",
+        iris_bundle.path,
+        "--data",
+        iris_bundle.holdout_path,
+        "--out",
+        "/proc/p.csv",
+    )
+    assert_one_line_error(code, err, r"cannot access '/proc/p.csv'")
+    assert ".tmp" not in err

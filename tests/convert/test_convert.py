@@ -191,3 +191,13 @@ def test_reconverting_drops_the_stale_verdict(iris_bundle: Bundle) -> None:
     assert "validation" in Bundle.open(iris_bundle.path).card
     convert_bundle(iris_bundle, opset=15)
     assert "validation" not in Bundle.open(iris_bundle.path).card
+
+
+def test_reconverting_removes_the_stale_report(iris_bundle: Bundle) -> None:
+    from onnxbridge import validate_bundle
+
+    validate_bundle(iris_bundle)
+    report = iris_bundle.reports_dir / "validation.json"
+    assert report.is_file()
+    convert_bundle(iris_bundle)
+    assert not report.exists()

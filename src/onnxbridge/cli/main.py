@@ -99,7 +99,7 @@ def train(
         str,
         typer.Option(
             help="Built-in dataset (iris, wine, breast_cancer, digits, diabetes) or a "
-            "CSV / Parquet / JSON-lines file."
+            "CSV, TSV, Parquet or JSON (lines or array) file."
         ),
     ],
     model: Annotated[
@@ -292,7 +292,9 @@ def predict(
     model: Annotated[
         Path, typer.Argument(metavar="MODEL", help="A .onnx file (or a bundle folder).")
     ],
-    data: Annotated[Path, typer.Option(help="Rows to score: CSV, TSV, Parquet or JSON lines.")],
+    data: Annotated[
+        Path, typer.Option(help="Rows to score: CSV, TSV, Parquet or JSON (lines or array).")
+    ],
     out: Annotated[
         Path | None, typer.Option(help="Output file [default: CSV on standard output].")
     ] = None,

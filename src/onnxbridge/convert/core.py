@@ -376,8 +376,11 @@ def convert_bundle(
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
-    # A verdict about the previous model.onnx no longer applies.
+    # A verdict about the previous model.onnx no longer applies: drop it and its report.
     bundle.card.pop("validation", None)
+    stale = bundle.reports_dir / "validation.json"
+    if stale.exists():
+        stale.unlink()
     bundle.card["conversion"] = {
         "converter": "skl2onnx",
         "opsets": result.metadata.opsets,

@@ -298,8 +298,9 @@ class Predictor:
             f"{names[j] if j < len(names) else j!r} ({int(counts[j])})"
             for j in np.flatnonzero(counts)[:5]
         )
+        n_rows = int(nan_rows.any(axis=1).sum())
         raise SchemaMismatchError(
-            f"missing values (NaN) in {int(nan_rows.any(axis=1).sum())} rows, columns: {shown}; "
+            f"missing values (NaN) in {n_rows} row{'s' if n_rows != 1 else ''}, columns: {shown}; "
             "the source model refuses them, so ONNX results for such rows are not validated: "
             "fill or drop them, or pass --allow-missing (Python: allow_missing=True)"
         )
