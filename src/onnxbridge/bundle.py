@@ -17,15 +17,12 @@ bundle as it was.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import platform
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -33,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from onnxbridge._files import _default_mode, atomic_write_path, file_sha256
 from onnxbridge.data import FeatureSchema
 from onnxbridge.errors import BundleError, DataError, UnsafeModelFileError
 
@@ -82,54 +80,6 @@ def library_versions() -> dict[str, str]:
         except importlib_metadata.PackageNotFoundError:
             continue
     return versions
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _default_mode(directory: bool = False) -> int:
-    """The mode a plain ``open()`` / ``mkdir()`` would give (temp files are private)."""
-    return (0o777 if directory else 0o666) & ~_umask()
-
-
-@contextlib.contextmanager
-def atomic_write_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; renamed onto ``path`` only if the block succeeds."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError) as exc:
-        raise OSError(exc.errno, "a folder on the way to it is a file", str(path)) from exc
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        # Name the file the user asked for, not our temporary one.
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        yield tmp
-        os.chmod(tmp, _default_mode())
-        os.replace(tmp, path)
-    except OSError as exc:
-        if exc.filename in (str(tmp), tmp):
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _write_json(path: Path, payload: Any) -> None:

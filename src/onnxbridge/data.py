@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._files import atomic_write_path, file_sha256
 from onnxbridge.errors import DataError
 
 __all__ = [
@@ -212,8 +213,6 @@ def write_jsonl(frame: pd.DataFrame, stream: Any) -> None:
 
 def write_table(frame: pd.DataFrame, path: str | Path, fmt: str | None = None) -> None:
     """Write ``frame`` as CSV / Parquet / JSON lines, atomically (temp file, then rename)."""
-    from onnxbridge.bundle import atomic_write_path
-
     path = Path(path)
     fmt = fmt or data_format(path, action="write")
     with atomic_write_path(path) as tmp:
@@ -238,14 +237,6 @@ def hash_frame(frame: pd.DataFrame | pd.Series) -> str:
     meta = [[str(c), str(frame[c].dtype)] for c in frame.columns]
     digest.update(json.dumps(meta).encode())
     digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    return digest.hexdigest()
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -315,7 +306,7 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
         "kind": "file",
         "path": str(path.resolve()),
         "format": data_format(path),
-        "sha256": _file_sha256(path),
+        "sha256": file_sha256(path),
     }
     return Dataset(X=X, y=y, source=source)
 

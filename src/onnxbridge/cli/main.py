@@ -397,7 +397,7 @@ def demo(
     out: Annotated[Path, typer.Option(help="Bundle folder to (re)write.")] = Path("runs/iris-rf"),
 ) -> None:
     """Run the reference workflow: Iris, RandomForest(10 trees), opset 15, validate, time."""
-    from onnxbridge.demo import run_demo
+    from onnxbridge.cli.demo import run_demo
 
     report = run_demo(out, console)
     if not report.equivalent:

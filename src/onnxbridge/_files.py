@@ -1,0 +1,64 @@
+"""Files written safely: atomic writes (temporary name, then rename) and content hashes.
+
+The lowest layer: every module that writes files uses it, so a failed command never leaves a
+half-written file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_write_path", "file_sha256"]
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _default_mode(directory: bool = False) -> int:
+    """The mode a plain ``open()`` / ``mkdir()`` would give (temp files are private)."""
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
+@contextlib.contextmanager
+def atomic_write_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; renamed onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise OSError(exc.errno, "a folder on the way to it is a file", str(path)) from exc
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        # Name the file the user asked for, not our temporary one.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, _default_mode())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename in (str(tmp), tmp):
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -1,0 +1,69 @@
+"""Layering: data flows top to bottom, never back up (shared/DESIGN.md, "Layers").
+
+Every ``import onnxbridge.X`` in a module, including imports inside functions, must name a module
+of the same or a lower layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
+
+# Lowest first. train sits above data (it loads datasets); bundle above train (it trains into a
+# bundle); runtime above convert (it reads the metadata convert writes).
+LAYERS = [
+    {"errors"},
+    {"_files"},
+    {"data"},
+    {"train"},
+    {"bundle"},
+    {"convert"},
+    {"runtime", "inspection"},
+    {"validate", "bench"},
+    {"cli"},
+    {"__init__"},
+]
+
+
+def _layer(module: str) -> int:
+    head = module.split(".")[0]
+    for index, names in enumerate(LAYERS):
+        if head in names:
+            return index
+    raise AssertionError(f"module onnxbridge.{module} is in no layer; add it to LAYERS")
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _own_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return ".".join(rel.parts)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_only_go_down(path: Path) -> None:
+    own = _layer(_own_name(path))
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name.startswith("onnxbridge."):
+                target = name[len("onnxbridge.") :]
+                assert _layer(target) <= own, (
+                    f"{_own_name(path)} (layer {own}) imports onnxbridge.{target} "
+                    f"(layer {_layer(target)})"
+                )
+
+
+def test_layers_cover_the_package() -> None:
+    for path in _modules():
+        _layer(_own_name(path))
