@@ -293,21 +293,6 @@ def test_nan_tolerance_is_refused(capsys, iris_bundle: Bundle) -> None:
     assert _snapshot(iris_bundle.path) == before
 
 
-def test_file_system_errors_are_one_line(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    code, _, err = run(
-        capsys,
-        "predict",
-        iris_bundle.path,
-        "--data",
-        iris_bundle.holdout_path,
-        "--out",
-        blocker / "pred.csv",
-    )
-    assert_one_line_error(code, err, r"cannot access .*check the path")
-
-
 def test_predict_reads_json_arrays_and_names_output_errors(
     capsys, iris_bundle: Bundle, tmp_path: Path
 ) -> None:
