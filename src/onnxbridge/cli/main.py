@@ -39,9 +39,9 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from onnxbridge import __version__
+        from importlib.metadata import version
 
-        print(f"onnxbridge {__version__}")
+        print(f"onnxbridge {version('onnxbridge')}")
         raise typer.Exit()
 
 
