@@ -180,7 +180,9 @@ def load_estimator(
 
 
 def _check_replaceable(path: Path, overwrite: bool) -> None:
-    """Refuse to replace a non-empty folder unless it is a bundle and ``overwrite`` is set."""
+    """Refuse a file, and a non-empty folder unless it is a bundle and ``overwrite`` is set."""
+    if path.exists() and not path.is_dir():
+        raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not (path / CARD_NAME).is_file():
@@ -302,8 +304,6 @@ class Bundle:
             BundleError: if ``path`` exists and is not empty, unless ``overwrite``.
         """
         path = Path(path)
-        if path.exists() and not path.is_dir():
-            raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
         _check_replaceable(path, overwrite)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -393,10 +393,6 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
-def _json_safe(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
-
-
 def train_bundle(
     data: str,
     model: str,
@@ -419,8 +415,6 @@ def train_bundle(
     from onnxbridge.train import fit_model
 
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise BundleError(f"{str(out)!r} exists and is not a folder; choose another --out")
     # Checked before fitting so a long fit is not wasted.
     _check_replaceable(out, overwrite)
     result = fit_model(
@@ -445,7 +439,7 @@ def train_bundle(
             "train_rows": len(result.X_train),
             "test_rows": len(result.X_test),
         },
-        "metrics": {k: _json_safe(v) for k, v in result.metrics.items()},
+        "metrics": result.metrics,
         "versions": library_versions(),
     }
     if dataset.target_names is not None:

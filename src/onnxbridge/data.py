@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge._files import atomic_write_path, file_sha256
-from onnxbridge.errors import DataError
+from onnxbridge.errors import DataError, first_line
 
 __all__ = [
     "BUILTIN_DATASETS",
@@ -31,6 +31,7 @@ __all__ = [
     "data_format",
     "hash_frame",
     "load_dataset",
+    "preview_names",
     "read_table",
     "split_dataset",
     "write_jsonl",
@@ -168,10 +169,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
         else:
             frame = _read_json(path)
     except Exception as exc:  # pandas / pyarrow raise many unrelated types for bad files
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(
-            f"cannot read {str(path)!r} as {fmt}: {first_line}; check that the file is a valid "
-            f"{fmt} file (the format is taken from the extension)"
+            f"cannot read {str(path)!r} as {fmt}: {first_line(exc)}; check that the file is a "
+            f"valid {fmt} file (the format is taken from the extension)"
         ) from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise DataError(f"data file {str(path)!r} has no rows or no columns; nothing to use")
@@ -286,12 +286,12 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
     if target is None:
         raise DataError(
             f"{str(path)!r} is a file, so name its target column with --target; "
-            f"columns are: {_preview(frame.columns)}"
+            f"columns are: {preview_names(frame.columns)}"
         )
     if target not in frame.columns:
         raise DataError(
             f"target column {target!r} is not in {str(path)!r}; columns are: "
-            f"{_preview(frame.columns)}"
+            f"{preview_names(frame.columns)}"
         )
     y = frame[target]
     if y.isna().any():
@@ -311,8 +311,9 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
     return Dataset(X=X, y=y, source=source)
 
 
-def _preview(columns: Sequence[Any], limit: int = 12) -> str:
-    names = [str(c) for c in columns]
+def preview_names(columns: Sequence[Any] | None, limit: int = 12) -> str:
+    """Column names for an error message: the first ``limit``, then how many more."""
+    names = [] if columns is None else [str(c) for c in columns]
     shown = ", ".join(names[:limit])
     return shown + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
 

@@ -18,7 +18,8 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
     └── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
 
-The CLI prints ``error: <message>`` and exits 2 for any of these.
+The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
+part of a third-party error worth quoting in a wrapped message.
 """
 
 from __future__ import annotations
@@ -80,3 +81,9 @@ class OnnxModelError(OnnxbridgeError, ValueError):
 
 class InferenceError(OnnxbridgeError, RuntimeError):
     """ONNX Runtime failed while running a model that loaded."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type name when the message is empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

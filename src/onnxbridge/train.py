@@ -24,9 +24,16 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.data import Dataset, load_dataset, split_dataset
-from onnxbridge.errors import DataError, ModelSpecError
+from onnxbridge.errors import DataError, ModelSpecError, first_line
 
-__all__ = ["TrainResult", "estimator_task", "fit_model", "parse_model_spec", "score_model"]
+__all__ = [
+    "TrainResult",
+    "class_labels",
+    "estimator_task",
+    "fit_model",
+    "parse_model_spec",
+    "score_model",
+]
 
 _SPECIAL_NAMES = {"nan": float("nan"), "inf": float("inf")}
 
@@ -205,12 +212,15 @@ class TrainResult:
     @property
     def classes(self) -> list[Any] | None:
         """Class labels in the order of the probability columns, or None for regressors."""
-        classes = getattr(self.estimator, "classes_", None)
-        return None if classes is None else [_py(c) for c in classes]
+        return class_labels(self.estimator)
 
 
-def _py(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
+def class_labels(estimator: Any) -> list[Any] | None:
+    """A fitted classifier's ``classes_`` as plain Python values (JSON-ready), else None."""
+    classes = getattr(estimator, "classes_", None)
+    if classes is None:
+        return None
+    return [c.item() if isinstance(c, np.generic) else c for c in classes]
 
 
 def _check_numeric(dataset: Dataset) -> None:
@@ -264,8 +274,7 @@ def fit_model(
     try:
         estimator.fit(X_train, y_train)
     except (ValueError, TypeError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelSpecError(f"fitting {model!r} failed: {message}") from exc
+        raise ModelSpecError(f"fitting {model!r} failed: {first_line(exc)}") from exc
     metrics = score_model(estimator, X_test, y_test)
     return TrainResult(
         estimator=estimator,

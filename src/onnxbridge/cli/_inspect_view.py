@@ -16,10 +16,15 @@ from rich.text import Text
 
 from onnxbridge.inspection import ModelSummary
 
-__all__ = ["render_inspection"]
+__all__ = ["format_opsets", "render_inspection"]
 
 # Longest metadata value shown; the rest is cut and marked with an ellipsis (--json has it all).
 _MAX_VALUE_CHARS = 300
+
+
+def format_opsets(opsets: dict[str, int]) -> str:
+    """``{"": 15, "ai.onnx.ml": 1}`` -> ``"ai.onnx 15, ai.onnx.ml 1"``."""
+    return ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets.items())
 
 
 def render_inspection(summary: ModelSummary, console: Console) -> None:

@@ -29,10 +29,6 @@ DEMO_BENCH_ROWS = 10_000
 DEMO_ATOL = 1e-6
 
 
-def _opsets(opsets: dict[str, int]) -> str:
-    return ", ".join(f"{domain or 'ai.onnx'} {version}" for domain, version in opsets.items())
-
-
 def _step(console: Console, number: int, title: str, command: str) -> None:
     console.rule(f"[bold]{number}. {title}[/bold]", align="left")
     console.print(f"[dim]$ {command}[/dim]")
@@ -47,7 +43,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
         console: where to print (a default rich console if None).
     """
     from onnxbridge.bench import compare_speed
-    from onnxbridge.cli._inspect_view import render_inspection
+    from onnxbridge.cli._inspect_view import format_opsets, render_inspection
     from onnxbridge.inspection import inspect_model
 
     console = console or Console()
@@ -65,7 +61,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
     console.print(
         f"wrote {conversion.path}: input float32[N,{bundle.schema.n_features}], "
         f"outputs {', '.join(conversion.metadata.outputs.values())}, "
-        f"opsets {_opsets(conversion.metadata.opsets)}, zipmap off; "
+        f"opsets {format_opsets(conversion.metadata.opsets)}, zipmap off; "
         "checked and loaded in onnxruntime"
     )
 
@@ -108,7 +104,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
     )
     rows = np.random.RandomState(0).rand(DEMO_BENCH_ROWS, bundle.schema.n_features)
     speed = compare_speed(
-        bundle.load_estimator(), predictor, rows.astype(np.float32), repeat=5, min_time=0.05
+        result.estimator, predictor, rows.astype(np.float32), repeat=5, min_time=0.05
     )
     for name, timing in (("scikit-learn", speed.sklearn), ("onnxruntime", speed.onnxruntime)):
         console.print(

@@ -200,6 +200,7 @@ def convert(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
+    from onnxbridge.cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
 
     if source.is_dir():
@@ -253,7 +254,7 @@ def convert(
     inputs = ", ".join(
         f"{i['name']}: {i['dtype']}[N,{len(i['columns'])}]" for i in result.metadata.inputs
     )
-    opsets = ", ".join(f"{k or 'ai.onnx'} {v}" for k, v in result.metadata.opsets.items())
+    opsets = format_opsets(result.metadata.opsets)
     console.print(f"wrote {result.path}")
     outputs = ", ".join(
         name if role == name else f"{name} ({role})"

@@ -32,6 +32,7 @@ from onnxbridge.errors import (
     DataError,
     MissingConverterError,
     ModelNotFittedError,
+    first_line,
 )
 
 __all__ = ["ConversionResult", "convert_bundle", "convert_estimator"]
@@ -150,7 +151,7 @@ def _supported_names() -> str:
 
 
 def _wrap_conversion_error(exc: Exception, estimator: Any) -> ConversionError:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     name = type(estimator).__name__
     missing_markers = ("Unable to find a shape calculator", "Unable to find converter")
     if (
@@ -210,9 +211,9 @@ def _check_loads(model: Any, frame: pd.DataFrame) -> None:
         )
         session.run(None, {INPUT_NAME: frame.to_numpy(dtype=np.float32)[:5]})
     except Exception as exc:
-        text = str(exc).strip().splitlines()[0]
         raise ConversionError(
-            f"the converted graph does not run in onnxruntime: {text}; try another --opset"
+            f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
+            "try another --opset"
         ) from exc
 
 
@@ -244,7 +245,7 @@ def convert_estimator(
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
     """
     from onnxbridge.errors import ModelSpecError
-    from onnxbridge.train import estimator_task
+    from onnxbridge.train import class_labels, estimator_task
 
     _check_fitted(estimator)
     try:
@@ -269,13 +270,12 @@ def convert_estimator(
         )
     choice = choose_opsets(opset, ml_opset)
     model = _run_skl2onnx(estimator, schema.n_features, choice, zipmap and task == "classification")
-    classes = getattr(_final_step(estimator), "classes_", None)
     metadata = ModelMetadata(
         task=task,
         features=schema,
         inputs=[{"name": INPUT_NAME, "dtype": "float32", "columns": schema.names}],
         outputs=_output_roles(model, estimator, task),
-        classes=None if classes is None else [_py(c) for c in classes],
+        classes=class_labels(_final_step(estimator)),
         target=target,
         estimator=description or type(estimator).__name__,
         opsets=_used_opsets(model),
@@ -309,10 +309,6 @@ def _used_opsets(model: Any) -> dict[str, int]:
     for entry in model.opset_import:
         used[entry.domain] = max(used.get(entry.domain, 0), int(entry.version))
     return dict(sorted(used.items()))
-
-
-def _py(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def _run_skl2onnx(estimator: Any, n_features: int, choice: OpsetChoice, zipmap: bool) -> Any:

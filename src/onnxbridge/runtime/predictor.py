@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.convert.metadata import ModelMetadata
-from onnxbridge.errors import InferenceError, OnnxModelError, SchemaMismatchError
+from onnxbridge.data import preview_names
+from onnxbridge.errors import InferenceError, OnnxModelError, SchemaMismatchError, first_line
 
 __all__ = ["PredictionResult", "Predictor"]
 
@@ -99,11 +100,6 @@ def _available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 class Predictor:
     """Run an ONNX model on tabular data.
 
@@ -159,7 +155,7 @@ class Predictor:
             )
         except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
             raise OnnxModelError(
-                f"{where} is not a loadable ONNX model ({_first_line(exc)}); pass a .onnx file "
+                f"{where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx file "
                 "written by `onnxbridge convert` or another exporter"
             ) from exc
         props = dict(self.session.get_modelmeta().custom_metadata_map)
@@ -191,8 +187,7 @@ class Predictor:
         return None
 
     def _frame_to_matrix(self, frame: pd.DataFrame, ignore_extra: bool) -> pd.DataFrame:
-        frame = frame.copy()
-        frame.columns = [str(c) for c in frame.columns]
+        frame = frame.rename(columns=str)
         names = self.feature_names
         if names is None:
             width = self._input_width()
@@ -206,7 +201,7 @@ class Predictor:
         if missing:
             raise SchemaMismatchError(
                 f"missing columns: {', '.join(map(repr, missing))}; the model expects "
-                f"{len(names)} columns: {_preview(names)}"
+                f"{len(names)} columns: {preview_names(names, limit=10)}"
             )
         target = self.metadata.target if self.metadata else None
         extra = [c for c in frame.columns if c not in names and c != target]
@@ -270,13 +265,17 @@ class Predictor:
             if width is not None and array.shape[1] != width:
                 raise SchemaMismatchError(
                     f"data has {array.shape[1]} columns but the model expects {width}"
-                    + (f": {_preview(self.feature_names)}" if self.feature_names else "")
+                    + (
+                        f": {preview_names(self.feature_names, limit=10)}"
+                        if self.feature_names
+                        else ""
+                    )
                 )
             try:
                 array = array.astype(dtype)
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(
-                    f"cannot cast the data to {spec.type}: {_first_line(exc)}"
+                    f"cannot cast the data to {spec.type}: {first_line(exc)}"
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
@@ -315,9 +314,7 @@ class Predictor:
         try:
             return self.session.run(None, feeds)
         except Exception as exc:
-            raise InferenceError(
-                f"onnxruntime failed to run the model: {_first_line(exc)}"
-            ) from exc
+            raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
 
     def predict(
         self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
@@ -387,9 +384,3 @@ def _probabilities(raw: Any, classes: list[Any] | None) -> tuple[np.ndarray, lis
         matrix = np.array([[row[k] for k in keys] for row in raw], dtype=np.float32)
         return matrix, list(keys)
     return np.asarray(raw), classes
-
-
-def _preview(names: Sequence[str] | None, limit: int = 10) -> str:
-    names = list(names or [])
-    shown = ", ".join(names[:limit])
-    return shown + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
