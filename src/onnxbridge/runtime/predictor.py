@@ -51,6 +51,7 @@ class PredictionResult:
             ``predict_proba`` (``SVC()``, ``RidgeClassifier``, ...), else None.
         values: ``[N]`` or ``[N, T]`` predictions (regressors), else None.
         classes: class labels in probability-column order, if known.
+        transformed: ``[N, K]`` a transformer's output, else None.
     """
 
     labels: np.ndarray | None = None
@@ -58,16 +59,17 @@ class PredictionResult:
     values: np.ndarray | None = None
     classes: list[Any] | None = None
     scores: np.ndarray | None = None
+    transformed: np.ndarray | None = None
 
     def __len__(self) -> int:
-        for array in (self.labels, self.values, self.probabilities, self.scores):
+        for array in (self.labels, self.values, self.probabilities, self.scores, self.transformed):
             if array is not None:
                 return len(array)
         return 0
 
     def to_frame(self) -> pd.DataFrame:
         """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
-        columns for classifiers, ``prediction`` for regressors."""
+        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers."""
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
@@ -90,6 +92,10 @@ class PredictionResult:
             else:
                 for j in range(values.shape[1]):
                     columns[f"prediction_{j}"] = values[:, j]
+        if self.transformed is not None:
+            matrix = self.transformed.reshape(len(self.transformed), -1)
+            for j in range(matrix.shape[1]):
+                columns[f"out_{j}"] = matrix[:, j]
         return pd.DataFrame(columns)
 
 
@@ -333,28 +339,32 @@ class Predictor:
             self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
         )
         by_name = {o.name: value for o, value in zip(self.outputs, outputs, strict=True)}
-        roles = self.metadata.outputs if self.metadata else {}
-        task = self.task
+        roles = dict(self.metadata.outputs) if self.metadata else {}
         if not roles:
+            # A model from elsewhere: label + probabilities, or one value output.
             if len(outputs) >= 2:
                 roles = {"label": self.outputs[0].name, "probabilities": self.outputs[1].name}
-                task = "classification"
             else:
                 roles = {"value": self.outputs[0].name}
-                task = "regression"
-        if task == "classification":
-            labels = _restore_labels(np.asarray(by_name[roles["label"]]).reshape(-1), self.classes)
-            if "scores" in roles:
-                scores, classes = _probabilities(by_name[roles["scores"]], self.classes)
-                if scores.ndim == 1:
-                    scores = scores.reshape(-1, 1)
-                return PredictionResult(labels=labels, scores=scores, classes=classes)
-            probabilities, classes = _probabilities(by_name[roles["probabilities"]], self.classes)
-            return PredictionResult(labels=labels, probabilities=probabilities, classes=classes)
-        values = np.asarray(by_name[roles["value"]])
-        if values.ndim == 2 and values.shape[1] == 1:
-            values = values.reshape(-1)
-        return PredictionResult(values=values)
+        result = PredictionResult()
+        if "label" in roles:
+            labels = np.asarray(by_name[roles["label"]]).reshape(-1)
+            result.labels = _restore_labels(labels, self.classes)
+        for role in ("probabilities", "scores"):
+            if role in roles:
+                matrix, classes = _probabilities(by_name[roles[role]], self.classes)
+                if matrix.ndim == 1:
+                    matrix = matrix.reshape(-1, 1)
+                setattr(result, role, matrix)
+                result.classes = classes
+        if "value" in roles:
+            values = np.asarray(by_name[roles["value"]])
+            if values.ndim == 2 and values.shape[1] == 1:
+                values = values.reshape(-1)
+            result.values = values
+        if "transformed" in roles:
+            result.transformed = np.asarray(by_name[roles["transformed"]])
+        return result
 
 
 def _restore_labels(labels: np.ndarray, classes: list[Any] | None) -> np.ndarray:
