@@ -15,6 +15,7 @@ _MODULES: tuple[str, ...] = (
     "dummy",
     "isotonic",
     "kernel_ridge",
+    "neighbors_centroid",
 )
 
 # Imported when the library named first is installed.

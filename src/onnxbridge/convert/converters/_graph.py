@@ -18,7 +18,10 @@ from onnxbridge.errors import ConversionError
 __all__ = [
     "KERNELS",
     "Graph",
+    "class_constant",
     "float_tensor_type",
+    "gather_labels",
+    "label_tensor_type",
     "set_float_output",
 ]
 
@@ -219,3 +222,40 @@ def _safe_norm(points: np.ndarray) -> np.ndarray:
     norm = np.sqrt((points**2).sum(axis=1, keepdims=True))
     norm[norm == 0] = 1.0
     return norm
+
+
+def label_tensor_type(classes: np.ndarray) -> type:
+    """skl2onnx's tensor type for class labels: strings stay strings, numbers become int64."""
+    from skl2onnx.common.data_types import Int64TensorType, StringTensorType
+
+    return StringTensorType if np.asarray(classes).dtype.kind in "OUS" else Int64TensorType
+
+
+def class_constant(classes: np.ndarray, owner: str) -> np.ndarray:
+    """The fitted classes as an array ONNX can hold (``str`` objects or int64).
+
+    Raises:
+        ConversionError: classes that are neither strings nor integral numbers.
+    """
+    classes = np.asarray(classes)
+    if classes.dtype.kind in "OUS":
+        return np.array([str(c) for c in classes], dtype=object)
+    if classes.dtype.kind in "iub" or np.all(np.mod(classes, 1) == 0):
+        return classes.astype(np.int64)
+    raise ConversionError(
+        f"{owner} has classes {classes[:5].tolist()} that are neither strings nor integers; "
+        "ONNX labels are int64 or strings: encode the target (e.g. LabelEncoder) and refit"
+    )
+
+
+def gather_labels(g: Graph, index: str, classes: np.ndarray, owner: str, output: str) -> str:
+    """``classes[index]`` for an int64 index ``[N]``: the label output ``[N]``."""
+    table = class_constant(classes, owner)
+    if table.dtype == object:
+        # skl2onnx copies only raw_data from a TensorProto; strings live in string_data.
+        name = g.name("classes")
+        encoded = [c.encode("utf-8") for c in table]
+        g.container.add_initializer(name, TensorProto.STRING, [len(table)], encoded)
+    else:
+        name = g.int64(table, hint="classes")
+    return g.node("Gather", [name, index], output, axis=0)
