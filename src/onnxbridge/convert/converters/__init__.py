@@ -16,6 +16,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_ridge",
     "neighbors_centroid",
+    "spline",
 )
 
 # Imported when the library named first is installed.
