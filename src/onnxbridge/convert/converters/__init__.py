@@ -14,6 +14,7 @@ import importlib.util
 _MODULES: tuple[str, ...] = (
     "dummy",
     "isotonic",
+    "kernel_approximation",
     "kernel_ridge",
     "neighbors_centroid",
     "spline",
