@@ -18,6 +18,7 @@ _MODULES: tuple[str, ...] = (
     "kernel_ridge",
     "neighbors_centroid",
     "spline",
+    "string_imputer",
 )
 
 # Imported when the library named first is installed.
