@@ -14,6 +14,7 @@ import importlib.util
 _MODULES: tuple[str, ...] = (
     "decomposition",
     "dummy",
+    "impute",
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
