@@ -12,6 +12,7 @@ import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
 _MODULES: tuple[str, ...] = (
+    "cluster",
     "decomposition",
     "dummy",
     "impute",

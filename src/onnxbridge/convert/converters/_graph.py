@@ -107,6 +107,14 @@ class Graph:
         )
         return output
 
+    def fill_rows(self, x: str, value: int, output: str | None = None) -> str:
+        """``[N, F] -> [N]``: the int64 ``value`` once per row of ``x``."""
+        from onnx import helper
+
+        rows = self.node("Shape", [x], start=0, end=1)
+        fill = helper.make_tensor("value", TensorProto.INT64, [1], [int(value)])
+        return self.node("ConstantOfShape", [rows], output, value=fill)
+
     # -- building blocks -------------------------------------------------------------------
 
     def matmul_const(self, x: str, matrix: np.ndarray, output: str | None = None) -> str:
