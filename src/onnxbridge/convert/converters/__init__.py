@@ -11,7 +11,15 @@ import importlib
 import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
-_MODULES: tuple[str, ...] = ("dummy", "string_imputer", "target", "text", "threshold", "voting")
+_MODULES: tuple[str, ...] = (
+    "discretization",
+    "dummy",
+    "string_imputer",
+    "target",
+    "text",
+    "threshold",
+    "voting",
+)
 
 # Imported when the library named first is installed.
 _OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
