@@ -15,6 +15,7 @@ _MODULES: tuple[str, ...] = (
     "cluster",
     "cross_decomposition",
     "decomposition",
+    "discretization",
     "dummy",
     "impute",
     "isotonic",
@@ -23,6 +24,10 @@ _MODULES: tuple[str, ...] = (
     "neighbors_centroid",
     "spline",
     "string_imputer",
+    "target",
+    "text",
+    "threshold",
+    "voting",
 )
 
 # Imported when the library named first is installed.
