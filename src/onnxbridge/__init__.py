@@ -25,7 +25,9 @@ from onnxbridge.convert import (
 )
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
+    BadRowError,
     BundleError,
+    ClusterError,
     ConversionError,
     DataError,
     InferenceError,
@@ -39,6 +41,7 @@ from onnxbridge.errors import (
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
 from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
     OutputComparison,
@@ -53,8 +56,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BadRowError",
     "Bundle",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConversionResult",
     "DataError",
@@ -71,9 +76,11 @@ __all__ = [
     "OnnxbridgeError",
     "OpsetChoice",
     "OutputComparison",
+    "PartResult",
     "PredictionResult",
     "Predictor",
     "SchemaMismatchError",
+    "ScoreResult",
     "SpeedComparison",
     "Timing",
     "TrainResult",
@@ -94,6 +101,7 @@ __all__ = [
     "read_metadata",
     "read_table",
     "save_estimator",
+    "score",
     "train_bundle",
     "validate_bundle",
 ]

@@ -70,10 +70,12 @@ def score_batch(
 
 
 def _join(keep: pa.Table, predictions: pa.Table) -> pa.Table:
+    if not keep.num_columns:
+        return predictions
     table = keep
     for name in predictions.column_names:
         table = table.append_column(name, predictions.column(name))
-    return table if keep.num_columns else predictions
+    return table
 
 
 def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> pa.Table:
