@@ -53,9 +53,7 @@ def to_strings(values: np.ndarray, edges: np.ndarray) -> list[np.ndarray]:
 
 def mixed_frame_columns(X: np.ndarray, edges: np.ndarray) -> dict[str, np.ndarray]:
     """Column name → values of the mixed data set for rows ``X``."""
-    columns: dict[str, np.ndarray] = {
-        f"f{j}": X[:, j] for j in range(N_FEATURES - N_STRING)
-    }
+    columns: dict[str, np.ndarray] = {f"f{j}": X[:, j] for j in range(N_FEATURES - N_STRING)}
     strings = to_strings(X[:, N_FEATURES - N_STRING :], edges)
     for k, values in enumerate(strings):
         columns[f"c{N_FEATURES - N_STRING + k}"] = values

@@ -353,8 +353,8 @@ def score(
         overwrite: replace an existing output (only one that score wrote).
         workers: local: threads in the pool [default: cores]; dask: workers of the
             LocalCluster started when no ``scheduler`` is given [default: cores].
-        session_threads: ONNX Runtime intra-op threads per session [default: 1 when the pool
-            has more than one thread, else Predictor's default].
+        session_threads: ONNX Runtime intra-op threads per session [default: 1: parallelism
+            comes from ``workers``, and results then do not depend on ``batch_size``].
         scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
             the Dask engine starts a LocalCluster for the job.
         progress: called with ``(rows done, total rows or None)`` as rows are written.
@@ -465,8 +465,11 @@ def _run_local(
     """The local engine: batches of every part go through one thread pool, in order."""
     if not job.parts:
         return []
-    threads = session_threads if session_threads is not None else (1 if workers > 1 else None)
-    predictor = Predictor(job.model_path or job.model_bytes, intra_op_num_threads=threads)
+    # One thread per session by default: parallelism comes from the pool, and tree votes are
+    # then added in one order whatever the batch size (results do not depend on --batch-size).
+    predictor = Predictor(
+        job.model_path or job.model_bytes, intra_op_num_threads=session_threads or 1
+    )
     plan = job.plan(predictor)
     total = job.total_rows()
     done_rows = 0

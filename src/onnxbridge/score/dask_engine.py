@@ -9,11 +9,13 @@ session per worker process when the worker joins (workers need not see the clien
 the input and output paths).
 
 Without a scheduler address a LocalCluster (one single-threaded worker process per core) is
-started for the job and closed after it.
+started for the job and closed after it. ``ONNXBRIDGE_DASK_CONNECT_TIMEOUT`` (seconds, default 10)
+bounds the wait for a given scheduler.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -23,7 +25,7 @@ import pyarrow as pa
 from distributed import Client, LocalCluster, as_completed
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from onnxbridge.errors import ClusterError, OnnxbridgeError, first_line
+from onnxbridge.errors import ClusterError, DataError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.score.batch import empty_table, score_batch
 from onnxbridge.score.core import (
@@ -139,11 +141,18 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
             n_workers=workers or available_cores(),
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",
         )
         return Client(cluster), cluster
+    timeout = os.environ.get("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", "10")
     try:
-        return Client(scheduler, timeout="10s"), None
+        seconds = float(timeout)
+    except ValueError as exc:
+        raise DataError(
+            f"ONNXBRIDGE_DASK_CONNECT_TIMEOUT={timeout!r} is not a number of seconds"
+        ) from exc
+    try:
+        return Client(scheduler, timeout=seconds), None
     except (OSError, TimeoutError, ValueError) as exc:
         raise ClusterError(
             f"cannot reach the Dask scheduler at {scheduler!r} ({first_line(exc)}); check the "
