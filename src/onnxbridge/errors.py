@@ -16,6 +16,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── ModelNotFittedError (ValueError)    an estimator that was never fitted
     ├── ConversionError (ValueError)        the converter failed or gave an unusable graph
     │   └── MissingConverterError           no converter for this estimator
+    ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
     └── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
@@ -31,6 +32,7 @@ __all__ = [
     "BundleError",
     "ClusterError",
     "ConversionError",
+    "ConverterRegistryError",
     "DataError",
     "InferenceError",
     "MissingConverterError",
@@ -97,6 +99,10 @@ class ConversionError(OnnxbridgeError, ValueError):
 
 class MissingConverterError(ConversionError):
     """No registered converter handles this estimator."""
+
+
+class ConverterRegistryError(OnnxbridgeError, TypeError):
+    """A converter that cannot be registered (duplicate, wrong signature, silent replacement)."""
 
 
 class OnnxModelError(OnnxbridgeError, ValueError):
