@@ -80,34 +80,35 @@ def _join(keep: pa.Table, predictions: pa.Table) -> pa.Table:
 
 def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> pa.Table:
     """A zero-row output table with the columns a scored batch would have (for a part in which
-    no row could be scored)."""
+    no row could be scored), built from the model's output roles, shapes and classes."""
     outputs = predictor.outputs
-    roles = predictor.metadata.outputs if predictor.metadata else {}
-    task = predictor.task or ("classification" if len(outputs) >= 2 else "regression")
     by_name = {o.name: o for o in outputs}
-    if task == "regression":
-        out = by_name.get(roles.get("value", outputs[0].name), outputs[0])
-        width = out.shape[1] if len(out.shape) == 2 and isinstance(out.shape[1], int) else 1
-        dtype = _ORT_TYPES.get(out.type, np.float32)
-        values = np.zeros((0, width) if width > 1 else 0, dtype=dtype)
-        result = PredictionResult(values=values)
-    else:
-        classes = predictor.classes
-        label = by_name.get(roles.get("label", outputs[0].name), outputs[0])
-        # Predictor gives labels the training classes' type.
-        labels = (
-            np.asarray(classes)[:0]
-            if classes
-            else np.zeros(0, dtype=_ORT_TYPES.get(label.type, np.int64))
+    roles = dict(predictor.metadata.outputs) if predictor.metadata else {}
+    if not roles:  # as Predictor reads a model from elsewhere
+        roles = (
+            {"label": outputs[0].name, "probabilities": outputs[1].name}
+            if len(outputs) >= 2
+            else {"value": outputs[0].name}
         )
-        role = "scores" if "scores" in roles else "probabilities"
-        out = by_name.get(roles.get(role, outputs[-1].name), outputs[-1])
-        width = out.shape[1] if len(out.shape) == 2 and isinstance(out.shape[1], int) else None
-        width = width or (len(classes) if classes else 1)
-        matrix = np.zeros((0, width), dtype=_ORT_TYPES.get(out.type, np.float32))
-        if role == "scores":
-            result = PredictionResult(labels=labels, scores=matrix, classes=classes)
-        else:
-            result = PredictionResult(labels=labels, probabilities=matrix, classes=classes)
+    classes = predictor.classes
+    result = PredictionResult()
+    for role, name in roles.items():
+        out = by_name.get(name)
+        if out is None:
+            continue
+        dtype = _ORT_TYPES.get(out.type, np.float32)
+        shape = out.shape
+        width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
+        if role == "label":
+            # Predictor gives labels the training classes' type.
+            result.labels = np.asarray(classes)[:0] if classes else np.zeros(0, dtype=dtype)
+        elif role in ("probabilities", "scores"):
+            n = width or (len(classes) if classes else 1)
+            setattr(result, role, np.zeros((0, n), dtype=dtype))
+            result.classes = classes
+        elif role == "value":
+            result.values = np.zeros((0, width) if width and width > 1 else 0, dtype=dtype)
+        elif role == "transformed":
+            result.transformed = np.zeros((0, width or 1), dtype=dtype)
     predictions = pa.Table.from_pandas(result.to_frame(), preserve_index=False)
     return _join(keep_schema.empty_table(), predictions)

@@ -87,10 +87,9 @@ class RowPlan:
         return [c for c in columns if c in wanted]
 
     def text_columns(self) -> list[str]:
-        """CSV columns read as text and cast here (so a bad value names its row)."""
-        if self.features is None:
-            return []
-        return [c for c in self.features if c in self.numeric]
+        """CSV columns read as text: every feature. Numeric ones are cast here (so a bad value
+        names its row); text ones stay text even when they look like numbers (zip codes)."""
+        return list(self.features or [])
 
     def check_columns(self, file: str, columns: Sequence[str]) -> tuple[str, str] | None:
         """The first missing required column of a file and why it matters, or None.
@@ -152,7 +151,7 @@ class CheckedBatch:
             BadRowError: a bad row, when ``on_error`` is ``"raise"``.
         """
         n = batch.num_rows
-        keep = pa.Table.from_batches([batch.select(plan.keep)]) if plan.keep else pa.table({})
+        keep = pa.Table.from_batches([batch.select(plan.keep)])  # no columns: still n rows
         if missing is not None:
             column, reason = missing
             if on_error == "raise":
@@ -240,6 +239,16 @@ def _to_number(array: pa.Array, *, bool_feature: bool) -> tuple[pa.Array, np.nda
         return pc.cast(text, target), None, reason
     except pa.ArrowInvalid:
         pass
+    if not bool_feature:
+        # A boolean column read from text (True/False, as pandas reads it) holds 1/0.
+        lower = pc.utf8_lower(text)
+        text = pc.if_else(
+            pc.equal(lower, "true"), "1", pc.if_else(pc.equal(lower, "false"), "0", text)
+        )
+        try:
+            return pc.cast(text, target), None, reason
+        except pa.ArrowInvalid:
+            pass
     if bool_feature:
         ok = pc.is_in(pc.utf8_lower(text), pa.array(["true", "false", "1", "0"]))
     else:
