@@ -316,3 +316,28 @@ def test_columns_are_matched_by_name(rows, tmp_path: Path, iris_model: Path) -> 
     pd.testing.assert_frame_equal(
         pd.read_parquet(tmp_path / "o.parquet"), expected(iris_model, frame, ["id"])
     )
+
+
+def test_after_a_bad_row_resume_with_skip_keeps_the_finished_parts(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    for i in range(3):
+        frame = rows(100, seed=i, first_id=100 * i)
+        if i == 2:
+            frame = frame.astype({"sepal length (cm)": object})
+            frame.loc[50, "sepal length (cm)"] = "?"
+        frame.to_csv(tmp_path / f"in-{i}.csv", index=False)
+    inputs = sorted(tmp_path.glob("in-*.csv"))
+    out = tmp_path / "scores"
+    with pytest.raises(BadRowError, match=r"in-2.csv', row 51"):
+        score(iris_model, inputs, out, workers=1)
+    # The parts finished before the bad row stay: they are complete.
+    assert sorted(p.name for p in out.glob("part-*")) == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
+    result = score(iris_model, inputs, out, on_error="skip", resume=True)
+    assert [p.resumed for p in result.parts] == [True, True, False]
+    assert result.bad_rows == 1 and result.rows == 99 and result.rows_resumed == 200
+    with pytest.raises(BadRowError, match=r"cannot resume with --on-error raise: .*part-00002"):
+        score(iris_model, inputs, out, resume=True)

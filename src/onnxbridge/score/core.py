@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from onnxbridge.errors import DataError, OnnxModelError
+from onnxbridge.errors import BadRowError, DataError, OnnxModelError
 from onnxbridge.runtime import Predictor
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
@@ -279,7 +279,9 @@ def prepare_job(
         on_error=on_error,
         allow_missing=allow_missing,
     )
-    options = {"keep": job.keep, "on_error": on_error, "allow_missing": allow_missing}
+    # --on-error is not part of a part's identity: a part finished with "raise" has no bad
+    # row, so it is what "skip" would write too (the reverse is checked below).
+    options = {"keep": job.keep, "allow_missing": allow_missing}
     groups: list[tuple[int | None, list[InputFile]]] = (
         [(None, files)] if layout.single_file else [(i, [f]) for i, f in enumerate(files)]
     )
@@ -292,10 +294,19 @@ def prepare_job(
             if found != identity:
                 raise DataError(
                     f"cannot resume: {str(path)!r} was not made from the same input, model and "
-                    "options as this job (an input file, the model or --keep / --on-error "
+                    "options as this job (an input file, the model, --keep or --allow-missing "
                     "changed); pass --overwrite to score everything again"
                 )
             bad = _bad_count(part.bad_path)
+            if bad and on_error == "raise":
+                raise BadRowError(
+                    f"cannot resume with --on-error raise: {str(path)!r} was finished with "
+                    f"{bad} bad row{'s' if bad != 1 else ''} skipped into "
+                    f"{str(part.bad_path)!r}; resume with --on-error skip, or pass --overwrite",
+                    file=str(sources[0].path),
+                    row=None,
+                    column="",
+                )
             job.done.append(
                 PartResult(
                     path,
