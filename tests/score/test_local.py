@@ -341,3 +341,19 @@ def test_after_a_bad_row_resume_with_skip_keeps_the_finished_parts(
     assert result.bad_rows == 1 and result.rows == 99 and result.rows_resumed == 200
     with pytest.raises(BadRowError, match=r"cannot resume with --on-error raise: .*part-00002"):
         score(iris_model, inputs, out, resume=True)
+
+
+def test_score_needs_neither_scikit_learn_nor_skl2onnx(rows, tmp_path: Path, iris_model: Path):
+    import subprocess
+    import sys
+
+    rows(50).to_csv(tmp_path / "in.csv", index=False)
+    code = (
+        "import sys; from onnxbridge.score import score; "
+        f"score({str(iris_model)!r}, {str(tmp_path / 'in.csv')!r}, {str(tmp_path / 'o')!r}); "
+        "bad = [m for m in sys.modules if m.startswith(('sklearn', 'skl2onnx', 'skops'))]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "o" / "part-00000.parquet").is_file()

@@ -15,6 +15,7 @@ bounds the wait for a given scheduler.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -142,6 +143,9 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
             threads_per_worker=1,
             processes=True,
             dashboard_address=":0",
+            # Our own cluster: its shutdown chatter (workers killed after a grace period on a
+            # busy machine) is not the user's business.
+            silence_logs=logging.ERROR,
         )
         return Client(cluster), cluster
     timeout = os.environ.get("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", "10")
