@@ -185,6 +185,7 @@ class ScoreJob:
         layout: where the output goes.
         parts: the parts still to write (those kept by resume are in ``done``).
         done: parts that ``--resume`` found complete.
+        part_paths: every part's final path, in input order.
     """
 
     model_bytes: bytes
@@ -198,6 +199,7 @@ class ScoreJob:
     allow_missing: bool
     parts: list[PartSpec] = field(default_factory=list)
     done: list[PartResult] = field(default_factory=list)
+    part_paths: list[Path] = field(default_factory=list)
 
     def total_rows(self) -> int | None:
         """Rows to score when cheap to know (all inputs Parquet), else None."""
@@ -287,6 +289,7 @@ def prepare_job(
     )
     for index, sources in groups:
         path = layout.path if index is None else layout.part_path(index)
+        job.part_paths.append(path)
         identity = part_identity(sources, job.model_sha256, options)
         part = PartSpec(index, path, layout.bad_rows_path(index), sources, identity)
         if resume and path.is_file():
@@ -412,10 +415,8 @@ def score(
                 session_threads=session_threads,
                 progress=progress,
             )
-    parts = sorted(
-        [*job.done, *written],
-        key=lambda p: p.path.name,
-    )
+    order = {p: i for i, p in enumerate(job.part_paths)}
+    parts = sorted([*job.done, *written], key=lambda p: order[p.path])
     result = ScoreResult(
         output=job.layout.path,
         engine=engine,
