@@ -28,7 +28,9 @@ from onnxbridge.convert import (
 )
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
+    BadRowError,
     BundleError,
+    ClusterError,
     ConversionError,
     ConverterRegistryError,
     DataError,
@@ -43,6 +45,7 @@ from onnxbridge.errors import (
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
 from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
     OutputComparison,
@@ -57,8 +60,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BadRowError",
     "Bundle",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConversionResult",
     "ConverterRegistryError",
@@ -77,9 +82,11 @@ __all__ = [
     "OnnxbridgeError",
     "OpsetChoice",
     "OutputComparison",
+    "PartResult",
     "PredictionResult",
     "Predictor",
     "SchemaMismatchError",
+    "ScoreResult",
     "SpeedComparison",
     "Timing",
     "TrainResult",
@@ -102,6 +109,7 @@ __all__ = [
     "register_converter",
     "registered_converters",
     "save_estimator",
+    "score",
     "train_bundle",
     "validate_bundle",
 ]

@@ -417,6 +417,16 @@ def validate(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+# --------------------------------------------------------------------------------------- score
+def _register_score() -> None:
+    from onnxbridge.cli.score import score_command
+
+    app.command(name="score")(score_command)
+
+
+_register_score()
+
+
 # ---------------------------------------------------------------------------------------- demo
 @app.command()
 def demo(
