@@ -45,10 +45,16 @@ from onnxbridge.inspection import ModelSummary, inspect_model
 from onnxbridge.runtime import PredictionResult, Predictor
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
+    GoldenReport,
     OutputComparison,
+    ProbeSpec,
+    Tolerance,
     ValidationReport,
+    check_golden,
     compare_predictions,
     validate_bundle,
+    validate_model,
+    write_golden,
 )
 
 try:
@@ -67,6 +73,7 @@ __all__ = [
     "Dataset",
     "FeatureSchema",
     "FeatureSpec",
+    "GoldenReport",
     "InferenceError",
     "MissingConverterError",
     "ModelMetadata",
@@ -79,13 +86,16 @@ __all__ = [
     "OutputComparison",
     "PredictionResult",
     "Predictor",
+    "ProbeSpec",
     "SchemaMismatchError",
     "SpeedComparison",
     "Timing",
+    "Tolerance",
     "TrainResult",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "check_golden",
     "choose_opsets",
     "compare_predictions",
     "compare_speed",
@@ -104,4 +114,6 @@ __all__ = [
     "save_estimator",
     "train_bundle",
     "validate_bundle",
+    "validate_model",
+    "write_golden",
 ]
