@@ -196,14 +196,14 @@ def _cause(result: ProbeSetResult) -> str | None:
     if any("[1-row]" in name for name in failed):
         return "batch"
     if ort_ref:
-        if sk_ort and not sk_ref:
+        if sk_ort and sk_ref:
+            return "conversion+runtime"
+        if sk_ort:
             return ONNXRUNTIME
-        if sk_ref and not sk_ort:
+        if sk_ref:
             return REFERENCE
         return "runtime"
-    if sk_ort and (sk_ref or not have_ref):
-        return "conversion"
-    if sk_ort or sk_ref:
+    if sk_ort or sk_ref or not have_ref:
         return "conversion"
     return "runtime"
 

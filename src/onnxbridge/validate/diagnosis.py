@@ -317,22 +317,33 @@ def _recheck_double(
 
 # ----------------------------------------------------------------------------- other patterns
 def _missing_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
-    failing = [r for r in runs if not r.result.ok and r.result.cause == "conversion"]
-    if not failing or any(r.result.name != "missing" for r in failing):
+    """Missing-value routing lost: every row that diverges holds a NaN, and some do."""
+    failing = [r for r in runs if r.result.cause in ("conversion", "conversion+runtime")]
+    if not failing:
         return None
-    run = failing[0]
-    bad = _conversion_bad(run)
     columns: Counter[str] = Counter()
-    if bad is not None:
-        for meta, b in zip(run.meta, bad, strict=False):
-            if b:
-                columns[str(meta.get("feature"))] += 1
+    n_bad = 0
+    for run in failing:
+        bad = _conversion_bad(run)
+        if bad is None:
+            continue
+        rows = run.frame[bad]
+        if not rows.isna().any(axis=1).all():
+            return None  # a row without NaN diverges too: not (only) missing values
+        n_bad += len(rows)
+        for name in run.frame.columns:
+            count = int(rows[name].isna().sum())
+            if count:
+                columns[str(name)] += count
+    if n_bad == 0:
+        return None
+    names = [r.result.name for r in failing]
     details = [
-        f"only rows with NaN diverge: {int(bad.sum()) if bad is not None else 0} of "
-        f"{run.result.n_rows} rows of probe set 'missing'; every other probe set agrees"
+        f"{n_bad} rows diverge (probe sets: {', '.join(names)}), every one of them with a NaN; "
+        "no row without NaN diverges"
     ]
-    details += [f"NaN in {name!r}: {n} rows" for name, n in columns.most_common(5)]
-    if not run.result.gating:
+    details += [f"NaN in {name!r}: {n} diverging rows" for name, n in columns.most_common(5)]
+    if all(not r.result.gating for r in failing):
         details.append(
             "a warning, not part of the verdict: the rows given hold no NaN, so the model never "
             "learned where NaN goes (scikit-learn sends it to the child with more training "
@@ -350,12 +361,16 @@ def _missing_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
             "use a converter that keeps the missing-value direction of every split; until then "
             "refuse rows with NaN wherever the ONNX model is served"
         ),
-        data={"columns": dict(columns)},
+        data={"columns": dict(columns), "rows": n_bad, "probe_sets": names},
     )
 
 
 def _runtime_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
-    failing = [r for r in runs if r.result.cause in (ONNXRUNTIME, REFERENCE, "runtime")]
+    failing = [
+        r
+        for r in runs
+        if r.result.cause in (ONNXRUNTIME, REFERENCE, "runtime", "conversion+runtime")
+    ]
     if not failing:
         return None
     details = []
@@ -465,7 +480,7 @@ def diagnose_runs(
     for diagnosis in (_runtime_diagnosis(runs), _batch_diagnosis(runs)):
         if diagnosis is not None:
             found.append(diagnosis)
-    conversion = [r for r in runs if r.result.cause == "conversion"]
+    conversion = [r for r in runs if r.result.cause in ("conversion", "conversion+runtime")]
     if conversion and estimator is not None:
         missing = _missing_diagnosis(runs)
         if missing is not None:

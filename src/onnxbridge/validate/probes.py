@@ -373,6 +373,10 @@ def build_probe_sets(
         raise DataError("the rows to validate on are empty; pass a data file with rows")
     holdout = holdout[schema.names].reset_index(drop=True)
     empty = holdout.iloc[:0]
+    # The generated sets start from complete rows, so that each one tests what it aims at
+    # (missing values are the missing set's job); held-out rows with NaN stay in holdout.
+    complete = holdout.dropna().reset_index(drop=True)
+    base = complete if len(complete) else holdout
     sets: list[ProbeSet] = []
     for name in PROBE_NAMES:
         if name not in spec.probes:
@@ -384,7 +388,7 @@ def build_probe_sets(
                 ProbeSet(
                     name,
                     f"{spec.range_rows} random rows inside each feature's range (seed {spec.seed})",
-                    _range_rows(holdout, schema, spec),
+                    _range_rows(base, schema, spec),
                 )
             )
         elif name == "thresholds":
@@ -397,7 +401,7 @@ def build_probe_sets(
                 )
                 sets.append(ProbeSet(name, "rows on every split threshold", empty, reason))
                 continue
-            frame, meta = _threshold_rows(holdout, schema, splits, spec)
+            frame, meta = _threshold_rows(base, schema, splits, spec)
             described = (
                 f"rows on each of {len(meta) // 3} split thresholds and one float32 step "
                 "either side"
@@ -407,7 +411,7 @@ def build_probe_sets(
             if not _numeric_columns(schema):
                 sets.append(ProbeSet(name, "edge values", empty, "no numeric columns"))
                 continue
-            frame, meta = _edge_rows(holdout, schema)
+            frame, meta = _edge_rows(base, schema)
             values = ", ".join(f"{v:g}" for v in EDGE_VALUES)
             sets.append(ProbeSet(name, f"edge values {values} per feature", frame, meta=meta))
         elif name == "missing":
@@ -421,7 +425,7 @@ def build_probe_sets(
                     )
                 )
                 continue
-            frame, meta = _missing_rows(holdout, schema, spec)
+            frame, meta = _missing_rows(base, schema, spec)
             sets.append(
                 ProbeSet(name, "held-out rows with NaN injected per column", frame, meta=meta)
             )
@@ -431,7 +435,7 @@ def build_probe_sets(
                     ProbeSet(name, "unseen / empty / non-ASCII strings", empty, "no string columns")
                 )
                 continue
-            frame, meta = _string_rows(holdout, schema)
+            frame, meta = _string_rows(base, schema)
             sets.append(
                 ProbeSet(
                     name, "unseen, empty and non-ASCII values per string column", frame, meta=meta

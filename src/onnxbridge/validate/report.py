@@ -62,10 +62,12 @@ class ProbeSetResult:
         skipped: why the set was not compared, else None.
         pairs: the runtime pairs compared.
         ok: every pair passes (True for a skipped set).
-        cause: for a failing set, what the pattern of pairs says: ``conversion`` (both ONNX
-            runtimes differ from scikit-learn), ``onnxruntime`` / ``reference`` (that runtime
-            departs from the other and from scikit-learn), ``runtime`` (the ONNX runtimes
-            differ from each other), ``batch`` (results depend on the batch), else None.
+        cause: for a failing set, what the pattern of pairs says: ``conversion`` (the ONNX
+            runtimes agree with each other and differ from scikit-learn), ``onnxruntime`` /
+            ``reference`` (that runtime departs from the other and from scikit-learn, which
+            agree), ``runtime`` (the ONNX runtimes differ from each other only),
+            ``conversion+runtime`` (all three differ), ``batch`` (results depend on the
+            batch), else None.
         n_refused: rows scikit-learn raised on (not compared).
         refused: scikit-learn's message for the first refused row.
         gating: whether a failure makes the verdict DIVERGENT (False: reported as a warning;
