@@ -163,7 +163,7 @@ def nan_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any
     # The same graph without the learned direction for NaN: what a converter that ignores
     # missing_go_to_left writes.
     node = _tree_node(conversion.model)
-    n_nodes = len([a for a in node.attribute if a.name == "nodes_modes"][0].strings)
+    n_nodes = len(next(a for a in node.attribute if a.name == "nodes_modes").strings)
     _set_attribute(node, "nodes_missing_value_tracks_true", [0] * n_nodes)
     lost = folder / "lost.onnx"
     onnx.save(conversion.model, lost)
@@ -210,7 +210,7 @@ def test_runtimes_that_disagree_are_told_from_a_conversion_error(
     holdout = report.probe_set("holdout")
     pairs = {p.name: p for p in holdout.pairs}
     assert not pairs["onnxruntime~reference"].ok
-    label, scores = pairs["onnxruntime~reference"].outputs
+    _, scores = pairs["onnxruntime~reference"].outputs
     assert scores.status == "big-diff" and scores.max_abs_diff == float("inf")
     assert scores.worst_rows[0]["a"][0] == "-inf" and scores.worst_rows[0]["b"][0] == 0.0
     ranged = {p.name: p for p in report.probe_set("range").pairs}
