@@ -14,7 +14,13 @@ from onnxbridge.convert import expected_outputs, registered_converters
 SPECS = registered_converters()
 # float32 arithmetic keeps about 7 digits; float64 graphs should agree to far more.
 TOLERANCE = {"float": (1e-4, 1e-4), "double": (1e-7, 1e-7)}
-ROLE_KINDS = {"label": "iuO", "probabilities": "f", "scores": "f", "value": "f", "transformed": "f"}
+ROLE_KINDS = {
+    "label": "iuO",
+    "probabilities": "f",
+    "scores": "f",
+    "value": "f",
+    "transformed": "fO",
+}
 
 
 def test_registry_is_not_empty() -> None:
@@ -33,7 +39,10 @@ def test_converter(spec, precision: str) -> None:
     assert result.precision == precision
     predictor = Predictor(result.model.SerializeToString())
     expected_dtype = np.float64 if precision == "double" else np.float32
-    assert predictor.prepare(_rows(X, 3))[predictor.inputs[0].name].dtype == expected_dtype
+    feeds = predictor.prepare(_rows(X, 3))
+    for spec_input in result.metadata.inputs:
+        want = np.object_ if spec_input["dtype"] == "string" else expected_dtype
+        assert feeds[spec_input["name"]].dtype == want, f"{spec.name}: input {spec_input}"
     roles = result.metadata.outputs
     atol, rtol = TOLERANCE[precision]
     for n in (1, len(X)):
@@ -46,7 +55,7 @@ def test_converter(spec, precision: str) -> None:
             assert value.dtype.kind in ROLE_KINDS[role], f"{spec.name}: {role} is {value.dtype}"
         expected = expected_outputs(estimator, rows, roles, like=onnx_by_role)
         for role, value in onnx_by_role.items():
-            if role == "label":
+            if role == "label" or value.dtype.kind == "O":
                 np.testing.assert_array_equal(
                     value.astype(str),
                     np.asarray(expected[role]).astype(str),

@@ -108,6 +108,13 @@ def train(
     stratify: Annotated[
         bool, typer.Option("--stratify", help="Keep class proportions in the split (classifiers).")
     ] = False,
+    preprocess: Annotated[
+        str,
+        typer.Option(
+            help="none: the model takes the columns as they are; auto: impute, one-hot encode "
+            "text/category columns and scale numbers (not for trees) in front of the model."
+        ),
+    ] = "none",
     out: Annotated[
         Path | None, typer.Option(help="Bundle folder to write [default: runs/<data>-<model>].")
     ] = None,
@@ -129,6 +136,7 @@ def train(
         seed=seed,
         stratify=stratify,
         overwrite=overwrite,
+        preprocess=preprocess,
     )
     if as_json:
         _print_json({"bundle": str(bundle.path), **bundle.card})

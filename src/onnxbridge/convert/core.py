@@ -24,11 +24,11 @@ from onnxbridge.bundle import (
     library_versions,
     now_iso,
 )
-from onnxbridge.convert.metadata import ModelMetadata, write_metadata
+from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import load_converters
 from onnxbridge.convert.roles import model_task, output_roles, reference_method
-from onnxbridge.data import FeatureSchema
+from onnxbridge.data import FeatureSchema, normalize_features
 from onnxbridge.errors import (
     ConversionError,
     DataError,
@@ -37,7 +37,13 @@ from onnxbridge.errors import (
     first_line,
 )
 
-__all__ = ["PRECISIONS", "ConversionResult", "convert_bundle", "convert_estimator"]
+__all__ = [
+    "PRECISIONS",
+    "ConversionResult",
+    "convert_bundle",
+    "convert_estimator",
+    "graph_inputs",
+]
 
 INPUT_NAME = "input"
 # float: float32 input and arithmetic (ONNX Runtime's fast path); double: float64 input;
@@ -120,7 +126,7 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
         raise DataError("sample data has no rows; pass at least one training row")
     frame = frame.copy()
     frame.columns = [str(c) for c in frame.columns]
-    return frame
+    return normalize_features(frame)
 
 
 def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
@@ -189,7 +195,7 @@ def _has_zipmap(model: Any) -> bool:
     return any(node.op_type == "ZipMap" for node in model.graph.node)
 
 
-def _check_loads(model: Any, frame: pd.DataFrame, dtype: type = np.float32) -> None:
+def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
     import onnx
     import onnxruntime as ort
 
@@ -203,7 +209,8 @@ def _check_loads(model: Any, frame: pd.DataFrame, dtype: type = np.float32) -> N
         session = ort.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
-        session.run(None, {INPUT_NAME: frame.to_numpy(dtype=dtype)[:5]})
+        head = frame.head(5)
+        session.run(None, {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs})
     except Exception as exc:
         raise ConversionError(
             f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
@@ -261,27 +268,25 @@ def convert_estimator(
         # The graph takes columns in training order, whatever the sample's order.
         frame = frame[[str(n) for n in names]]
     schema = FeatureSchema.from_frame(frame)
-    if not schema.all_numeric:
-        bad = [f.name for f in schema.features if not f.is_numeric]
-        raise DataError(
-            f"columns {', '.join(map(repr, bad))} are not numeric; this version converts models "
-            "on numeric features only"
-        )
     load_converters()
-    dtype_name = "float64" if precision == "double" else "float32"
+    float_name = "float64" if precision == "double" else "float32"
+    inputs = graph_inputs(schema, float_name)
     model, choice = _convert_with_opsets(
         estimator,
-        schema.n_features,
+        inputs,
         opset,
         ml_opset,
         zipmap=zipmap and task == "classification",
-        double=precision == "double",
     )
+    # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
+    graph_names = [i.name for i in model.graph.input]
+    if len(graph_names) == len(inputs):
+        inputs = [{**spec, "name": name} for spec, name in zip(inputs, graph_names, strict=True)]
     roles = output_roles([o.name for o in model.graph.output], estimator, task)
     metadata = ModelMetadata(
         task=task,
         features=schema,
-        inputs=[{"name": INPUT_NAME, "dtype": dtype_name, "columns": schema.names}],
+        inputs=inputs,
         outputs=roles,
         classes=class_labels(_final_step(estimator)),
         target=target,
@@ -292,7 +297,7 @@ def convert_estimator(
     )
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
-    _check_loads(model, frame, np.float64 if precision == "double" else np.float32)
+    _check_loads(model, frame, inputs)
     return ConversionResult(
         model=model,
         metadata=metadata,
@@ -302,14 +307,39 @@ def convert_estimator(
     )
 
 
+def graph_inputs(schema: FeatureSchema, float_name: str = "float32") -> list[dict[str, Any]]:
+    """The graph inputs for a feature schema, as recorded in the metadata.
+
+    All-numeric data becomes one ``[N, F]`` input named ``input``; a table with text or
+    category columns gets one ``[N, 1]`` input per column, named after it, numbers as
+    ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
+    """
+    if schema.all_numeric:
+        return [{"name": INPUT_NAME, "dtype": float_name, "columns": schema.names}]
+    return [
+        {
+            "name": f.name,
+            "dtype": float_name if f.kind == "numeric" else "string",
+            "columns": [f.name],
+        }
+        for f in schema.features
+    ]
+
+
+def _initial_types(inputs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, StringTensorType
+
+    types = {"float32": FloatTensorType, "float64": DoubleTensorType, "string": StringTensorType}
+    return [(i["name"], types[i["dtype"]]([None, len(i["columns"])])) for i in inputs]
+
+
 def _convert_with_opsets(
     estimator: Any,
-    n_features: int,
+    inputs: list[dict[str, Any]],
     opset: int | None,
     ml_opset: int | None,
     *,
     zipmap: bool,
-    double: bool,
 ) -> tuple[Any, OpsetChoice]:
     """Convert at the chosen opsets; when a converter refuses them, retry lower ones.
 
@@ -317,7 +347,7 @@ def _convert_with_opsets(
     """
     choice = choose_opsets(opset, ml_opset)
     try:
-        return _run_skl2onnx(estimator, n_features, choice, zipmap, double), choice
+        return _run_skl2onnx(estimator, inputs, choice, zipmap), choice
     except ConversionError as first:
         if "opset" not in str(first).lower() or (opset is not None and ml_opset is not None):
             raise
@@ -325,7 +355,7 @@ def _convert_with_opsets(
             choice, keep_default=opset is not None, keep_ml=ml_opset is not None
         ):
             try:
-                return _run_skl2onnx(estimator, n_features, candidate, zipmap, double), candidate
+                return _run_skl2onnx(estimator, inputs, candidate, zipmap), candidate
             except ConversionError:
                 continue
         raise
@@ -333,8 +363,12 @@ def _convert_with_opsets(
 
 def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str, str]) -> str:
     """Whether the source model accepts a row of NaN ("accepted") or raises ("refused")."""
-    probe = frame.head(1).astype(np.float64)
-    probe.iloc[:, :] = np.nan
+    probe = pd.DataFrame(
+        {
+            c: pd.Series([np.nan], dtype=frame[c].dtype if frame[c].dtype == object else float)
+            for c in frame.columns
+        }
+    )
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
     try:
         with warnings.catch_warnings():
@@ -354,12 +388,9 @@ def _used_opsets(model: Any) -> dict[str, int]:
 
 
 def _run_skl2onnx(
-    estimator: Any, n_features: int, choice: OpsetChoice, zipmap: bool, double: bool = False
+    estimator: Any, inputs: list[dict[str, Any]], choice: OpsetChoice, zipmap: bool
 ) -> Any:
     from skl2onnx import convert_sklearn
-    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
-
-    tensor_type = DoubleTensorType if double else FloatTensorType
 
     options: dict[int, dict[str, Any]] = {}
     final = _final_step(estimator)
@@ -372,7 +403,7 @@ def _run_skl2onnx(
             warnings.simplefilter("ignore")
             return convert_sklearn(
                 estimator,
-                initial_types=[(INPUT_NAME, tensor_type([None, n_features]))],
+                initial_types=_initial_types(inputs),
                 options=opts or None,
                 target_opset=choice.as_target(),
             )

@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.metadata import ModelMetadata
-from onnxbridge.data import preview_names
-from onnxbridge.errors import InferenceError, OnnxModelError, SchemaMismatchError, first_line
+from onnxbridge.convert.metadata import ModelMetadata, input_block
+from onnxbridge.data import normalize_features, preview_names
+from onnxbridge.errors import (
+    DataError,
+    InferenceError,
+    OnnxModelError,
+    SchemaMismatchError,
+    first_line,
+)
 
 __all__ = ["PredictionResult", "Predictor"]
 
@@ -218,6 +224,10 @@ class Predictor:
             )
         return frame[names]
 
+    def _multi_input(self) -> bool:
+        """Whether the model takes one input per column (mixed-type data)."""
+        return bool(self.metadata and len(self.metadata.inputs) > 1)
+
     def prepare(
         self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
     ) -> dict[str, np.ndarray]:
@@ -227,20 +237,24 @@ class Predictor:
             SchemaMismatchError: missing / unexpected columns, wrong width, non-numeric values,
                 missing values (NaN) for a model whose source refuses them.
         """
-        if len(self.inputs) != 1:
-            raise SchemaMismatchError(
-                f"the model has {len(self.inputs)} inputs; this version feeds single-input models"
-            )
-        spec = self.inputs[0]
-        dtype = _ORT_TO_NUMPY.get(spec.type)
-        if dtype is None:
-            raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, Mapping) and all(np.ndim(v) == 0 for v in data.values()):
             data = pd.DataFrame([data])  # one row given as {column: value}
         elif isinstance(data, Mapping) or (
             isinstance(data, list) and data and isinstance(data[0], Mapping)
         ):
             data = pd.DataFrame(data)
+        if self._multi_input():
+            return self._prepare_columns(data, ignore_extra, allow_missing)
+        if len(self.inputs) != 1:
+            raise SchemaMismatchError(
+                f"the model has {len(self.inputs)} inputs but no onnxbridge schema saying which "
+                "columns feed which; convert it with `onnxbridge convert` or feed the inputs "
+                "yourself with Predictor.run"
+            )
+        spec = self.inputs[0]
+        dtype = _ORT_TO_NUMPY.get(spec.type)
+        if dtype is None:
+            raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, pd.DataFrame):
             frame = self._frame_to_matrix(data, ignore_extra)
             bad = [
@@ -260,23 +274,7 @@ class Predictor:
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(f"cannot cast the data to {spec.type}: {exc}") from exc
         else:
-            array = np.asarray(data)
-            if array.ndim == 1:
-                array = array.reshape(1, -1)
-            if array.ndim != 2:
-                raise SchemaMismatchError(
-                    f"data must be 2-D [rows, features], got shape {array.shape}"
-                )
-            width = len(self.feature_names) if self.feature_names else self._input_width()
-            if width is not None and array.shape[1] != width:
-                raise SchemaMismatchError(
-                    f"data has {array.shape[1]} columns but the model expects {width}"
-                    + (
-                        f": {preview_names(self.feature_names, limit=10)}"
-                        if self.feature_names
-                        else ""
-                    )
-                )
+            array = self._matrix(data)
             try:
                 array = array.astype(dtype)
             except (TypeError, ValueError) as exc:
@@ -285,16 +283,61 @@ class Predictor:
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
-        if not allow_missing:
-            self._check_missing(array)
+        if not allow_missing and array.dtype.kind == "f":
+            self._check_missing(np.isnan(array))
         return {spec.name: np.ascontiguousarray(array)}
 
-    def _check_missing(self, array: np.ndarray) -> None:
+    def _matrix(self, data: Any) -> np.ndarray:
+        """A 2-D array of the model's width from array-like data (columns in training order)."""
+        array = np.asarray(data)
+        if array.ndim == 1:
+            array = array.reshape(1, -1)
+        if array.ndim != 2:
+            raise SchemaMismatchError(f"data must be 2-D [rows, features], got shape {array.shape}")
+        width = len(self.feature_names) if self.feature_names else self._input_width()
+        if width is not None and array.shape[1] != width:
+            raise SchemaMismatchError(
+                f"data has {array.shape[1]} columns but the model expects {width}"
+                + (f": {preview_names(self.feature_names, limit=10)}" if self.feature_names else "")
+            )
+        return array
+
+    def _prepare_columns(
+        self, data: Any, ignore_extra: bool, allow_missing: bool
+    ) -> dict[str, np.ndarray]:
+        """Feeds for a model with one input per column: ``{input: [N, 1]}``."""
+        metadata = self.metadata
+        if metadata is None:  # _multi_input() is False without metadata
+            raise SchemaMismatchError("the model has no onnxbridge schema for its inputs")
+        if not isinstance(data, pd.DataFrame):
+            data = pd.DataFrame(self._matrix(data), columns=self.feature_names)
+        frame = self._frame_to_matrix(data, ignore_extra)
+        if len(frame) == 0:
+            raise SchemaMismatchError("the data has no rows; nothing to predict")
+        try:
+            frame = normalize_features(frame)
+        except DataError as exc:
+            raise SchemaMismatchError(str(exc)) from exc
+        if not allow_missing:
+            self._check_missing(frame.isna().to_numpy())
+        feeds = {}
+        for spec in metadata.inputs:
+            try:
+                feeds[spec["name"]] = input_block(frame, spec["columns"], spec["dtype"])
+            except (TypeError, ValueError) as exc:
+                column = spec["columns"][0]
+                sample = frame[column].dropna().head(3).tolist()
+                raise SchemaMismatchError(
+                    f"column {column!r} must hold numbers for the model's input {spec['name']!r}, "
+                    f"got values like {sample!r}; fix or drop those rows"
+                ) from exc
+        return feeds
+
+    def _check_missing(self, nan_rows: np.ndarray) -> None:
+        """Refuse rows with missing values (``nan_rows [N, F]`` is the mask) for models whose
+        source refused them."""
         if self.metadata is None or self.metadata.missing_values != "refused":
             return
-        if array.dtype.kind != "f":
-            return
-        nan_rows = np.isnan(array)
         if not nan_rows.any():
             return
         names = self.metadata.features.names

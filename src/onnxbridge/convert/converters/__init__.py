@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
-_MODULES: tuple[str, ...] = ("dummy",)
+_MODULES: tuple[str, ...] = ("dummy", "string_imputer")
 
 # Imported when the library named first is installed.
 _OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
