@@ -68,6 +68,17 @@ def _split_list(text: str | None, option: str, allowed: tuple[str, ...]) -> tupl
     return items
 
 
+_SHORT = {"sklearn": "sk", "onnxruntime": "ort", "reference": "ref"}
+
+
+def _short(pair_name: str) -> str:
+    """``sklearn~onnxruntime`` → ``sk~ort``; ``X~X[1-row]`` → ``1-row``."""
+    a, _, b = pair_name.partition("~")
+    if b.endswith("[1-row]"):
+        return "1-row"
+    return f"{_SHORT.get(a, a)}~{_SHORT.get(b, b)}"
+
+
 def _pair_cell(pair: Any, gating: bool) -> str:
     if pair.error:
         return f"error: {pair.error}"
@@ -75,9 +86,9 @@ def _pair_cell(pair: Any, gating: bool) -> str:
     text = pair.status + (f" {_fmt(max(numeric))}" if numeric else "")
     for c in pair.outputs:
         if c.kind == "labels" and c.n_mismatched:
-            text += f", labels {c.n_mismatched}/{c.n_rows}"
+            text += f" labels {c.n_mismatched}/{c.n_rows}"
     if not pair.ok and not gating:
-        text += " (warning)"
+        text += " (warn)"
     return text
 
 
@@ -100,22 +111,33 @@ def print_validation(report: Any, console: Console) -> None:
     pair_names: list[str] = []
     for probe in report.probe_sets:
         for pair in probe.pairs:
-            if pair.name not in pair_names:
-                pair_names.append(pair.name)
-    table = Table(title="probe sets (status, max |Δ|, differing labels)")
-    table.add_column("probe set")
+            if _short(pair.name) not in pair_names:
+                pair_names.append(_short(pair.name))
+    table = Table(title="probe sets: status, max |Δ|, differing labels")
+    table.add_column("probe set", no_wrap=True)
     table.add_column("rows", justify="right")
     for name in pair_names:
-        table.add_column(name.replace("~", " ~ "))
+        table.add_column(name)
+    skipped = []
     for probe in report.probe_sets:
         if probe.skipped is not None:
-            table.add_row(
-                probe.name, "-", f"skipped: {probe.skipped}", *[""] * (len(pair_names) - 1)
-            )
+            skipped.append(f"{probe.name} ({probe.skipped})")
             continue
-        cells = {pair.name: _pair_cell(pair, probe.gating) for pair in probe.pairs}
+        cells: dict[str, str] = {}
+        for pair in probe.pairs:
+            cell = _pair_cell(pair, probe.gating and pair.gating)
+            key = _short(pair.name)
+            # One "1-row" column for every runtime: its worst cell.
+            if key not in cells or not pair.ok:
+                cells[key] = cell
         table.add_row(probe.name, str(probe.n_rows), *[cells.get(n, "") for n in pair_names])
     console.print(table)
+    console.print(
+        "sk = scikit-learn, ort = onnxruntime, ref = onnx.reference; 1-row = each ONNX "
+        "runtime's rows scored one at a time vs in one batch"
+    )
+    if skipped:
+        console.print("skipped: " + "; ".join(skipped))
     shown = {c.name for c in report.outputs} or set(report.tolerances)
     parts = [
         f"{role} |Δ| <= {t['atol']:g} + {t['rtol']:g}·|a|"

@@ -297,6 +297,9 @@ def _run_probe(
             )
             result.pairs.append(pair)
             run.bad[pair.name] = bad
+    if ONNXRUNTIME in names:
+        for pair in result.pairs:
+            pair.gating = REFERENCE not in (pair.a, pair.b) and not pair.b.startswith(REFERENCE)
     run.outputs = outputs
     if result.pairs and not result.pairs[0].error:
         first = result.pairs[0]
@@ -453,7 +456,7 @@ def validate_model(
     outputs = []
     if headline is not None and headline.pairs:
         outputs = headline.pairs[0].outputs
-    verdict = EQUIVALENT if all(r.result.ok or not r.result.gating for r in runs) else DIVERGENT
+    verdict = DIVERGENT if any(r.result.fails_verdict for r in runs) else EQUIVALENT
     report = ValidationReport(
         verdict=verdict,
         outputs=outputs,
@@ -504,7 +507,7 @@ def compare_predictions(
     run = _run_probe(probe, SklearnRuntime(estimator, ort.roles), [ort], resolved, WORST_ROWS)
     result = run.result
     return ValidationReport(
-        verdict=EQUIVALENT if result.ok else DIVERGENT,
+        verdict=DIVERGENT if result.fails_verdict else EQUIVALENT,
         outputs=result.pairs[0].outputs if result.pairs else [],
         atol=atol,
         rtol=rtol,

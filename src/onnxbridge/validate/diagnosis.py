@@ -388,6 +388,16 @@ def _runtime_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
                 else "neither"
             )
             line += f"; scikit-learn agrees with {agrees[run.result.name]}"
+        between = pairs.get(_ORT_REF)
+        if between is not None and between.outputs:
+            by_role = {c.name: c for c in between.outputs}
+            label = by_role.get("label")
+            others = [c for c in between.outputs if c.name != "label"]
+            if label is not None and not label.ok and others and all(c.ok for c in others):
+                line += (
+                    " (only labels differ, and the scores agree within tolerance: ties broken "
+                    "differently)"
+                )
         details.append(line)
     odd = {ONNXRUNTIME: "onnxruntime", REFERENCE: "onnx.reference"}
     cause = failing[0].result.cause

@@ -112,7 +112,8 @@ def _probe_table(report: ValidationReport) -> str:
                 continue
             for c in pair.outputs:
                 klass = "ok" if c.ok else "bad"
-                status = c.status if c.ok or probe.gating else f"{c.status} (warning)"
+                gating = probe.gating and pair.gating
+                status = c.status if c.ok or gating else f"{c.status} (warning)"
                 rows.append(
                     f"<tr><td class=l>{_e(probe.name)}</td><td class=l>{_e(pair.name)}</td>"
                     f"<td class=l>{_e(c.name)}</td><td>{c.n_rows}</td><td>{c.agreement:.2%}</td>"

@@ -36,6 +36,10 @@ class PairComparison:
         ok: every output passes and neither side failed.
         status: the worst status bucket of its outputs (``error`` when a side failed).
         error: why the comparison could not run (a runtime raised), else None.
+        gating: whether a failure counts for the verdict. Pairs that involve only
+            ``onnx.reference`` on one side (``sklearn~reference``, ``onnxruntime~reference``,
+            ``reference~reference[1-row]``) tell a conversion error from a runtime problem but
+            do not gate when ONNX Runtime — the deployment runtime — is compared too.
     """
 
     a: str
@@ -44,6 +48,7 @@ class PairComparison:
     ok: bool = True
     status: str = "OK"
     error: str | None = None
+    gating: bool = True
 
     @property
     def name(self) -> str:
@@ -84,6 +89,11 @@ class ProbeSetResult:
     n_refused: int = 0
     refused: str | None = None
     gating: bool = True
+
+    @property
+    def fails_verdict(self) -> bool:
+        """Whether this set makes the verdict DIVERGENT (a gating pair failed in a gating set)."""
+        return self.gating and any(not p.ok and p.gating for p in self.pairs)
 
 
 @dataclass
@@ -169,18 +179,19 @@ class ValidationReport:
     @property
     def failing_probe_sets(self) -> list[str]:
         """Names of the probe sets that caught a divergence."""
-        return [p.name for p in self.probe_sets if not p.ok and p.gating]
+        return [p.name for p in self.probe_sets if p.fails_verdict]
 
     @property
     def warning_probe_sets(self) -> list[str]:
-        """Names of the probe sets that differ without gating the verdict."""
-        return [p.name for p in self.probe_sets if not p.ok and not p.gating]
+        """Names of the probe sets that differ without making the verdict DIVERGENT."""
+        return [p.name for p in self.probe_sets if not p.ok and not p.fails_verdict]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``reports/validation.json``)."""
         payload = asdict(self)
         payload.pop("diff_samples", None)
         for probe, raw in zip(self.probe_sets, payload["probe_sets"], strict=True):
+            raw["fails_verdict"] = probe.fails_verdict
             for pair, raw_pair in zip(probe.pairs, raw["pairs"], strict=True):
                 raw_pair["name"] = pair.name
         payload["failing_probe_sets"] = self.failing_probe_sets

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.convert.roles import expected_outputs
+from onnxbridge.data import normalize_features
 from onnxbridge.errors import InferenceError, first_line
 from onnxbridge.runtime import Predictor
 
@@ -182,6 +183,8 @@ class SklearnRuntime:
             InferenceError: the estimator raised on these rows (e.g. it refuses NaN).
         """
         try:
+            # The same normalisation training and prediction apply (text as str, NaN missing).
+            frame = normalize_features(frame)
             with warnings.catch_warnings():
                 # A probe row may be extreme on purpose: overflow warnings are expected.
                 warnings.simplefilter("ignore")
