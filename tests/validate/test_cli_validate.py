@@ -196,7 +196,7 @@ def test_convert_stores_golden_and_validate_golden_rechecks(capsys, tmp_path: Pa
 def test_golden_reports_a_changed_model(tmp_path: Path) -> None:
     from onnxbridge import convert_bundle, train_bundle, validate_bundle
 
-    bundle, result = train_bundle(
+    bundle, _ = train_bundle(
         "diabetes", "DecisionTreeRegressor(max_depth=4, random_state=0)", tmp_path / "d"
     )
     convert_bundle(bundle)
