@@ -282,3 +282,44 @@ def test_reference_model_passes_with_a_missing_value_warning(iris_bundle: Bundle
     assert report.diagnoses[0].kind == "missing-values"
     strict = validate_bundle(iris_bundle, missing_values="gate", write_report=False)
     assert strict.verdict == "DIVERGENT" and strict.failing_probe_sets == ["missing"]
+
+
+# ------------------------------------------------------------------- string inputs
+def test_strings_probe_on_a_mixed_type_model(tmp_path: Path) -> None:
+    """Unseen, empty and non-ASCII values of a text column, fed as a string tensor.
+
+    Today an empty string diverges: in the ONNX graph "" stands for a missing value (string
+    tensors hold no None) and is imputed, while scikit-learn takes "" as an unseen category.
+    """
+    from onnxbridge import convert_bundle, train_bundle
+
+    rng = np.random.RandomState(0)
+    n = 300
+    frame = pd.DataFrame(
+        {
+            "age": rng.uniform(18, 80, n).round(1),
+            "rooms": rng.randint(1, 6, n),
+            "city": rng.choice(["Paris", "Lyon", "Zürich", "Köln"], n).astype(object),
+            "income": rng.lognormal(10, 1, n),
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "city"] = None
+    score = frame["rooms"] + (frame["city"] == "Lyon") * 2 + frame["age"] / 30
+    frame["churn"] = np.where(score > 4.5, "yes", "no")
+    data = tmp_path / "customers.csv"
+    frame.to_csv(data, index=False)
+    bundle, _ = train_bundle(
+        str(data), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+    )
+    convert_bundle(bundle)
+    report = validate_bundle(bundle, probes=["holdout", "strings"])
+    strings = report.probe_set("strings")
+    assert strings.n_rows == 5  # one row per awkward value of the one text column
+    assert report.probe_set("holdout").ok
+    assert report.verdict == "DIVERGENT" and report.failing_probe_sets == ["strings"]
+    (pair,) = [p for p in strings.pairs if p.name == "sklearn~onnxruntime"]
+    assert {row["inputs"]["city"] for c in pair.outputs for row in c.worst_rows} == {""}
+    assert strings.cause == "conversion"
+    (pipeline,) = [d for d in report.diagnoses if d.kind == "pipeline"]
+    assert pipeline.data["step_name"] == "preprocess"
+    assert pipeline.summary == "the first diverging step is step 1 'preprocess' (ColumnTransformer)"
