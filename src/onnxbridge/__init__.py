@@ -48,10 +48,16 @@ from onnxbridge.runtime import PredictionResult, Predictor
 from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
+    GoldenReport,
     OutputComparison,
+    ProbeSpec,
+    Tolerance,
     ValidationReport,
+    check_golden,
     compare_predictions,
     validate_bundle,
+    validate_model,
+    write_golden,
 )
 
 try:
@@ -72,6 +78,7 @@ __all__ = [
     "Dataset",
     "FeatureSchema",
     "FeatureSpec",
+    "GoldenReport",
     "InferenceError",
     "MissingConverterError",
     "ModelMetadata",
@@ -85,14 +92,17 @@ __all__ = [
     "PartResult",
     "PredictionResult",
     "Predictor",
+    "ProbeSpec",
     "SchemaMismatchError",
     "ScoreResult",
     "SpeedComparison",
     "Timing",
+    "Tolerance",
     "TrainResult",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "check_golden",
     "choose_opsets",
     "compare_predictions",
     "compare_speed",
@@ -112,4 +122,6 @@ __all__ = [
     "score",
     "train_bundle",
     "validate_bundle",
+    "validate_model",
+    "write_golden",
 ]
