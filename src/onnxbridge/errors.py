@@ -16,6 +16,8 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── ConversionError (ValueError)        the converter failed or gave an unusable graph
     │   └── MissingConverterError           no converter for this estimator
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
+    ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
+    │                                       damaged onnxbridge.session entry in a model
     └── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
 
 The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
@@ -35,6 +37,7 @@ __all__ = [
     "OnnxModelError",
     "OnnxbridgeError",
     "SchemaMismatchError",
+    "SessionSettingsError",
     "UnsafeModelFileError",
 ]
 
@@ -77,6 +80,11 @@ class MissingConverterError(ConversionError):
 
 class OnnxModelError(OnnxbridgeError, ValueError):
     """A file that is not a valid, loadable ONNX model."""
+
+
+class SessionSettingsError(OnnxbridgeError, ValueError):
+    """Session settings that ONNX Runtime cannot take (threads, mode, level), or tuned settings
+    stored in a model that cannot be read."""
 
 
 class InferenceError(OnnxbridgeError, RuntimeError):
