@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.exceptions import TyperException
 
+from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -403,6 +404,11 @@ def demo(
     report = run_demo(out, console)
     if not report.equivalent:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------- bench, tune
+app.command("bench")(bench_command)
+app.command("tune")(tune_command)
 
 
 # ---------------------------------------------------------------------------------- entry point
