@@ -16,17 +16,21 @@ from onnxbridge.bench import SpeedComparison, Timing, compare_speed, measure
 from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
 from onnxbridge.convert import (
     ConversionResult,
+    ConverterSpec,
     ModelMetadata,
     OpsetChoice,
     choose_opsets,
     convert_bundle,
     convert_estimator,
     read_metadata,
+    register_converter,
+    registered_converters,
 )
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
     BundleError,
     ConversionError,
+    ConverterRegistryError,
     DataError,
     InferenceError,
     MissingConverterError,
@@ -57,6 +61,8 @@ __all__ = [
     "BundleError",
     "ConversionError",
     "ConversionResult",
+    "ConverterRegistryError",
+    "ConverterSpec",
     "DataError",
     "Dataset",
     "FeatureSchema",
@@ -93,6 +99,8 @@ __all__ = [
     "parse_model_spec",
     "read_metadata",
     "read_table",
+    "register_converter",
+    "registered_converters",
     "save_estimator",
     "train_bundle",
     "validate_bundle",

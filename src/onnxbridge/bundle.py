@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from onnxbridge._files import _default_mode, atomic_write_path, file_sha256
-from onnxbridge.data import FeatureSchema
+from onnxbridge.data import FeatureSchema, normalize_features
 from onnxbridge.errors import BundleError, DataError, UnsafeModelFileError
 
 __all__ = [
@@ -379,7 +379,7 @@ class Bundle:
         """The held-out rows: features in schema order and the target."""
         self.check_file(HOLDOUT_NAME)
         frame = pd.read_parquet(self.holdout_path)
-        return frame[self.schema.names], frame[self.target]
+        return normalize_features(frame[self.schema.names]), frame[self.target]
 
     def write_report(self, name: str, payload: dict[str, Any]) -> Path:
         """Write ``reports/<name>`` as JSON, atomically; returns its path."""
@@ -403,6 +403,7 @@ def train_bundle(
     seed: int = 42,
     stratify: bool = False,
     overwrite: bool = False,
+    preprocess: str = "none",
 ) -> tuple[Bundle, Any]:
     """Fit ``model`` on ``data`` and write the bundle folder ``out``.
 
@@ -418,7 +419,13 @@ def train_bundle(
     # Checked before fitting so a long fit is not wasted.
     _check_replaceable(out, overwrite)
     result = fit_model(
-        data, model, target=target, test_size=test_size, seed=seed, stratify=stratify
+        data,
+        model,
+        target=target,
+        test_size=test_size,
+        seed=seed,
+        stratify=stratify,
+        preprocess=preprocess,
     )
     dataset = result.dataset
     target_name = str(dataset.y.name)
@@ -431,7 +438,11 @@ def train_bundle(
         "target": {"name": target_name, "dtype": str(dataset.y.dtype)},
         "task": result.task,
         "classes": result.classes,
-        "model": {"spec": model, "class": type(result.estimator).__name__},
+        "model": {
+            "spec": model,
+            "class": type(result.estimator).__name__,
+            "preprocess": preprocess,
+        },
         "split": {
             "test_size": test_size,
             "seed": seed,

@@ -31,6 +31,7 @@ __all__ = [
     "data_format",
     "hash_frame",
     "load_dataset",
+    "normalize_features",
     "preview_names",
     "read_table",
     "split_dataset",
@@ -59,8 +60,13 @@ class FeatureSpec:
 
     @property
     def is_numeric(self) -> bool:
-        """Whether the column holds numbers or booleans (the only kind converted today)."""
+        """Whether the column holds numbers or booleans."""
         return _is_numeric_dtype_name(self.dtype)
+
+    @property
+    def kind(self) -> str:
+        """``"numeric"`` (numbers, booleans) or ``"string"`` (text and categories)."""
+        return "numeric" if self.is_numeric else "string"
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,69 @@ def _is_numeric_dtype_name(dtype: str) -> bool:
         lowered = dtype.lower()
         return lowered.startswith(("int", "uint", "float", "bool"))
     return kind in "biuf"
+
+
+_UNSUPPORTED_HINT = (
+    "drop them, or turn them into numbers or strings first (e.g. a date into its year, month "
+    "and day; a list into one column per item)"
+)
+
+
+def _object_kind(values: pd.Series) -> str:
+    """What an object column holds: ``boolean``, ``string`` or ``unsupported``."""
+    present = values.dropna()
+    if present.empty:
+        return "string"
+    types = {type(v) for v in present.head(1000)}
+    if types <= {bool, np.bool_}:
+        return "boolean"
+    if all(issubclass(t, (str, int, float, np.integer, np.floating)) for t in types):
+        return "string"  # text, or text mixed with numbers (codes): one category per value
+    return "unsupported"
+
+
+def normalize_features(X: pd.DataFrame) -> pd.DataFrame:
+    """Give every feature column one of the two kinds models take, the same way everywhere.
+
+    Numbers and booleans stay as they are (a column of True/False with missing values, which
+    pandas keeps as objects, becomes float 1/0/NaN); text and categories become ``object``
+    columns of ``str`` with ``NaN`` for missing values. Training, the held-out rows, validation
+    and prediction all go through this function, so scikit-learn and ONNX see the same values.
+
+    Raises:
+        DataError: columns of dates, durations, nested values or other types no model takes,
+            named with what to do.
+    """
+    columns: dict[str, pd.Series] = {}
+    unsupported: list[str] = []
+    for name in X.columns:
+        column = X[name]
+        dtype = column.dtype
+        if pd.api.types.is_bool_dtype(dtype) or (
+            pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype)
+        ):
+            columns[name] = column
+            continue
+        if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype):
+            kind = "string" if not pd.api.types.is_object_dtype(dtype) else _object_kind(column)
+        else:
+            kind = "unsupported"
+        if kind == "boolean":
+            columns[name] = column.map(lambda v: np.nan if pd.isna(v) else float(v)).astype(
+                np.float64
+            )
+        elif kind == "string":
+            text = column.astype(object)
+            missing = text.isna().to_numpy()
+            values = np.where(missing, np.nan, text.map(str).to_numpy(dtype=object))
+            columns[name] = pd.Series(values, index=X.index, dtype=object, name=name)
+        else:
+            unsupported.append(f"{name!r} ({dtype})")
+    if unsupported:
+        raise DataError(
+            f"columns {', '.join(unsupported)} hold values no model can take; {_UNSUPPORTED_HINT}"
+        )
+    return pd.DataFrame(columns, index=X.index)
 
 
 def data_format(path: Path, *, action: str = "read") -> str:
@@ -299,7 +368,7 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
             f"target column {target!r} has {int(y.isna().sum())} missing values; "
             "drop or fill those rows first"
         )
-    X = frame.drop(columns=[target])
+    X = normalize_features(frame.drop(columns=[target]))
     if X.shape[1] == 0:
         raise DataError(f"{str(path)!r} has no feature columns besides the target {target!r}")
     source = {

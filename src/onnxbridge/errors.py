@@ -15,6 +15,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── ModelNotFittedError (ValueError)    an estimator that was never fitted
     ├── ConversionError (ValueError)        the converter failed or gave an unusable graph
     │   └── MissingConverterError           no converter for this estimator
+    ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
     ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
     │                                       damaged onnxbridge.session entry in a model
@@ -29,6 +30,7 @@ from __future__ import annotations
 __all__ = [
     "BundleError",
     "ConversionError",
+    "ConverterRegistryError",
     "DataError",
     "InferenceError",
     "MissingConverterError",
@@ -76,6 +78,10 @@ class ConversionError(OnnxbridgeError, ValueError):
 
 class MissingConverterError(ConversionError):
     """No registered converter handles this estimator."""
+
+
+class ConverterRegistryError(OnnxbridgeError, TypeError):
+    """A converter that cannot be registered (duplicate, wrong signature, silent replacement)."""
 
 
 class OnnxModelError(OnnxbridgeError, ValueError):

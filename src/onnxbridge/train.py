@@ -27,7 +27,9 @@ from onnxbridge.data import Dataset, load_dataset, split_dataset
 from onnxbridge.errors import DataError, ModelSpecError, first_line
 
 __all__ = [
+    "PREPROCESS_MODES",
     "TrainResult",
+    "build_preprocessor",
     "class_labels",
     "estimator_task",
     "fit_model",
@@ -208,6 +210,7 @@ class TrainResult:
     test_size: float
     seed: int
     stratify: bool
+    preprocess: str = "none"
 
     @property
     def classes(self) -> list[Any] | None:
@@ -223,14 +226,63 @@ def class_labels(estimator: Any) -> list[Any] | None:
     return [c.item() if isinstance(c, np.generic) else c for c in classes]
 
 
-def _check_numeric(dataset: Dataset) -> None:
+PREPROCESS_MODES = ("none", "auto")
+# Model families that split on raw values (or count them) and need no scaling.
+_UNSCALED_MODULES = (
+    "sklearn.ensemble",
+    "sklearn.tree",
+    "sklearn.naive_bayes",
+    "xgboost",
+    "lightgbm",
+    "catboost",
+)
+
+
+def _starts_with_column_transformer(estimator: Any) -> bool:
+    from sklearn.compose import ColumnTransformer
+
+    first = estimator.steps[0][1] if hasattr(estimator, "steps") else estimator
+    return isinstance(first, ColumnTransformer)
+
+
+def _check_numeric(dataset: Dataset, estimator: Any) -> None:
     bad = [f.name for f in dataset.schema.features if not f.is_numeric]
-    if bad:
+    if bad and not _starts_with_column_transformer(estimator):
         shown = ", ".join(repr(b) for b in bad[:8]) + (" …" if len(bad) > 8 else "")
         raise DataError(
-            f"feature columns {shown} are not numeric; this version converts numeric features "
-            "only: encode them as numbers or drop them before training"
+            f"feature columns {shown} are not numeric; pass --preprocess auto (Python: "
+            "preprocess='auto') to encode them, or start the model with a ColumnTransformer"
         )
+
+
+def build_preprocessor(schema: Any, estimator: Any) -> Any:
+    """The usual ColumnTransformer for a mixed-type table, in front of ``estimator``.
+
+    Numeric (and boolean) columns: median imputation, then standard scaling unless the model
+    is tree-based or naive Bayes. Text / category columns: missing values become the category
+    ``"missing"``, then one-hot encoding that ignores categories unseen in training. The output is
+    dense, so every model can take it.
+    """
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    final = estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+    scale = not type(final).__module__.startswith(_UNSCALED_MODULES)
+    numeric = [f.name for f in schema.features if f.kind == "numeric"]
+    strings = [f.name for f in schema.features if f.kind == "string"]
+    parts = []
+    if numeric:
+        steps = [SimpleImputer(strategy="median")] + ([StandardScaler()] if scale else [])
+        parts.append(("numeric", make_pipeline(*steps), numeric))
+    if strings:
+        encode = make_pipeline(
+            SimpleImputer(strategy="constant", fill_value="missing"),
+            OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+        )
+        parts.append(("categorical", encode, strings))
+    return ColumnTransformer(parts, sparse_threshold=0.0)
 
 
 def fit_model(
@@ -241,6 +293,7 @@ def fit_model(
     test_size: float = 0.3,
     seed: int = 42,
     stratify: bool = False,
+    preprocess: str = "none",
 ) -> TrainResult:
     """Load data, parse the model spec, split, fit and score on the test rows.
 
@@ -251,14 +304,28 @@ def fit_model(
         test_size: fraction of rows held out for testing.
         seed: ``random_state`` of the split.
         stratify: split preserving class proportions (classifiers only).
+        preprocess: ``"none"`` (the model takes the columns as they are) or ``"auto"``
+            (impute, encode and scale with :func:`build_preprocessor` in front of the model).
 
     Raises:
         DataError, ModelSpecError: for bad data or specs, with a message that says what to do.
     """
+    if preprocess not in PREPROCESS_MODES:
+        raise DataError(
+            f"--preprocess {preprocess!r} is not supported; use one of "
+            f"{', '.join(PREPROCESS_MODES)}"
+        )
     estimator = parse_model_spec(model)
     task = estimator_task(estimator)
     dataset = data if isinstance(data, Dataset) else load_dataset(data, target=target)
-    _check_numeric(dataset)
+    if preprocess == "auto":
+        from sklearn.pipeline import Pipeline
+
+        estimator = Pipeline(
+            [("preprocess", build_preprocessor(dataset.schema, estimator)), ("model", estimator)]
+        )
+    else:
+        _check_numeric(dataset, estimator)
     X_train, X_test, y_train, y_test = split_dataset(
         dataset, test_size=test_size, seed=seed, stratify=stratify and task == "classification"
     )
@@ -289,4 +356,5 @@ def fit_model(
         test_size=test_size,
         seed=seed,
         stratify=stratify and task == "classification",
+        preprocess=preprocess,
     )

@@ -114,11 +114,41 @@ def test_no_converter_names_the_estimator(iris_frame) -> None:
         convert_estimator(model, X.head(2))
 
 
-def test_clusterer_is_refused_clearly(iris_frame) -> None:
+def test_clusterer_converts_with_label_and_distance_roles(iris_frame) -> None:
     X, _ = iris_frame
     model = KMeans(n_clusters=3, n_init=1, random_state=0).fit(X)
-    with pytest.raises(ConversionError, match=r"KMeans is neither a classifier nor a regressor"):
-        convert_estimator(model, X.head(2))
+    result = convert_estimator(model, X.head(2))
+    assert result.metadata.task == "cluster"
+    assert result.metadata.outputs == {"label": "label", "scores": "scores"}
+    label, scores = _session(result.model).run(None, {"input": X.to_numpy(np.float32)})
+    assert (label == model.predict(X)).all()
+    np.testing.assert_allclose(scores, model.transform(X), rtol=1e-5, atol=1e-4)
+
+
+def test_transformer_converts_with_transformed_role(iris_frame) -> None:
+    from sklearn.decomposition import PCA
+
+    from onnxbridge import Predictor
+
+    X, _ = iris_frame
+    model = PCA(n_components=2).fit(X)
+    result = convert_estimator(model, X.head(2))
+    assert result.metadata.task == "transform"
+    assert result.metadata.outputs == {"transformed": "variable"}
+    assert result.metadata.missing_values == "refused"
+    predicted = Predictor(result.model.SerializeToString()).predict(X)
+    assert predicted.transformed.shape == (150, 2)
+    np.testing.assert_allclose(predicted.transformed, model.transform(X), atol=1e-4)
+    assert list(predicted.to_frame().columns) == ["out_0", "out_1"]
+
+
+def test_estimator_without_predict_or_transform_is_refused() -> None:
+    from sklearn.cluster import AgglomerativeClustering
+
+    X = np.random.RandomState(0).rand(20, 3)
+    model = AgglomerativeClustering(n_clusters=2).fit(X)
+    with pytest.raises(ConversionError, match=r"AgglomerativeClustering has neither predict nor"):
+        convert_estimator(model, X[:2])
 
 
 def test_sample_with_wrong_columns(iris_frame) -> None:

@@ -116,6 +116,13 @@ def train(
     stratify: Annotated[
         bool, typer.Option("--stratify", help="Keep class proportions in the split (classifiers).")
     ] = False,
+    preprocess: Annotated[
+        str,
+        typer.Option(
+            help="none: the model takes the columns as they are; auto: impute, one-hot encode "
+            "text/category columns and scale numbers (not for trees) in front of the model."
+        ),
+    ] = "none",
     out: Annotated[
         Path | None, typer.Option(help="Bundle folder to write [default: runs/<data>-<model>].")
     ] = None,
@@ -137,6 +144,7 @@ def train(
         seed=seed,
         stratify=stratify,
         overwrite=overwrite,
+        preprocess=preprocess,
     )
     if as_json:
         _print_json({"bundle": str(bundle.path), **bundle.card})
@@ -171,6 +179,13 @@ def convert(
     zipmap: Annotated[
         bool, typer.Option("--zipmap", help="Keep ZipMap (probabilities as a list of dicts).")
     ] = False,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto, float or double: float32 or float64 input and arithmetic; auto uses "
+            "float unless that changes the model's decisions."
+        ),
+    ] = "auto",
     sample: Annotated[
         Path | None,
         typer.Option(help="Data file with a few training rows (for a model file)."),
@@ -210,7 +225,9 @@ def convert(
                 "--sample, --out, --trust and --allow-pickle are for model files; a bundle "
                 "carries its own sample rows and writes BUNDLE/model.onnx"
             )
-        result = convert_bundle(source, opset=opset, ml_opset=ml_opset, zipmap=zipmap)
+        result = convert_bundle(
+            source, opset=opset, ml_opset=ml_opset, zipmap=zipmap, precision=precision
+        )
     else:
         from onnxbridge.bundle import load_estimator
         from onnxbridge.data import read_table
@@ -236,6 +253,7 @@ def convert(
             opset=opset,
             ml_opset=ml_opset,
             zipmap=zipmap,
+            precision=precision,
             target=target,
             description=type(estimator).__name__,
         )
@@ -247,6 +265,8 @@ def convert(
                 "opsets": result.metadata.opsets,
                 "target_opsets": result.opsets.as_target(),
                 "zipmap": result.zipmap,
+                "precision": result.precision,
+                "notes": result.notes,
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,
             }
@@ -262,7 +282,12 @@ def convert(
         for role, name in result.metadata.outputs.items()
     )
     console.print(f"inputs: {inputs}; outputs: {outputs}")
-    console.print(f"opsets: {opsets}; zipmap: {'on' if result.zipmap else 'off'}")
+    console.print(
+        f"opsets: {opsets}; zipmap: {'on' if result.zipmap else 'off'}; "
+        f"precision: {result.precision}"
+    )
+    for note in result.notes:
+        console.print(f"note: {note}")
     console.print("checked: onnx.checker passed, loads and runs in onnxruntime")
 
 

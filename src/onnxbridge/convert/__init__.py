@@ -3,14 +3,29 @@
 from onnxbridge.convert.core import ConversionResult, convert_bundle, convert_estimator
 from onnxbridge.convert.metadata import ModelMetadata, read_metadata, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets
+from onnxbridge.convert.registry import (
+    ConverterSpec,
+    find_converter,
+    get_converter,
+    register_converter,
+    registered_converters,
+)
+from onnxbridge.convert.roles import expected_outputs, model_task
 
 __all__ = [
     "ConversionResult",
+    "ConverterSpec",
     "ModelMetadata",
     "OpsetChoice",
     "choose_opsets",
     "convert_bundle",
     "convert_estimator",
+    "expected_outputs",
+    "find_converter",
+    "get_converter",
+    "model_task",
     "read_metadata",
+    "register_converter",
+    "registered_converters",
     "write_metadata",
 ]

@@ -9,7 +9,7 @@ result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,11 @@ from onnxbridge.bundle import (
     library_versions,
     now_iso,
 )
-from onnxbridge.convert.metadata import ModelMetadata, write_metadata
-from onnxbridge.convert.opsets import OpsetChoice, choose_opsets
-from onnxbridge.data import FeatureSchema
+from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
+from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
+from onnxbridge.convert.registry import load_converters
+from onnxbridge.convert.roles import model_task, output_roles, reference_method
+from onnxbridge.data import FeatureSchema, normalize_features
 from onnxbridge.errors import (
     ConversionError,
     DataError,
@@ -35,9 +37,18 @@ from onnxbridge.errors import (
     first_line,
 )
 
-__all__ = ["ConversionResult", "convert_bundle", "convert_estimator"]
+__all__ = [
+    "PRECISIONS",
+    "ConversionResult",
+    "convert_bundle",
+    "convert_estimator",
+    "graph_inputs",
+]
 
 INPUT_NAME = "input"
+# float: float32 input and arithmetic (ONNX Runtime's fast path); double: float64 input;
+# auto: float unless that changes results (see convert_estimator).
+PRECISIONS = ("auto", "float", "double")
 
 
 @dataclass
@@ -49,6 +60,8 @@ class ConversionResult:
         metadata: what was written into ``metadata_props``.
         opsets: the target opsets.
         zipmap: whether classifier probabilities go through ZipMap.
+        precision: ``"float"`` or ``"double"``: what the input and arithmetic use.
+        notes: what was decided on the way, for the user (e.g. why precision switched).
         path: where the model was written, if it was.
     """
 
@@ -56,6 +69,8 @@ class ConversionResult:
     metadata: ModelMetadata
     opsets: OpsetChoice
     zipmap: bool
+    precision: str = "float"
+    notes: list[str] = field(default_factory=list)
     path: Path | None = None
 
     def save(self, path: str | Path) -> Path:
@@ -111,7 +126,7 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
         raise DataError("sample data has no rows; pass at least one training row")
     frame = frame.copy()
     frame.columns = [str(c) for c in frame.columns]
-    return frame
+    return normalize_features(frame)
 
 
 def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
@@ -176,26 +191,11 @@ def _walk(estimator: Any) -> list[Any]:
     return found
 
 
-def _output_roles(model: Any, estimator: Any, task: str) -> dict[str, str]:
-    """Which graph output is what: label + probabilities (or scores), or value."""
-    names = [o.name for o in model.graph.output]
-    if task == "classification":
-        if len(names) < 2:
-            raise ConversionError(
-                f"classifier graph has outputs {names}; expected label and scores"
-            )
-        # Without predict_proba (SVC(), RidgeClassifier, ...) the second output holds
-        # decision_function scores, not probabilities.
-        second = "probabilities" if hasattr(estimator, "predict_proba") else "scores"
-        return {"label": names[0], second: names[1]}
-    return {"value": names[0]}
-
-
 def _has_zipmap(model: Any) -> bool:
     return any(node.op_type == "ZipMap" for node in model.graph.node)
 
 
-def _check_loads(model: Any, frame: pd.DataFrame) -> None:
+def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
     import onnx
     import onnxruntime as ort
 
@@ -209,7 +209,8 @@ def _check_loads(model: Any, frame: pd.DataFrame) -> None:
         session = ort.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
-        session.run(None, {INPUT_NAME: frame.to_numpy(dtype=np.float32)[:5]})
+        head = frame.head(5)
+        session.run(None, {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs})
     except Exception as exc:
         raise ConversionError(
             f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
@@ -224,17 +225,25 @@ def convert_estimator(
     opset: int | None = None,
     ml_opset: int | None = None,
     zipmap: bool = False,
+    precision: str = "auto",
     target: str | None = None,
     description: str | None = None,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
 
+    Classifiers, regressors, clusterers, outlier detectors and transformers convert; the
+    outputs' roles (label, probabilities, scores, value, transformed) are recorded in the
+    metadata (see :mod:`onnxbridge.convert.roles`).
+
     Args:
         estimator: the fitted estimator.
         sample: a few training rows (DataFrame, or 2-D array); the input schema comes from them.
-        opset: default-domain opset; the highest that skl2onnx and onnxruntime share if None.
+        opset: default-domain opset; the highest that skl2onnx and onnxruntime share if None
+            (lower ones are tried when a converter refuses it).
         ml_opset: ``ai.onnx.ml`` opset; the highest that works if None.
         zipmap: keep skl2onnx's ZipMap (probabilities as a list of dicts) for classifiers.
+        precision: ``"float"`` (float32 input), ``"double"`` (float64 input) or ``"auto"``
+            (float32 unless that changes the model's decisions).
         target: the target column name, recorded in the metadata.
         description: how the estimator was specified (e.g. the ``--model`` spec).
 
@@ -244,17 +253,14 @@ def convert_estimator(
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
     """
-    from onnxbridge.errors import ModelSpecError
-    from onnxbridge.train import class_labels, estimator_task
+    from onnxbridge.train import class_labels
 
-    _check_fitted(estimator)
-    try:
-        task = estimator_task(estimator)
-    except ModelSpecError as exc:
+    if precision not in PRECISIONS:
         raise ConversionError(
-            f"{type(estimator).__name__} is neither a classifier nor a regressor; this version "
-            "converts classifiers and regressors (and pipelines ending in one)"
-        ) from exc
+            f"precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+        )
+    _check_fitted(estimator)
+    task = model_task(estimator)
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     _check_sample_matches(estimator, frame)
@@ -262,42 +268,112 @@ def convert_estimator(
         # The graph takes columns in training order, whatever the sample's order.
         frame = frame[[str(n) for n in names]]
     schema = FeatureSchema.from_frame(frame)
-    if not schema.all_numeric:
-        bad = [f.name for f in schema.features if not f.is_numeric]
-        raise DataError(
-            f"columns {', '.join(map(repr, bad))} are not numeric; this version converts models "
-            "on numeric features only"
-        )
-    choice = choose_opsets(opset, ml_opset)
-    model = _run_skl2onnx(estimator, schema.n_features, choice, zipmap and task == "classification")
+    load_converters()
+    float_name = "float64" if precision == "double" else "float32"
+    inputs = graph_inputs(schema, float_name)
+    model, choice = _convert_with_opsets(
+        estimator,
+        inputs,
+        opset,
+        ml_opset,
+        zipmap=zipmap and task == "classification",
+    )
+    # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
+    graph_names = [i.name for i in model.graph.input]
+    if len(graph_names) == len(inputs):
+        inputs = [{**spec, "name": name} for spec, name in zip(inputs, graph_names, strict=True)]
+    roles = output_roles([o.name for o in model.graph.output], estimator, task)
     metadata = ModelMetadata(
         task=task,
         features=schema,
-        inputs=[{"name": INPUT_NAME, "dtype": "float32", "columns": schema.names}],
-        outputs=_output_roles(model, estimator, task),
+        inputs=inputs,
+        outputs=roles,
         classes=class_labels(_final_step(estimator)),
         target=target,
         estimator=description or type(estimator).__name__,
         opsets=_used_opsets(model),
         versions=library_versions(),
-        missing_values=_missing_values_policy(estimator, frame),
+        missing_values=_missing_values_policy(estimator, frame, roles),
     )
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
-    _check_loads(model, frame)
+    _check_loads(model, frame, inputs)
     return ConversionResult(
-        model=model, metadata=metadata, opsets=choice, zipmap=_has_zipmap(model)
+        model=model,
+        metadata=metadata,
+        opsets=choice,
+        zipmap=_has_zipmap(model),
+        precision="double" if precision == "double" else "float",
     )
 
 
-def _missing_values_policy(estimator: Any, frame: pd.DataFrame) -> str:
-    """Whether the source model predicts on a row of NaN ("accepted") or raises ("refused")."""
-    probe = frame.head(1).astype(np.float64)
-    probe.iloc[:, :] = np.nan
+def graph_inputs(schema: FeatureSchema, float_name: str = "float32") -> list[dict[str, Any]]:
+    """The graph inputs for a feature schema, as recorded in the metadata.
+
+    All-numeric data becomes one ``[N, F]`` input named ``input``; a table with text or
+    category columns gets one ``[N, 1]`` input per column, named after it, numbers as
+    ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
+    """
+    if schema.all_numeric:
+        return [{"name": INPUT_NAME, "dtype": float_name, "columns": schema.names}]
+    return [
+        {
+            "name": f.name,
+            "dtype": float_name if f.kind == "numeric" else "string",
+            "columns": [f.name],
+        }
+        for f in schema.features
+    ]
+
+
+def _initial_types(inputs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, StringTensorType
+
+    types = {"float32": FloatTensorType, "float64": DoubleTensorType, "string": StringTensorType}
+    return [(i["name"], types[i["dtype"]]([None, len(i["columns"])])) for i in inputs]
+
+
+def _convert_with_opsets(
+    estimator: Any,
+    inputs: list[dict[str, Any]],
+    opset: int | None,
+    ml_opset: int | None,
+    *,
+    zipmap: bool,
+) -> tuple[Any, OpsetChoice]:
+    """Convert at the chosen opsets; when a converter refuses them, retry lower ones.
+
+    Only opsets the user left open are lowered; the first error is the one reported.
+    """
+    choice = choose_opsets(opset, ml_opset)
+    try:
+        return _run_skl2onnx(estimator, inputs, choice, zipmap), choice
+    except ConversionError as first:
+        if "opset" not in str(first).lower() or (opset is not None and ml_opset is not None):
+            raise
+        for candidate in fallback_opsets(
+            choice, keep_default=opset is not None, keep_ml=ml_opset is not None
+        ):
+            try:
+                return _run_skl2onnx(estimator, inputs, candidate, zipmap), candidate
+            except ConversionError:
+                continue
+        raise
+
+
+def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str, str]) -> str:
+    """Whether the source model accepts a row of NaN ("accepted") or raises ("refused")."""
+    probe = pd.DataFrame(
+        {
+            c: pd.Series([np.nan], dtype=frame[c].dtype if frame[c].dtype == object else float)
+            for c in frame.columns
+        }
+    )
+    method = getattr(estimator, reference_method(estimator, next(iter(roles))))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            estimator.predict(probe)
+            method(probe)
     except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
         return "refused"
     return "accepted"
@@ -311,9 +387,10 @@ def _used_opsets(model: Any) -> dict[str, int]:
     return dict(sorted(used.items()))
 
 
-def _run_skl2onnx(estimator: Any, n_features: int, choice: OpsetChoice, zipmap: bool) -> Any:
+def _run_skl2onnx(
+    estimator: Any, inputs: list[dict[str, Any]], choice: OpsetChoice, zipmap: bool
+) -> Any:
     from skl2onnx import convert_sklearn
-    from skl2onnx.common.data_types import FloatTensorType
 
     options: dict[int, dict[str, Any]] = {}
     final = _final_step(estimator)
@@ -326,7 +403,7 @@ def _run_skl2onnx(estimator: Any, n_features: int, choice: OpsetChoice, zipmap: 
             warnings.simplefilter("ignore")
             return convert_sklearn(
                 estimator,
-                initial_types=[(INPUT_NAME, FloatTensorType([None, n_features]))],
+                initial_types=_initial_types(inputs),
                 options=opts or None,
                 target_opset=choice.as_target(),
             )
@@ -351,6 +428,7 @@ def convert_bundle(
     opset: int | None = None,
     ml_opset: int | None = None,
     zipmap: bool = False,
+    precision: str = "auto",
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
 
@@ -367,6 +445,7 @@ def convert_bundle(
         opset=opset,
         ml_opset=ml_opset,
         zipmap=zipmap,
+        precision=precision,
         target=bundle.target,
         description=bundle.card.get("model", {}).get("spec"),
     )
@@ -382,6 +461,7 @@ def convert_bundle(
         "opsets": result.metadata.opsets,
         "target_opsets": result.opsets.as_target(),
         "zipmap": result.zipmap,
+        "precision": result.precision,
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),

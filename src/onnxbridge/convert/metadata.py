@@ -16,13 +16,30 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from onnxbridge.data import FeatureSchema
 
-__all__ = ["METADATA_PREFIX", "ModelMetadata", "read_metadata", "write_metadata"]
+__all__ = [
+    "INPUT_DTYPES",
+    "METADATA_PREFIX",
+    "ModelMetadata",
+    "input_block",
+    "read_metadata",
+    "write_metadata",
+]
 
 METADATA_PREFIX = "onnxbridge."
 METADATA_FORMAT = "1"
 _JSON_KEYS = ("features", "inputs", "outputs", "classes", "opsets", "versions")
+# The element types a graph input recorded in the metadata can have.
+INPUT_DTYPES: dict[str, Any] = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "int64": np.int64,
+    "string": np.object_,
+}
 
 
 @dataclass
@@ -116,3 +133,24 @@ def write_metadata(model: Any, metadata: ModelMetadata) -> None:
 def read_metadata(model: Any) -> ModelMetadata | None:
     """The onnxbridge metadata of an ``onnx.ModelProto``, or ``None``."""
     return ModelMetadata.from_props({p.key: p.value for p in model.metadata_props})
+
+
+def input_block(frame: pd.DataFrame, columns: list[str], dtype: str) -> np.ndarray:
+    """The ``[N, len(columns)]`` array a graph input takes, from a frame's columns.
+
+    Numbers, booleans and missing values (NaN) are cast to ``dtype``; for string inputs each
+    value becomes ``str`` and a missing value the empty string (ONNX string tensors have no
+    missing value; onnxbridge's converters treat ``""`` as missing).
+
+    Raises:
+        ValueError, TypeError: a value that cannot be cast (the caller names the column).
+    """
+    block = frame[columns]
+    if dtype == "string":
+        values = block.to_numpy(dtype=object)
+        missing = pd.isna(values)
+        out = np.empty(values.shape, dtype=object)
+        out[missing] = ""
+        out[~missing] = [str(v) for v in values[~missing]]
+        return out
+    return block.to_numpy(dtype=np.float64, na_value=np.nan).astype(INPUT_DTYPES[dtype])

@@ -11,7 +11,13 @@ from functools import cache
 
 from onnxbridge.errors import ConversionError
 
-__all__ = ["OpsetChoice", "choose_opsets", "onnxruntime_max_opset", "skl2onnx_max_opset"]
+__all__ = [
+    "OpsetChoice",
+    "choose_opsets",
+    "fallback_opsets",
+    "onnxruntime_max_opset",
+    "skl2onnx_max_opset",
+]
 
 DEFAULT_DOMAIN = ""
 ML_DOMAIN = "ai.onnx.ml"
@@ -110,3 +116,34 @@ def choose_opsets(opset: int | None = None, ml_opset: int | None = None) -> Opse
             "emit ai.onnx.ml versions their own checks reject above it)"
         )
     return OpsetChoice(default=opset, ml=ml_opset)
+
+
+# Default-domain opsets worth a retry, newest first: the releases converters commonly pin.
+_FALLBACK_DEFAULTS = (21, 20, 19, 18, 17, 15, 13, 12, 11, 9)
+
+
+def fallback_opsets(
+    choice: OpsetChoice, *, keep_default: bool = False, keep_ml: bool = False
+) -> list[OpsetChoice]:
+    """Lower opset pairs to retry when a converter refuses ``choice``, most recent first.
+
+    Args:
+        choice: the opsets that failed.
+        keep_default: the user pinned the default-domain opset; do not lower it.
+        keep_ml: the user pinned ``ai.onnx.ml``; do not lower it.
+    """
+    defaults = (
+        [choice.default]
+        if keep_default
+        else [
+            choice.default,
+            *(v for v in _FALLBACK_DEFAULTS if v < choice.default),
+        ]
+    )
+    mls = [choice.ml] if keep_ml else list(range(choice.ml, 0, -1))
+    return [
+        OpsetChoice(default=d, ml=m)
+        for d in defaults
+        for m in mls
+        if (d, m) != (choice.default, choice.ml)
+    ]

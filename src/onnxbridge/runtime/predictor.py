@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.metadata import ModelMetadata
-from onnxbridge.data import preview_names
-from onnxbridge.errors import InferenceError, OnnxModelError, SchemaMismatchError, first_line
+from onnxbridge.convert.metadata import ModelMetadata, input_block
+from onnxbridge.data import normalize_features, preview_names
+from onnxbridge.errors import (
+    DataError,
+    InferenceError,
+    OnnxModelError,
+    SchemaMismatchError,
+    first_line,
+)
 
 __all__ = ["PredictionResult", "Predictor"]
 
@@ -51,6 +57,7 @@ class PredictionResult:
             ``predict_proba`` (``SVC()``, ``RidgeClassifier``, ...), else None.
         values: ``[N]`` or ``[N, T]`` predictions (regressors), else None.
         classes: class labels in probability-column order, if known.
+        transformed: ``[N, K]`` a transformer's output, else None.
     """
 
     labels: np.ndarray | None = None
@@ -58,16 +65,17 @@ class PredictionResult:
     values: np.ndarray | None = None
     classes: list[Any] | None = None
     scores: np.ndarray | None = None
+    transformed: np.ndarray | None = None
 
     def __len__(self) -> int:
-        for array in (self.labels, self.values, self.probabilities, self.scores):
+        for array in (self.labels, self.values, self.probabilities, self.scores, self.transformed):
             if array is not None:
                 return len(array)
         return 0
 
     def to_frame(self) -> pd.DataFrame:
         """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
-        columns for classifiers, ``prediction`` for regressors."""
+        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers."""
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
@@ -90,6 +98,10 @@ class PredictionResult:
             else:
                 for j in range(values.shape[1]):
                     columns[f"prediction_{j}"] = values[:, j]
+        if self.transformed is not None:
+            matrix = self.transformed.reshape(len(self.transformed), -1)
+            for j in range(matrix.shape[1]):
+                columns[f"out_{j}"] = matrix[:, j]
         return pd.DataFrame(columns)
 
 
@@ -212,6 +224,10 @@ class Predictor:
             )
         return frame[names]
 
+    def _multi_input(self) -> bool:
+        """Whether the model takes one input per column (mixed-type data)."""
+        return bool(self.metadata and len(self.metadata.inputs) > 1)
+
     def prepare(
         self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
     ) -> dict[str, np.ndarray]:
@@ -221,20 +237,24 @@ class Predictor:
             SchemaMismatchError: missing / unexpected columns, wrong width, non-numeric values,
                 missing values (NaN) for a model whose source refuses them.
         """
-        if len(self.inputs) != 1:
-            raise SchemaMismatchError(
-                f"the model has {len(self.inputs)} inputs; this version feeds single-input models"
-            )
-        spec = self.inputs[0]
-        dtype = _ORT_TO_NUMPY.get(spec.type)
-        if dtype is None:
-            raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, Mapping) and all(np.ndim(v) == 0 for v in data.values()):
             data = pd.DataFrame([data])  # one row given as {column: value}
         elif isinstance(data, Mapping) or (
             isinstance(data, list) and data and isinstance(data[0], Mapping)
         ):
             data = pd.DataFrame(data)
+        if self._multi_input():
+            return self._prepare_columns(data, ignore_extra, allow_missing)
+        if len(self.inputs) != 1:
+            raise SchemaMismatchError(
+                f"the model has {len(self.inputs)} inputs but no onnxbridge schema saying which "
+                "columns feed which; convert it with `onnxbridge convert` or feed the inputs "
+                "yourself with Predictor.run"
+            )
+        spec = self.inputs[0]
+        dtype = _ORT_TO_NUMPY.get(spec.type)
+        if dtype is None:
+            raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, pd.DataFrame):
             frame = self._frame_to_matrix(data, ignore_extra)
             bad = [
@@ -254,23 +274,7 @@ class Predictor:
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(f"cannot cast the data to {spec.type}: {exc}") from exc
         else:
-            array = np.asarray(data)
-            if array.ndim == 1:
-                array = array.reshape(1, -1)
-            if array.ndim != 2:
-                raise SchemaMismatchError(
-                    f"data must be 2-D [rows, features], got shape {array.shape}"
-                )
-            width = len(self.feature_names) if self.feature_names else self._input_width()
-            if width is not None and array.shape[1] != width:
-                raise SchemaMismatchError(
-                    f"data has {array.shape[1]} columns but the model expects {width}"
-                    + (
-                        f": {preview_names(self.feature_names, limit=10)}"
-                        if self.feature_names
-                        else ""
-                    )
-                )
+            array = self._matrix(data)
             try:
                 array = array.astype(dtype)
             except (TypeError, ValueError) as exc:
@@ -279,16 +283,59 @@ class Predictor:
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
-        if not allow_missing:
-            self._check_missing(array)
+        if not allow_missing and array.dtype.kind == "f":
+            self._check_missing(np.isnan(array))
         return {spec.name: np.ascontiguousarray(array)}
 
-    def _check_missing(self, array: np.ndarray) -> None:
+    def _matrix(self, data: Any) -> np.ndarray:
+        """A 2-D array of the model's width from array-like data (columns in training order)."""
+        array = np.asarray(data)
+        if array.ndim == 1:
+            array = array.reshape(1, -1)
+        if array.ndim != 2:
+            raise SchemaMismatchError(f"data must be 2-D [rows, features], got shape {array.shape}")
+        width = len(self.feature_names) if self.feature_names else self._input_width()
+        if width is not None and array.shape[1] != width:
+            raise SchemaMismatchError(
+                f"data has {array.shape[1]} columns but the model expects {width}"
+                + (f": {preview_names(self.feature_names, limit=10)}" if self.feature_names else "")
+            )
+        return array
+
+    def _prepare_columns(
+        self, data: Any, ignore_extra: bool, allow_missing: bool
+    ) -> dict[str, np.ndarray]:
+        """Feeds for a model with one input per column: ``{column: [N, 1]}``."""
+        assert self.metadata is not None  # only called for models with metadata
+        if not isinstance(data, pd.DataFrame):
+            data = pd.DataFrame(self._matrix(data), columns=self.feature_names)
+        frame = self._frame_to_matrix(data, ignore_extra)
+        if len(frame) == 0:
+            raise SchemaMismatchError("the data has no rows; nothing to predict")
+        try:
+            frame = normalize_features(frame)
+        except DataError as exc:
+            raise SchemaMismatchError(str(exc)) from exc
+        if not allow_missing:
+            self._check_missing(frame.isna().to_numpy())
+        feeds = {}
+        for spec in self.metadata.inputs:
+            try:
+                feeds[spec["name"]] = input_block(frame, spec["columns"], spec["dtype"])
+            except (TypeError, ValueError) as exc:
+                column = spec["columns"][0]
+                sample = frame[column].dropna().head(3).tolist()
+                raise SchemaMismatchError(
+                    f"column {column!r} must hold numbers for the model's input {spec['name']!r}, "
+                    f"got values like {sample!r}; fix or drop those rows"
+                ) from exc
+        return feeds
+
+    def _check_missing(self, nan_rows: np.ndarray) -> None:
+        """Refuse rows with missing values (``nan_rows [N, F]`` is the mask) for models whose
+        source refused them."""
         if self.metadata is None or self.metadata.missing_values != "refused":
             return
-        if array.dtype.kind != "f":
-            return
-        nan_rows = np.isnan(array)
         if not nan_rows.any():
             return
         names = self.metadata.features.names
@@ -333,28 +380,32 @@ class Predictor:
             self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
         )
         by_name = {o.name: value for o, value in zip(self.outputs, outputs, strict=True)}
-        roles = self.metadata.outputs if self.metadata else {}
-        task = self.task
+        roles = dict(self.metadata.outputs) if self.metadata else {}
         if not roles:
+            # A model from elsewhere: label + probabilities, or one value output.
             if len(outputs) >= 2:
                 roles = {"label": self.outputs[0].name, "probabilities": self.outputs[1].name}
-                task = "classification"
             else:
                 roles = {"value": self.outputs[0].name}
-                task = "regression"
-        if task == "classification":
-            labels = _restore_labels(np.asarray(by_name[roles["label"]]).reshape(-1), self.classes)
-            if "scores" in roles:
-                scores, classes = _probabilities(by_name[roles["scores"]], self.classes)
-                if scores.ndim == 1:
-                    scores = scores.reshape(-1, 1)
-                return PredictionResult(labels=labels, scores=scores, classes=classes)
-            probabilities, classes = _probabilities(by_name[roles["probabilities"]], self.classes)
-            return PredictionResult(labels=labels, probabilities=probabilities, classes=classes)
-        values = np.asarray(by_name[roles["value"]])
-        if values.ndim == 2 and values.shape[1] == 1:
-            values = values.reshape(-1)
-        return PredictionResult(values=values)
+        result = PredictionResult()
+        if "label" in roles:
+            labels = np.asarray(by_name[roles["label"]]).reshape(-1)
+            result.labels = _restore_labels(labels, self.classes)
+        for role in ("probabilities", "scores"):
+            if role in roles:
+                matrix, classes = _probabilities(by_name[roles[role]], self.classes)
+                if matrix.ndim == 1:
+                    matrix = matrix.reshape(-1, 1)
+                setattr(result, role, matrix)
+                result.classes = classes
+        if "value" in roles:
+            values = np.asarray(by_name[roles["value"]])
+            if values.ndim == 2 and values.shape[1] == 1:
+                values = values.reshape(-1)
+            result.values = values
+        if "transformed" in roles:
+            result.transformed = np.asarray(by_name[roles["transformed"]])
+        return result
 
 
 def _restore_labels(labels: np.ndarray, classes: list[Any] | None) -> np.ndarray:

@@ -1,0 +1,23 @@
+"""onnxbridge's own converters, one module per estimator family.
+
+Each module builds its :class:`~onnxbridge.convert.registry.ConverterSpec` objects and ends with
+``register_converter(...)`` calls. Adding a model is adding a module and one line below. Modules for
+optional libraries (XGBoost, LightGBM, CatBoost) are imported only when the library is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+# Always imported: they only need scikit-learn and skl2onnx.
+_MODULES: tuple[str, ...] = ("dummy", "string_imputer")
+
+# Imported when the library named first is installed.
+_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
+
+for _name in _MODULES:
+    importlib.import_module(f"{__name__}.{_name}")
+for _library, _name in _OPTIONAL_MODULES:
+    if importlib.util.find_spec(_library) is not None:
+        importlib.import_module(f"{__name__}.{_name}")

@@ -1,0 +1,124 @@
+"""Mixed-type tables: numbers, integers, booleans, text with missing values, fed as they are."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from onnxbridge import DataError, Predictor, convert_bundle, train_bundle, validate_bundle
+from onnxbridge.data import normalize_features
+from onnxbridge.errors import SchemaMismatchError
+
+
+def _table(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.RandomState(seed)
+    frame = pd.DataFrame(
+        {
+            "age years": rng.uniform(18, 80, n).round(1),
+            "rooms": rng.randint(1, 6, n),
+            "city": rng.choice(["Paris", "Lyon", "Zürich", "Köln"], n).astype(object),
+            "has garden": (rng.rand(n) > 0.5).astype(object),
+            "income": rng.lognormal(10, 1, n),
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "age years"] = np.nan
+    frame.loc[rng.rand(n) < 0.1, "city"] = None
+    frame.loc[rng.rand(n) < 0.1, "has garden"] = None
+    score = frame["rooms"] + (frame["city"] == "Lyon") * 2 + frame["age years"].fillna(40) / 30
+    frame["churn"] = np.where(score > 4.5, "yes", "no")
+    return frame
+
+
+@pytest.fixture(scope="module")
+def mixed_csv(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("mixed") / "customers.csv"
+    _table().to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "RandomForestClassifier(n_estimators=20, random_state=0)",
+        "LogisticRegression()",
+        "HistGradientBoostingClassifier(max_iter=20)",
+    ],
+)
+def test_train_convert_predict_validate(mixed_csv, tmp_path, spec: str) -> None:
+    bundle, result = train_bundle(
+        str(mixed_csv), spec, tmp_path / "b", target="churn", preprocess="auto"
+    )
+    conversion = convert_bundle(bundle)
+    inputs = {i["columns"][0]: i["dtype"] for i in conversion.metadata.inputs}
+    assert inputs == {
+        "age years": "float32",
+        "rooms": "float32",
+        "city": "string",
+        "has garden": "float32",
+        "income": "float32",
+    }
+    assert validate_bundle(bundle).verdict == "EQUIVALENT"
+    # The raw table as a user has it: NaN and None included, the target column too.
+    raw = _table(seed=1)
+    predicted = Predictor(bundle.onnx_path).predict(raw)
+    expected = result.estimator.predict(normalize_features(raw.drop(columns=["churn"])))
+    assert (predicted.labels == expected).all()
+    np.testing.assert_allclose(
+        predicted.probabilities,
+        result.estimator.predict_proba(normalize_features(raw.drop(columns=["churn"]))),
+        atol=1e-5,
+    )
+
+
+def test_unseen_category_and_records(mixed_csv, tmp_path) -> None:
+    bundle, result = train_bundle(
+        str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+    )
+    convert_bundle(bundle)
+    records = [
+        {"age years": 30.0, "rooms": 2, "city": "Tōkyō", "has garden": True, "income": 1e4},
+        {"age years": None, "rooms": 5, "city": None, "has garden": None, "income": 5e4},
+    ]
+    predicted = Predictor(bundle.onnx_path).predict(records)
+    expected = result.estimator.predict_proba(normalize_features(pd.DataFrame(records)))
+    np.testing.assert_allclose(predicted.probabilities, expected, atol=1e-5)
+
+
+def test_text_in_a_numeric_column_is_named(mixed_csv, tmp_path) -> None:
+    bundle, _ = train_bundle(
+        str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+    )
+    convert_bundle(bundle)
+    bad = _table(n=5).drop(columns=["churn"])
+    bad["rooms"] = ["two", 1, 2, 3, 4]
+    with pytest.raises(SchemaMismatchError, match=r"column 'rooms' must hold numbers.*'two'"):
+        Predictor(bundle.onnx_path).predict(bad)
+
+
+def test_without_preprocess_text_columns_are_refused_with_the_fix(mixed_csv, tmp_path) -> None:
+    with pytest.raises(DataError, match=r"'city'.*are not numeric; pass --preprocess auto"):
+        train_bundle(str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn")
+
+
+def test_dates_and_nested_values_are_named(tmp_path) -> None:
+    frame = _table(n=50)
+    frame["signed"] = pd.date_range("2024-01-01", periods=50)
+    frame["tags"] = [["a", "b"]] * 50
+    path = tmp_path / "dated.parquet"
+    frame.to_parquet(path)
+    with pytest.raises(DataError, match=r"columns 'signed' \(datetime64.*'tags'.*drop them"):
+        train_bundle(
+            str(path), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+        )
+
+
+def test_unknown_preprocess_mode(mixed_csv, tmp_path) -> None:
+    with pytest.raises(DataError, match=r"--preprocess 'magic' is not supported; use one of none"):
+        train_bundle(
+            str(mixed_csv),
+            "LogisticRegression()",
+            tmp_path / "b",
+            target="churn",
+            preprocess="magic",
+        )
