@@ -581,6 +581,8 @@ def _keep_artifact(source: BenchSource, artifact: Path) -> str:
         with atomic_write_path(target) as tmp:
             shutil.copyfile(artifact, tmp)
     except OSError as exc:
-        raise OSError(exc.errno, f"cannot keep the accelerator: {first_line(exc)}", str(target))
+        raise OSError(
+            exc.errno, f"cannot keep the accelerator: {first_line(exc)}", str(target)
+        ) from exc
     bundle.record_file(name)
     return name
