@@ -12,7 +12,16 @@ The Python API is the surface the CLI uses::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from onnxbridge.bench import SpeedComparison, Timing, compare_speed, measure
+from onnxbridge.bench import (
+    BenchReport,
+    SpeedComparison,
+    Timing,
+    TuneReport,
+    bench_model,
+    compare_speed,
+    measure,
+    tune_model,
+)
 from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
 from onnxbridge.convert import (
     ConversionResult,
@@ -39,10 +48,11 @@ from onnxbridge.errors import (
     OnnxbridgeError,
     OnnxModelError,
     SchemaMismatchError,
+    SessionSettingsError,
     UnsafeModelFileError,
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
-from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings, TuningSpec
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
     OutputComparison,
@@ -57,6 +67,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BenchReport",
     "Bundle",
     "BundleError",
     "ConversionError",
@@ -80,12 +91,17 @@ __all__ = [
     "PredictionResult",
     "Predictor",
     "SchemaMismatchError",
+    "SessionSettings",
+    "SessionSettingsError",
     "SpeedComparison",
     "Timing",
     "TrainResult",
+    "TuneReport",
+    "TuningSpec",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "bench_model",
     "choose_opsets",
     "compare_predictions",
     "compare_speed",
@@ -103,5 +119,6 @@ __all__ = [
     "registered_converters",
     "save_estimator",
     "train_bundle",
+    "tune_model",
     "validate_bundle",
 ]

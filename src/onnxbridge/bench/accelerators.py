@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,9 +146,24 @@ def _final_step(estimator: Any) -> Any:
 
 @contextlib.contextmanager
 def _quiet() -> Any:
-    """Silence the compilers' progress chatter written to Python's stdout / stderr."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        yield
+    """Silence the compilers' progress chatter, which their C++ code writes to fds 1 and 2."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            os.dup2(devnull.fileno(), 2)
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 def _as_output(raw: np.ndarray, n_rows: int, n_classes: int | None) -> np.ndarray:

@@ -45,8 +45,8 @@ __all__ = [
     "EngineTiming",
     "ModelFacts",
     "ProgressFn",
-    "bench",
     "bench_engines",
+    "bench_model",
     "bench_steps",
     "machine_info",
     "model_facts",
@@ -370,7 +370,7 @@ def _tuning_of(predictor: Predictor) -> Any:
     return TuningSpec.find_in_props(props)
 
 
-def bench(
+def bench_model(
     target: str | Path,
     *,
     data: str | Path | None = None,

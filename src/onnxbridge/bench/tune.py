@@ -64,7 +64,7 @@ __all__ = [
     "TuneReport",
     "read_tuning",
     "store_tuning",
-    "tune",
+    "tune_model",
 ]
 
 REGIMES = ("latency", "throughput", "both")
@@ -332,7 +332,7 @@ def _boundary(
     return limit, rows
 
 
-def tune(
+def tune_model(
     target: str | Path,
     *,
     regime: str = "both",

@@ -39,6 +39,13 @@ def _format_rate(rows_per_second: float) -> str:
     return f"{rows_per_second:.3g}"
 
 
+def _format_bytes(n: int) -> str:
+    for scale, suffix in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {suffix}"
+    return f"{n} B"
+
+
 def _int_list(text: str | None, option: str) -> list[int] | None:
     if text is None:
         return None
@@ -83,10 +90,13 @@ def _print_json(payload: Any) -> None:
 # ---------------------------------------------------------------------------------------- bench
 def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
     table = Table(title=title)
-    for column in ("rows", "engine", "per call", "IQR", "spread", "per row", "rows/s"):
-        table.add_column(column, justify="left" if column == "engine" else "right")
+    table.add_column("rows", justify="right", no_wrap=True)
+    table.add_column("engine", no_wrap=True)
+    table.add_column("per call ±IQR/2", justify="right", no_wrap=True)
+    table.add_column("per row", justify="right", no_wrap=True)
+    table.add_column("rows/s", justify="right", no_wrap=True)
     if has_sklearn:
-        table.add_column("× sklearn", justify="right")
+        table.add_column("×sklearn", justify="right", no_wrap=True)
     by_batch: dict[int, list[Any]] = {}
     for r in results:
         by_batch.setdefault(r.batch, []).append(r)
@@ -97,9 +107,7 @@ def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
             row = [
                 f"{batch:,}" if i == 0 else "",
                 name,
-                format_seconds(r.timing.median),
-                f"{format_seconds(r.timing.q1)}-{format_seconds(r.timing.q3)}",
-                f"{r.timing.spread:.0%}",
+                f"{format_seconds(r.timing.median)} ±{r.timing.spread / 2:.0%}",
                 format_seconds(r.per_row),
                 _format_rate(r.rows_per_second),
             ]
@@ -146,10 +154,10 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
 def _print_sweep(sweep: dict[str, Any]) -> None:
     parameter = sweep["parameter"]
     table = Table(title=f"sweep over {parameter} (each variant retrained, converted, untuned)")
-    for column in (parameter, ".onnx bytes", "convert", "load", "rows", "sklearn", "ort-default"):
-        table.add_column(column, justify="right")
-    table.add_column("onnxbridge", justify="right")
-    table.add_column("× sklearn", justify="right")
+    for column in (parameter, ".onnx", "convert", "load", "rows", "sklearn", "ort-default"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("onnxbridge", justify="right", no_wrap=True)
+    table.add_column("×sklearn", justify="right", no_wrap=True)
     for variant in sweep["variants"]:
         by_batch: dict[int, dict[str, Any]] = {}
         for r in variant["results"]:
@@ -159,7 +167,7 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
             ours = engines.get("onnxbridge", {})
             table.add_row(
                 repr(variant["value"]) if i == 0 else "",
-                f"{facts['onnx_bytes']:,}" if i == 0 else "",
+                _format_bytes(facts["onnx_bytes"]) if i == 0 else "",
                 format_seconds(facts["conversion_seconds"]) if i == 0 else "",
                 format_seconds(facts["load_seconds"]) if i == 0 else "",
                 f"{batch:,}",
@@ -211,12 +219,12 @@ def bench_command(
 
     Writes reports/bench.json and reports/bench.png (in the bundle, or beside the .onnx file).
     """
-    from onnxbridge.bench.run import bench
+    from onnxbridge.bench.run import bench_model
     from onnxbridge.bench.source import parse_batch_sizes
 
     sizes = parse_batch_sizes(batch_sizes)
     with _progress(progress) as update:
-        report = bench(
+        report = bench_model(
             target,
             data=data,
             batch_sizes=sizes,
@@ -237,9 +245,12 @@ def bench_command(
 # ----------------------------------------------------------------------------------------- tune
 def _print_tune(report: Any, stored: bool) -> None:
     for regime in report.regimes:
-        table = Table(title=f"{regime.regime}: {regime.rows:,} rows per call, session.run")
-        for column in ("settings", "median", "IQR", "vs winner"):
-            table.add_column(column, justify="left" if column == "settings" else "right")
+        rows = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
+        table = Table(title=f"{regime.regime}: {rows} per call, session.run")
+        table.add_column("settings")
+        table.add_column("median ±IQR/2", justify="right", no_wrap=True)
+        table.add_column("vs chosen", justify="right", no_wrap=True)
+        table.add_column("", no_wrap=True)
         best = regime.winner_timing.median
         seen: set[Any] = set()
         # Show the last timing of each candidate (step two re-times the step-one winner).
@@ -250,13 +261,12 @@ def _print_tune(report: Any, stored: bool) -> None:
             seen.add(candidate.settings)
             c = latest[candidate.settings]
             label = c.settings.label()
-            if c.settings == regime.winner:
-                label = f"[bold]{label}[/bold]  ← chosen"
+            chosen = c.settings == regime.winner
             table.add_row(
-                label,
-                format_seconds(c.timing.median),
-                f"{format_seconds(c.timing.q1)}-{format_seconds(c.timing.q3)}",
+                f"[bold]{label}[/bold]" if chosen else label,
+                f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
                 f"{c.timing.median / best:.2f}×",
+                "← chosen" if chosen else "",
             )
         console.print(table)
         console.print(
@@ -329,10 +339,10 @@ def tune_command(
 
     Predictor (and so predict, serve, score) then uses them, picking the regime by batch size.
     """
-    from onnxbridge.bench.tune import tune
+    from onnxbridge.bench.tune import tune_model
 
     with _progress(progress) as update:
-        report = tune(
+        report = tune_model(
             target,
             regime=regime,
             engines=engines,
