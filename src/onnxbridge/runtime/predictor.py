@@ -368,8 +368,10 @@ class Predictor:
     def _prepare_columns(
         self, data: Any, ignore_extra: bool, allow_missing: bool
     ) -> dict[str, np.ndarray]:
-        """Feeds for a model with one input per column: ``{column: [N, 1]}``."""
-        assert self.metadata is not None  # only called for models with metadata
+        """Feeds for a model with one input per column: ``{input: [N, 1]}``."""
+        metadata = self.metadata
+        if metadata is None:  # _multi_input() is False without metadata
+            raise SchemaMismatchError("the model has no onnxbridge schema for its inputs")
         if not isinstance(data, pd.DataFrame):
             data = pd.DataFrame(self._matrix(data), columns=self.feature_names)
         frame = self._frame_to_matrix(data, ignore_extra)
@@ -382,7 +384,7 @@ class Predictor:
         if not allow_missing:
             self._check_missing(frame.isna().to_numpy())
         feeds = {}
-        for spec in self.metadata.inputs:
+        for spec in metadata.inputs:
             try:
                 feeds[spec["name"]] = input_block(frame, spec["columns"], spec["dtype"])
             except (TypeError, ValueError) as exc:
