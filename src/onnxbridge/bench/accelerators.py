@@ -6,7 +6,8 @@ accelerator for batch scoring **only when it is both equivalent and faster**
 (:func:`choose_accelerator`). ONNX stays the artifact and ONNX Runtime the default engine.
 
 - ``tl2cgen`` (with ``treelite``): scikit-learn tree ensembles (random forests, extra trees,
-  gradient boosting, histogram gradient boosting), compiled to a shared library with gcc;
+  gradient boosting, histogram gradient boosting) and LightGBM models, compiled to a shared
+  library with gcc;
 - ``lleaves``: LightGBM models, compiled with LLVM.
 
 Probe rows: the holdout rows plus random rows drawn uniformly within each column's observed range
@@ -56,6 +57,9 @@ _TL2CGEN_CLASSES = {
     "GradientBoostingRegressor",
     "HistGradientBoostingClassifier",
     "HistGradientBoostingRegressor",
+    # LightGBM models go through treelite's LightGBM frontend.
+    "LGBMClassifier",
+    "LGBMRegressor",
 }
 _LLEAVES_CLASSES = {"LGBMClassifier", "LGBMRegressor"}
 
@@ -228,7 +232,10 @@ def _build_tl2cgen(
 
     library = workdir / "tl2cgen.so"
     with _quiet():
-        model = treelite.sklearn.import_model(estimator)
+        if hasattr(estimator, "booster_"):  # LightGBM
+            model = treelite.frontend.from_lightgbm(estimator.booster_)
+        else:
+            model = treelite.sklearn.import_model(estimator)
         tl2cgen.export_lib(model, toolchain="gcc", libpath=str(library), verbose=False)
     result = []
     for n in threads:
