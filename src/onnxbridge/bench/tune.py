@@ -77,14 +77,16 @@ TUNE_FORMAT = "1"
 
 @dataclass(frozen=True)
 class CandidateTiming:
-    """One candidate's timing in one regime."""
+    """One candidate's timing in one regime, in one step (1 or 2) of the search."""
 
     settings: SessionSettings
     timing: Timing
+    step: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
+            "step": self.step,
             "settings": self.settings.to_dict(),
             "label": self.settings.label(),
             "median": self.timing.median,
@@ -223,22 +225,24 @@ def _tune_regime(
 ) -> RegimeResult:
     measured: list[CandidateTiming] = []
 
-    def run_stage(candidates: list[SessionSettings]) -> list[tuple[SessionSettings, Timing]]:
+    def run_stage(
+        candidates: list[SessionSettings], step: int
+    ) -> list[tuple[SessionSettings, Timing]]:
         sessions = [_session(path, s) for s in candidates]
         calls = {str(i): (lambda s=s: s.run(None, feeds)) for i, s in enumerate(sessions)}
         timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
         pairs = [(candidates[i], timings[str(i)]) for i in range(len(candidates))]
-        measured.extend(CandidateTiming(s, t) for s, t in pairs)
+        measured.extend(CandidateTiming(s, t, step) for s, t in pairs)
         return pairs
 
-    stage1 = run_stage(stage_one_candidates(cores))
+    stage1 = run_stage(stage_one_candidates(cores), 1)
     winner, _ = stage1[_pick(stage1, margin)]
     # Step two also re-times both defaults, so that every ratio reported compares timings of
     # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
     ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
     stage2_candidates = stage_two_candidates(winner, cores)
     stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
-    stage2 = run_stage(stage2_candidates)
+    stage2 = run_stage(stage2_candidates, 2)
     winner, winner_timing = stage2[_pick(stage2, margin)]
     timing_of = dict(stage2)
     return RegimeResult(

@@ -247,32 +247,32 @@ def _print_tune(report: Any, stored: bool) -> None:
     for regime in report.regimes:
         rows = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
         table = Table(title=f"{regime.regime}: {rows} per call, session.run")
+        table.add_column("step", justify="right", no_wrap=True)
         table.add_column("settings")
         table.add_column("median ±IQR/2", justify="right", no_wrap=True)
-        table.add_column("vs chosen", justify="right", no_wrap=True)
+        table.add_column("vs step's best", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
-        best = regime.winner_timing.median
-        seen: set[Any] = set()
-        # Show the last timing of each candidate (step two re-times the step-one winner).
-        latest = {c.settings: c for c in regime.candidates}
-        for candidate in regime.candidates:
-            if candidate.settings in seen:
-                continue
-            seen.add(candidate.settings)
-            c = latest[candidate.settings]
-            label = c.settings.label()
-            chosen = c.settings == regime.winner
-            table.add_row(
-                f"[bold]{label}[/bold]" if chosen else label,
-                f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
-                f"{c.timing.median / best:.2f}×",
-                "← chosen" if chosen else "",
-            )
+        steps = sorted({c.step for c in regime.candidates})
+        for step in steps:
+            group = [c for c in regime.candidates if c.step == step]
+            best = min(c.timing.median for c in group)
+            winner = regime.winner if step == steps[-1] else _step_winner(regime, step)
+            for i, c in enumerate(group):
+                chosen = c.settings == winner
+                table.add_row(
+                    str(step) if i == 0 else "",
+                    f"[bold]{c.settings.label()}[/bold]" if chosen else c.settings.label(),
+                    f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
+                    f"{c.timing.median / best:.2f}×",
+                    ("← chosen" if step == steps[-1] else "← to step 2") if chosen else "",
+                    end_section=i == len(group) - 1,
+                )
         console.print(table)
+        best = regime.winner_timing.median
         console.print(
-            f"{regime.regime}: {regime.winner.label()}: "
-            f"{regime.ort_default.median / best:.2f}× ONNX Runtime's defaults, "
-            f"{regime.onnxbridge_default.median / best:.2f}× onnxbridge's defaults"
+            f"{regime.regime}: chose {regime.winner.label()}; speed-up (step 2) "
+            f"{regime.ort_default.median / best:.2f}× over ONNX Runtime's defaults, "
+            f"{regime.onnxbridge_default.median / best:.2f}× over onnxbridge's defaults"
         )
     spec = report.spec
     if report.boundary:
@@ -301,6 +301,12 @@ def _print_tune(report: Any, stored: bool) -> None:
         console.print(f"stored in {report.model} (metadata {'onnxbridge.session'}) and the card")
     else:
         console.print("not stored (--dry-run)")
+
+
+def _step_winner(regime: Any, step: int) -> Any:
+    """The settings step ``step`` passed on: the first candidate of the next step."""
+    later = [c for c in regime.candidates if c.step == step + 1]
+    return later[0].settings if later else None
 
 
 def tune_command(
