@@ -120,7 +120,8 @@ def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
 def _print_bench(report: Any, reports_dir: Path | None) -> None:
     has_sklearn = "sklearn" in report.engines
     title = (
-        f"{Path(report.model).name}: median per call of {report.repeat} interleaved repeats "
+        f"{Path(report.model).parent.name}/{Path(report.model).name}: median per call of "
+        f"{report.repeat} interleaved repeats "
         f"(rows from {report.rows_from}; bold: fastest)"
     )
     console.print(_results_table(title, report.results, has_sklearn))
@@ -154,7 +155,7 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
 def _print_sweep(sweep: dict[str, Any]) -> None:
     parameter = sweep["parameter"]
     table = Table(title=f"sweep over {parameter} (each variant retrained, converted, untuned)")
-    for column in (parameter, ".onnx", "convert", "load", "rows", "sklearn", "ort-default"):
+    for column in (parameter, ".onnx", "convert", "rows", "sklearn", "ort-default"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("onnxbridge", justify="right", no_wrap=True)
     table.add_column("×sklearn", justify="right", no_wrap=True)
@@ -169,7 +170,6 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
                 repr(variant["value"]) if i == 0 else "",
                 _format_bytes(facts["onnx_bytes"]) if i == 0 else "",
                 format_seconds(facts["conversion_seconds"]) if i == 0 else "",
-                format_seconds(facts["load_seconds"]) if i == 0 else "",
                 f"{batch:,}",
                 format_seconds(engines.get("sklearn", {}).get("median")),
                 format_seconds(engines.get("ort-default", {}).get("median")),
