@@ -536,6 +536,8 @@ def _tune_accelerators(
     n_classes = len(classes) if classes is not None else None
     threads = sorted({1, available_cores()})
     candidates, skipped = build_candidates(estimator, workdir, n_classes=n_classes, threads=threads)
+    if not candidates:
+        return None, [], skipped
     probes = probe_rows(source.rows)
     checks = [check_candidate(c, predictor, probes) for c in candidates]
     session = _session(source.onnx_path, throughput)

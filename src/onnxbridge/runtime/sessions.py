@@ -61,7 +61,8 @@ class RegimeSessions:
             self.latency_max_rows = spec.latency_max_rows
             # Single rows are what a server waits on: open their session now, not mid-request.
             self.session_for(1)
-        self.first = first
+            if first_settings not in (self._latency, self._throughput):
+                del self._sessions[first_settings]  # needed only to read the model's metadata
 
     @property
     def settings(self) -> dict[str, SessionSettings]:
