@@ -12,7 +12,16 @@ The Python API is the surface the CLI uses::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from onnxbridge.bench import SpeedComparison, Timing, compare_speed, measure
+from onnxbridge.bench import (
+    BenchReport,
+    SpeedComparison,
+    Timing,
+    TuneReport,
+    bench_model,
+    compare_speed,
+    measure,
+    tune_model,
+)
 from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
 from onnxbridge.convert import (
     ConversionResult,
@@ -41,10 +50,11 @@ from onnxbridge.errors import (
     OnnxbridgeError,
     OnnxModelError,
     SchemaMismatchError,
+    SessionSettingsError,
     UnsafeModelFileError,
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
-from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings, TuningSpec
 from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
@@ -67,6 +77,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 
 __all__ = [
     "BadRowError",
+    "BenchReport",
     "Bundle",
     "BundleError",
     "ClusterError",
@@ -95,13 +106,18 @@ __all__ = [
     "ProbeSpec",
     "SchemaMismatchError",
     "ScoreResult",
+    "SessionSettings",
+    "SessionSettingsError",
     "SpeedComparison",
     "Timing",
     "Tolerance",
     "TrainResult",
+    "TuneReport",
+    "TuningSpec",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "bench_model",
     "check_golden",
     "choose_opsets",
     "compare_predictions",
@@ -121,6 +137,7 @@ __all__ = [
     "save_estimator",
     "score",
     "train_bundle",
+    "tune_model",
     "validate_bundle",
     "validate_model",
     "write_golden",

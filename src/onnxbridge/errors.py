@@ -18,6 +18,8 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │   └── MissingConverterError           no converter for this estimator
     ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
+    ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
+    │                                       damaged onnxbridge.session entry in a model
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
     └── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
 
@@ -41,6 +43,7 @@ __all__ = [
     "OnnxModelError",
     "OnnxbridgeError",
     "SchemaMismatchError",
+    "SessionSettingsError",
     "UnsafeModelFileError",
 ]
 
@@ -107,6 +110,11 @@ class ConverterRegistryError(OnnxbridgeError, TypeError):
 
 class OnnxModelError(OnnxbridgeError, ValueError):
     """A file that is not a valid, loadable ONNX model."""
+
+
+class SessionSettingsError(OnnxbridgeError, ValueError):
+    """Session settings that ONNX Runtime cannot take (threads, mode, level), or tuned settings
+    stored in a model that cannot be read."""
 
 
 class InferenceError(OnnxbridgeError, RuntimeError):

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import TyperException
 
+from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -402,6 +403,11 @@ def demo(
     report = run_demo(out, console)
     if not report.equivalent:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------- bench, tune
+app.command("bench")(bench_command)
+app.command("tune")(tune_command)
 
 
 # ---------------------------------------------------------------------------------- entry point
