@@ -16,6 +16,7 @@ _MODULES: tuple[str, ...] = (
     "dummy",
     "string_imputer",
     "target",
+    "target_encoder",
     "text",
     "threshold",
     "voting",
