@@ -14,6 +14,7 @@ import importlib.util
 _MODULES: tuple[str, ...] = (
     "discretization",
     "dummy",
+    "neighbors_radius",
     "string_imputer",
     "target",
     "target_encoder",
