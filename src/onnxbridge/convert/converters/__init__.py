@@ -12,9 +12,20 @@ import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
 _MODULES: tuple[str, ...] = (
+    "cluster",
+    "cross_decomposition",
+    "decomposition",
     "discretization",
     "dummy",
+    "hist_gradient_boosting",
+    "impute",
+    "isotonic",
+    "kernel_approximation",
+    "kernel_ridge",
+    "neighbors_centroid",
     "neighbors_radius",
+    "sklearn_trees",
+    "spline",
     "string_imputer",
     "target",
     "target_encoder",
