@@ -24,6 +24,7 @@ _MODULES: tuple[str, ...] = (
     "kernel_ridge",
     "neighbors_centroid",
     "neighbors_radius",
+    "semi_supervised",
     "sklearn_trees",
     "spline",
     "string_imputer",
