@@ -12,11 +12,13 @@ import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
 _MODULES: tuple[str, ...] = (
+    "chains",
     "cluster",
     "cross_decomposition",
     "decomposition",
     "discretization",
     "dummy",
+    "feature_selection",
     "hist_gradient_boosting",
     "impute",
     "isotonic",
