@@ -19,6 +19,7 @@ _MODULES: tuple[str, ...] = (
     "discretization",
     "dummy",
     "feature_selection",
+    "gaussian_process",
     "hist_gradient_boosting",
     "impute",
     "isotonic",
