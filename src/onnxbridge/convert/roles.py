@@ -74,7 +74,8 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
     """Role → graph output name, from the graph's outputs in order.
 
     Predicting models put the label first, then probabilities (when the estimator has
-    ``predict_proba``) or scores; regressors and transformers have one output.
+    ``predict_proba``) or scores; regressors and transformers have one output. A classifier
+    with only ``predict`` (OutputCodeClassifier) has only the label role.
 
     Raises:
         ConversionError: the graph has fewer outputs than the task needs.
@@ -83,13 +84,21 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
         if not output_names:
             raise ConversionError("the converted graph has no outputs")
         return {"value" if task == "regression" else "transformed": output_names[0]}
+    final = _final_step(estimator)
+    if (
+        task == "classification"
+        and output_names
+        and not any(hasattr(final, m) for m in ("predict_proba", "decision_function", "transform"))
+    ):
+        # Label-only classifiers (OutputCodeClassifier): a second output, if any, has no
+        # scikit-learn method to be compared with.
+        return {"label": output_names[0]}
     if len(output_names) < 2:
         raise ConversionError(
             f"the {task} graph has outputs {output_names}; expected a label and scores"
         )
     # Without predict_proba (SVC(), RidgeClassifier, KMeans, IsolationForest, ...) the second
     # output holds decision scores (or distances), not probabilities.
-    final = _final_step(estimator)
     second = "probabilities" if hasattr(final, "predict_proba") else "scores"
     return {"label": output_names[0], second: output_names[1]}
 

@@ -25,6 +25,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "multiclass",
     "neighbors_centroid",
     "neighbors_radius",
     "semi_supervised",

@@ -184,6 +184,8 @@ class Nodes:
         inputs: list[Any],
         n_outputs: int,
         hint: str = "sub",
+        *,
+        options: dict[str, Any] | None = None,
     ) -> list[str]:
         """Convert an inner fitted estimator on ``inputs``; returns its output names.
 
@@ -192,6 +194,7 @@ class Nodes:
             inputs: skl2onnx ``Variable`` objects or ``(name, tensor type)`` pairs.
             n_outputs: 2 for classifiers (label, probabilities or scores), 1 otherwise.
             hint: prefix of the output names.
+            options: skl2onnx options for the inner converter (``zipmap`` is set already).
 
         Raises:
             ConversionError: the inner estimator does not convert.
@@ -206,13 +209,13 @@ class Nodes:
             for k, step in enumerate(steps[:-1]):
                 (out,) = self.sub_estimator(step, inputs, 1, f"{hint}_step{k}")
                 inputs = [(out, self.float_type([None, _n_features_out(step)]))]
-            return self.sub_estimator(steps[-1], inputs, n_outputs, hint)
+            return self.sub_estimator(steps[-1], inputs, n_outputs, hint, options=options)
         names = [self.name(f"{hint}_{i}") for i in range(n_outputs)]
-        options = None
+        options = dict(options or {})
         if n_outputs == 2 and accepts_option(estimator, "zipmap"):
-            options = {"zipmap": False}
+            options["zipmap"] = False
         sub = OnnxSubEstimator(
-            estimator, *inputs, op_version=self.opset, options=options, output_names=names
+            estimator, *inputs, op_version=self.opset, options=options or None, output_names=names
         )
         try:
             sub.add_to(self.scope, self.container)
