@@ -11,10 +11,13 @@ role               holds                                       scikit-learn's si
                                                                 ``transform`` (KMeans distances)
 ``value``          ``[N]`` or ``[N, T]`` regression output      ``predict``
 ``transformed``    ``[N, K]`` a transformer's output            ``transform``
+``indices``        ``[N, k]`` int64 nearest training rows       ``kneighbors()[1]``
+``distances``      ``[N, k]`` their distances, ascending        ``kneighbors()[0]``
 =================  ==========================================  ===============================
 
 Tasks: ``classification``, ``regression``, ``cluster`` (clusterers and mixtures that predict),
-``outlier`` (outlier detectors) and ``transform`` (everything else that has ``transform``).
+``outlier`` (outlier detectors), ``transform`` (everything else that has ``transform``) and
+``neighbors`` (NearestNeighbors: only ``kneighbors``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,16 @@ __all__ = [
     "reference_method",
 ]
 
-TASKS = ("classification", "regression", "cluster", "outlier", "transform")
-ROLE_ORDER = ("label", "probabilities", "scores", "value", "transformed")
+TASKS = ("classification", "regression", "cluster", "outlier", "transform", "neighbors")
+ROLE_ORDER = (
+    "label",
+    "probabilities",
+    "scores",
+    "value",
+    "transformed",
+    "indices",
+    "distances",
+)
 
 
 def _final_step(estimator: Any) -> Any:
@@ -64,6 +75,8 @@ def model_task(estimator: Any) -> str:
         return "cluster"
     if hasattr(estimator, "transform"):
         return "transform"
+    if hasattr(final, "kneighbors"):
+        return "neighbors"
     raise ConversionError(
         f"{type(estimator).__name__} has neither predict nor transform; there is nothing to "
         "convert (pass a fitted classifier, regressor, clusterer, outlier detector or transformer)"
@@ -84,6 +97,13 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
         if not output_names:
             raise ConversionError("the converted graph has no outputs")
         return {"value" if task == "regression" else "transformed": output_names[0]}
+    if task == "neighbors":
+        # skl2onnx's parser declares NearestNeighbors' outputs as (indices, distances).
+        if len(output_names) < 2:
+            raise ConversionError(
+                f"the neighbors graph has outputs {output_names}; expected indices and distances"
+            )
+        return {"indices": output_names[0], "distances": output_names[1]}
     final = _final_step(estimator)
     if (
         task == "classification"
@@ -113,6 +133,8 @@ def reference_method(estimator: Any, role: str) -> str:
         return "transform"
     if role == "scores":
         return "decision_function" if hasattr(estimator, "decision_function") else "transform"
+    if role in ("indices", "distances"):
+        return "kneighbors"
     raise ConversionError(f"unknown output role {role!r}; expected one of {', '.join(ROLE_ORDER)}")
 
 
@@ -166,6 +188,9 @@ def expected_outputs(
     results: dict[str, np.ndarray] = {}
     for role in roles:
         method = getattr(estimator, reference_method(estimator, role))
-        value = _dense(method(X))
+        value = method(X)
+        if role in ("indices", "distances"):
+            value = value[0 if role == "distances" else 1]
+        value = _dense(value)
         results[role] = _align(value, None if like is None else like.get(role))
     return results

@@ -28,6 +28,7 @@ _MODULES: tuple[str, ...] = (
     "multiclass",
     "neighbors_centroid",
     "neighbors_radius",
+    "neighbors_search",
     "semi_supervised",
     "sklearn_trees",
     "spline",
