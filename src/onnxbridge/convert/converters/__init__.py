@@ -16,6 +16,7 @@ _MODULES: tuple[str, ...] = (
     "cluster",
     "cross_decomposition",
     "decomposition",
+    "delegates",
     "discretization",
     "dummy",
     "feature_selection",
