@@ -49,3 +49,30 @@ def test_nan_learnt_as_a_category(assert_converts) -> None:
     model = TargetEncoder(random_state=0).fit(codes, y)
     assert np.isnan(model.categories_[1][-1])
     assert_converts(model, codes, "double")
+
+
+def test_in_a_column_transformer_on_a_mixed_frame(assert_converts) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import KBinsDiscretizer
+
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(
+        {
+            "city": rng.choice(["paris", "rome", "oslo", "lima"], 200),
+            "x": rng.rand(200),
+            "n": rng.randint(0, 50, 200),
+        }
+    )
+    codes = frame.city.map({"paris": 0, "rome": 1, "oslo": 2, "lima": 0}) + (frame.x > 0.7)
+    y = np.array(["a", "b", "c"])[codes % 3]
+    encode = ColumnTransformer(
+        [
+            ("target", TargetEncoder(random_state=0), ["city"]),
+            ("bins", KBinsDiscretizer(n_bins=4, quantile_method="linear"), ["x", "n"]),
+        ]
+    )
+    model = make_pipeline(encode, LogisticRegression()).fit(frame, y)
+    got = assert_converts(model, frame, "float")
+    assert got["probabilities"].shape == (200, 3)

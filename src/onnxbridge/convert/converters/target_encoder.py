@@ -36,11 +36,15 @@ def _shape(operator: Any) -> None:
 def _out_type(operator: Any) -> type:
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, StringTensorType
 
-    # Text inputs give float outputs, unless another input is double.
+    # Text inputs give floats of the model's precision: double when any input of the whole
+    # graph is double (a float64 conversion), else float.
     for variable in operator.inputs:
         if isinstance(variable.type, DoubleTensorType):
             return DoubleTensorType
     if all(isinstance(v.type, StringTensorType) for v in operator.inputs):
+        graph_inputs = getattr(getattr(operator, "scope_inst", None), "input_variables", [])
+        if any(isinstance(v.type, DoubleTensorType) for v in graph_inputs):
+            return DoubleTensorType
         return FloatTensorType
     return float_tensor_type(operator)
 
