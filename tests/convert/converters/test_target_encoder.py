@@ -21,7 +21,7 @@ def test_target_types(assert_converts, target: str, precision: str) -> None:
         "binary": (CODES[:, 0] + noise > 4).astype(int),
         "continuous": CODES[:, 0] * 2.5 + noise,
     }[target]
-    model = TargetEncoder(random_state=0).fit(CODES, y)
+    model = TargetEncoder().fit(CODES, y)
     # Unknown categories (7, 9) take the target mean.
     rows = np.vstack([CODES, [[7.0, 1.0], [2.0, 9.0]]])
     got = assert_converts(model, rows, precision)
@@ -34,7 +34,7 @@ def test_text_columns_with_unknown_and_missing_categories(assert_converts) -> No
     sizes = RNG.choice(["S", "M", "L", "XL"], 240)
     y = (colours == "red").astype(int) + (sizes == "XL").astype(int)
     frame = pd.DataFrame({"colour": colours, "size": sizes})
-    model = TargetEncoder(random_state=0).fit(frame, y)
+    model = TargetEncoder().fit(frame, y)
     rows = pd.concat(
         [frame.head(30), pd.DataFrame({"colour": ["purple"], "size": ["M"]})], ignore_index=True
     )
@@ -46,7 +46,7 @@ def test_nan_learnt_as_a_category(assert_converts) -> None:
     codes = CODES.copy()
     codes[::7, 1] = np.nan
     y = (np.nan_to_num(codes[:, 1], nan=5.0) > 2).astype(int)
-    model = TargetEncoder(random_state=0).fit(codes, y)
+    model = TargetEncoder().fit(codes, y)
     assert np.isnan(model.categories_[1][-1])
     assert_converts(model, codes, "double")
 
@@ -69,7 +69,7 @@ def test_in_a_column_transformer_on_a_mixed_frame(assert_converts) -> None:
     y = np.array(["a", "b", "c"])[codes % 3]
     encode = ColumnTransformer(
         [
-            ("target", TargetEncoder(random_state=0), ["city"]),
+            ("target", TargetEncoder(), ["city"]),
             ("bins", KBinsDiscretizer(n_bins=4, quantile_method="linear"), ["x", "n"]),
         ]
     )
