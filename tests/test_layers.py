@@ -23,7 +23,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench"},
+    {"validate", "bench", "serve"},
     {"cli"},
     {"__init__"},
 ]

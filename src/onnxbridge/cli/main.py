@@ -430,6 +430,16 @@ def demo(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+# --------------------------------------------------------------------------------------- serve
+def _register_serve() -> None:
+    from onnxbridge.cli.serve import serve
+
+    app.command()(serve)
+
+
+_register_serve()
+
+
 # ---------------------------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""
