@@ -163,6 +163,13 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
                     f"input {name!r} is {datatype} ({info.min} to {info.max}), got values "
                     f"from {low} to {high}"
                 )
+    elif dtype.kind == "f" and raw.size and raw.dtype.kind == "f":
+        limit = np.finfo(dtype).max
+        peak = np.abs(raw[np.isfinite(raw)]).max(initial=0)
+        if peak > limit:
+            raise InferenceRequestError(
+                f"input {name!r}: {peak:g} is out of range for {datatype} (largest {limit:g})"
+            )
     return raw.astype(dtype, copy=False).reshape(shape)
 
 

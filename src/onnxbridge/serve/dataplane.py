@@ -157,7 +157,7 @@ class DataPlane:
         request_id = request.get("id")
         if request_id is not None and not isinstance(request_id, str):
             raise InferenceRequestError(f"'id' must be a string, got {request_id!r}")
-        params = request.get("parameters") or {}
+        params = request.get("parameters", {})
         if not isinstance(params, dict):
             raise InferenceRequestError(f"'parameters' must be a JSON object, got {params!r}")
         feeds = self._decode_inputs(model, request.get("inputs"), binary)
@@ -206,7 +206,7 @@ class DataPlane:
                 )
             shape = parse_shape(name, item.get("shape"))
             self._check_shape(model, spec, shape, symbols)
-            params = item.get("parameters") or {}
+            params = item.get("parameters", {})
             if not isinstance(params, dict):
                 raise InferenceRequestError(
                     f"input {name!r}: 'parameters' must be a JSON object, got {params!r}"
@@ -323,7 +323,7 @@ class DataPlane:
                     f"output {name!r} is not a tensor (a sequence of maps, e.g. ZipMap) and "
                     f"cannot be sent; ask for {available}"
                 )
-            params = item.get("parameters") or {}
+            params = item.get("parameters", {})
             if not isinstance(params, dict):
                 raise InferenceRequestError(
                     f"output {name!r}: 'parameters' must be a JSON object, got {params!r}"
@@ -418,5 +418,10 @@ def _records_frame(body: Any) -> pd.DataFrame:
             f"values must be numbers, strings, booleans or null, got {bad[0]!r}; {usage}"
         )
     frame = pd.DataFrame(rows, columns=columns) if columns is not None else pd.DataFrame(rows)
-    # JSON null is a missing value: a column of numbers and nulls becomes float with NaN.
+    # JSON null is a missing value: a column of numbers and nulls (or of nulls only) becomes
+    # float with NaN, as it would be read from a CSV file.
+    for column in [c for c in frame.columns if frame[c].dtype.kind == "O"]:
+        values = frame[column].dropna()
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     return frame.infer_objects()
