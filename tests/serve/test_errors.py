@@ -272,16 +272,21 @@ def test_bad_binary_request(server, model, content, headers, status, fragments) 
     assert httpx.get(f"{server.url}/v2/health/live").status_code == 200
 
 
-def test_malformed_json(server) -> None:
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "starlette-route"])
+def test_malformed_json(server, fast) -> None:
+    server.app.fast_infer = fast
     response = httpx.post(f"{server.url}/v2/models/iris/infer", content=b'{"inputs": [')
     _assert_error(response, 400, ["not valid JSON", '{"inputs"'])
     response = httpx.post(f"{server.url}/v2/models/iris/predict", content=b"[{")
     _assert_error(response, 400, ["not valid JSON", "records"])
     response = httpx.post(f"{server.url}/v2/models/iris/infer", content=b"")
     _assert_error(response, 400, ["not valid JSON"])
+    server.app.fast_infer = True
 
 
-def test_body_over_the_limit_is_413_declared_or_streamed(server) -> None:
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "starlette-route"])
+def test_body_over_the_limit_is_413_declared_or_streamed(server, fast) -> None:
+    server.app.fast_infer = fast
     big = b"[" + b"1," * LIMIT + b"1]"
     response = httpx.post(f"{server.url}/v2/models/iris/infer", content=big)
     _assert_error(
@@ -295,13 +300,17 @@ def test_body_over_the_limit_is_413_declared_or_streamed(server) -> None:
     response = httpx.post(f"{server.url}/v2/models/iris/infer", content=chunks())
     _assert_error(response, 413, [f"limit of {LIMIT} bytes"])
     assert httpx.post(f"{server.url}/v2/models/iris/infer", json=_row()).status_code == 200
+    server.app.fast_infer = True
 
 
-def test_compressed_body_refused(server) -> None:
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "starlette-route"])
+def test_compressed_body_refused(server, fast) -> None:
+    server.app.fast_infer = fast
     response = httpx.post(
         f"{server.url}/v2/models/iris/infer", content=b"x", headers={"Content-Encoding": "gzip"}
     )
     _assert_error(response, 400, ["Content-Encoding 'gzip' is not supported"])
+    server.app.fast_infer = True
 
 
 def test_unknown_route_and_wrong_method(server) -> None:

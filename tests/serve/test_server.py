@@ -59,8 +59,12 @@ def test_model_metadata_lists_v2_datatypes_and_variable_dims(repo_server) -> Non
     assert client.is_model_ready("multi", model_version="2")
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "starlette-route"])
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
-def test_tritonclient_infer_matches_predictor(iris_server, iris_bundle: Bundle, binary) -> None:
+def test_tritonclient_infer_matches_predictor(
+    iris_server, iris_bundle: Bundle, binary, fast
+) -> None:
+    iris_server.app.fast_infer = fast
     client = triton.InferenceServerClient(iris_server.host)
     rows = IRIS_ROWS.astype(np.float32)
     inp = triton.InferInput("input", list(rows.shape), "FP32")

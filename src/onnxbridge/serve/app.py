@@ -28,7 +28,7 @@ from onnxbridge.serve.openapi import DOCS_PAGE, openapi_document
 from onnxbridge.serve.repository import ModelRepository
 from onnxbridge.serve.settings import ServeSettings, load_settings
 
-__all__ = ["create_app", "session_options"]
+__all__ = ["ServeApp", "create_app", "session_options"]
 
 
 def session_options(settings: ServeSettings) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def session_options(settings: ServeSettings) -> dict[str, Any]:
 
 def create_app(
     settings: ServeSettings | None = None, repository: ModelRepository | None = None
-) -> Starlette:
+) -> ServeApp:
     """The server app; models load at startup (in a thread), before the first request.
 
     Args:
@@ -118,7 +118,7 @@ def create_app(
             500, f"internal error {type(exc).__name__}: {exc}; the server keeps serving"
         )
 
-    app = Starlette(
+    app = ServeApp(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={
@@ -130,4 +130,28 @@ def create_app(
     app.state.dataplane = dataplane
     app.state.metrics = metrics
     app.state.settings = settings
+    app.infer_endpoint = endpoints.infer_asgi
     return app
+
+
+class ServeApp(Starlette):
+    """Starlette, with ``POST /v2/models/{name}[/versions/{v}]/infer`` answered before routing.
+
+    Everything else (and a GET on an infer path, which gets 405) goes through Starlette.
+    """
+
+    infer_endpoint: Any = None
+    fast_infer = True  # off: infer goes through Starlette's route like the rest (tests compare)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.fast_infer and scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            if path.startswith("/v2/models/") and path.endswith("/infer"):
+                parts = path[11:-6].split("/")
+                if len(parts) == 1 and parts[0]:
+                    await self.infer_endpoint(scope, receive, send, parts[0], None)
+                    return
+                if len(parts) == 3 and parts[1] == "versions" and parts[0] and parts[2]:
+                    await self.infer_endpoint(scope, receive, send, parts[0], parts[2])
+                    return
+        await super().__call__(scope, receive, send)

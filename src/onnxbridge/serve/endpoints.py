@@ -5,6 +5,7 @@ Every error answer is ``{"error": "..."}`` with the status :data:`STATUS` gives 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -46,8 +47,10 @@ STATUS: list[tuple[type[OnnxbridgeError], int]] = [
 ]
 JSON = "application/json"
 BINARY = "application/octet-stream"
+BINARY_B = BINARY.encode()
 HEADER_LENGTH = "inference-header-content-length"
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
+logger = logging.getLogger("onnxbridge.serve")
 
 
 def status_of(exc: OnnxbridgeError) -> int:
@@ -187,10 +190,22 @@ class Endpoints:
 
     # Inference ---------------------------------------------------------------------------------
     async def infer(self, request: Request) -> Response:
+        """``POST .../infer`` through Starlette (the app's fast path usually answers first)."""
         params = request.path_params
         model = self.repository.get_model(params["name"], params.get("version"))
         body = await self._body(request)
-        header, binary = split_binary_body(body, request.headers.get(HEADER_LENGTH))
+        content, header_length, rows = await self._infer(
+            model, body, request.headers.get(HEADER_LENGTH)
+        )
+        response = _infer_response(content, header_length)
+        response.rows = rows  # type: ignore[attr-defined]  # read by _measure
+        return response
+
+    async def _infer(
+        self, model: Any, body: bytes, header_length: str | None
+    ) -> tuple[bytes, int | None, int]:
+        """Body in, (answer body, JSON header length if binary, rows) out."""
+        header, binary = split_binary_body(body, header_length)
         try:
             parsed = orjson.loads(header)
         except orjson.JSONDecodeError as exc:
@@ -199,9 +214,81 @@ class Endpoints:
                 '{"inputs": [{"name", "datatype", "shape", "data"}]}'
             ) from exc
         result = await self.dataplane.infer(model, parsed, binary)
-        response = _encode_infer(result)
-        response.rows = result.rows  # type: ignore[attr-defined]  # read by _measure
-        return response
+        content, length = _encode_infer(result)
+        return content, length, result.rows
+
+    async def infer_asgi(
+        self, scope: dict[str, Any], receive: Any, send: Any, name: str, version: str | None
+    ) -> None:
+        """``POST /v2/models/{name}[/versions/{v}]/infer`` straight on ASGI.
+
+        The hot path skips Starlette's request objects and middleware (about a third of the
+        CPU time of a single-row request); it answers exactly as :meth:`infer` does.
+        """
+        start = time.perf_counter()
+        rows = 0
+        label = name if self.repository.find_entry(name) else ""
+        try:
+            model = self.repository.get_model(name, version)
+            declared = header_length = None
+            encoding = b"identity"
+            for key, value in scope["headers"]:
+                if key == b"content-length":
+                    declared = value
+                elif key == b"inference-header-content-length":
+                    header_length = value.decode("latin-1")
+                elif key == b"content-encoding":
+                    encoding = value.lower()
+            body = await self._receive_body(receive, declared, encoding)
+            content, length, rows = await self._infer(model, body, header_length)
+            status = 200
+            headers = [(b"content-type", b"application/json" if length is None else BINARY_B)]
+            if length is not None:
+                headers.append((b"inference-header-content-length", str(length).encode()))
+        except OnnxbridgeError as exc:
+            status = status_of(exc)
+            content = orjson.dumps({"error": str(exc)})
+            headers = [(b"content-type", b"application/json")]
+        except Exception as exc:  # a bug of ours: answer, log, keep serving
+            logger.exception("unexpected error in infer")
+            status = 500
+            content = orjson.dumps(
+                {"error": f"internal error {type(exc).__name__}: {exc}; the server keeps serving"}
+            )
+            headers = [(b"content-type", b"application/json")]
+        headers.append((b"content-length", str(len(content)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        self.metrics.observe(label, "infer", time.perf_counter() - start, status, rows)
+
+    async def _receive_body(self, receive: Any, declared: bytes | None, encoding: bytes) -> bytes:
+        if encoding != b"identity":
+            raise MalformedRequestError(
+                f"Content-Encoding {encoding.decode('latin-1')!r} is not supported; send the "
+                "body uncompressed"
+            )
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            raise RequestTooLargeError(
+                f"the body is {declared.decode()} bytes, over this server's limit of "
+                f"{self.limit} bytes; send fewer rows per request or raise --max-request-bytes"
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise MalformedRequestError("the client disconnected before sending the body")
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > self.limit:
+                raise RequestTooLargeError(
+                    f"the body is over this server's limit of {self.limit} bytes; send fewer "
+                    "rows per request or raise --max-request-bytes"
+                )
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def predict(self, request: Request) -> Response:
         params = request.path_params
@@ -275,8 +362,8 @@ def _query_flag(value: str | None) -> bool:
     raise InferenceRequestError(f"query flag value {value!r} is not allowed; use true or false")
 
 
-def _encode_infer(result: InferenceResult) -> Response:
-    """The v2 answer: JSON, or a JSON header + raw tensors when an output goes binary."""
+def _encode_infer(result: InferenceResult) -> tuple[bytes, int | None]:
+    """The v2 answer body, and the JSON header's length when outputs follow it as raw bytes."""
     model = result.model
     outputs: list[dict[str, Any]] = []
     blobs: list[bytes] = []
@@ -302,9 +389,15 @@ def _encode_infer(result: InferenceResult) -> Response:
     except TypeError as exc:  # pragma: no cover - every datatype of the table encodes
         raise InferenceError(f"cannot encode the outputs: {first_line(exc)}") from exc
     if not blobs:
-        return Response(header, media_type=JSON)
+        return header, None
+    return b"".join([header, *blobs]), len(header)
+
+
+def _infer_response(content: bytes, header_length: int | None) -> Response:
+    if header_length is None:
+        return Response(content, media_type=JSON)
     return Response(
-        b"".join([header, *blobs]),
+        content,
         media_type=BINARY,
-        headers={"Inference-Header-Content-Length": str(len(header))},
+        headers={"Inference-Header-Content-Length": str(header_length)},
     )
