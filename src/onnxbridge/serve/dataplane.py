@@ -366,7 +366,8 @@ class DataPlane:
             names = [str(c) for c in (result.classes or range(matrix.shape[1]))]
             if len(names) != matrix.shape[1]:
                 names = names[-matrix.shape[1] :]
-            for row, values in zip(predictions, matrix.tolist(), strict=True):
+            # numpy scalars: orjson writes a float32 as its shortest repr (0.9, not 0.899999976)
+            for row, values in zip(predictions, matrix, strict=True):
                 row[role] = dict(zip(names, values, strict=True))
         if result.values is not None:
             for row, value in zip(predictions, result.values.tolist(), strict=True):
