@@ -204,3 +204,27 @@ def test_openapi_document_and_offline_docs_page(iris_server) -> None:
     # Works with no network: nothing loaded from elsewhere.
     assert "http://" not in page.text and "https://" not in page.text
     assert "<script src" not in page.text and "<link" not in page.text
+
+
+def test_single_onnx_file_with_a_scalar_input(start_server, tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["y"])],
+        "neg",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "neg.onnx")
+    server = start_server(tmp_path / "neg.onnx")
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [], "data": [3.5]}]}
+    answer = httpx.post(f"{server.url}/v2/models/neg/infer", json=body).json()
+    assert answer["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [], "data": [-3.5]}]
+    bad = httpx.post(
+        f"{server.url}/v2/models/neg/infer",
+        json={"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [3.5]}]},
+    )
+    assert bad.status_code == 422 and "expects [] (-1: any size)" in bad.json()["error"]

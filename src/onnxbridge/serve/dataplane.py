@@ -165,7 +165,8 @@ class DataPlane:
             model, request.get("outputs"), _flag("request", params, "binary_data_output")
         )
         arrays = await self.runner.submit(model.run, names, feeds)
-        rows = next(iter(feeds.values())).shape[0] if feeds else 0
+        first = next(iter(feeds.values()))
+        rows = first.shape[0] if first.ndim else 1
         outputs = [
             InferenceOutput(name, model.output_by_name[name].datatype, np.asarray(array), flag)
             for name, array, flag in zip(names, arrays, binary_flags, strict=True)
