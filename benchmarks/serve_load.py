@@ -16,7 +16,8 @@ medians over rounds of requests/s, rows/s, p50 and p99 latency, with min-max, an
 onnxbridge / MLServer.
 
     .venv/bin/python benchmarks/serve_load.py [--rounds 3] [--seconds 5] [--workers 1]
-        [--mlserver /work/venvs/mlserver/bin/mlserver] [--json]
+        [--intra-op-threads N] [--inference-threads N]
+        [--mlserver /work/venvs/mlserver/bin/mlserver] [--no-mlserver] [--json]
 
 Bounded: at most rounds × scenarios × servers × seconds of load, plus start-up.
 """
@@ -213,6 +214,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=1, help="onnxbridge serve --workers")
     parser.add_argument("--intra-op-threads", type=int, default=None)
+    parser.add_argument("--inference-threads", type=int, default=None)
     parser.add_argument("--mlserver", default="/work/venvs/mlserver/bin/mlserver")
     parser.add_argument("--no-mlserver", action="store_true")
     parser.add_argument("--json", action="store_true")
@@ -243,6 +245,8 @@ def main() -> None:
             ]
             if args.intra_op_threads:
                 command += ["--intra-op-threads", str(args.intra_op_threads)]
+            if args.inference_threads:
+                command += ["--inference-threads", str(args.inference_threads)]
             processes.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))
             servers = {"onnxbridge": f"http://127.0.0.1:{port}/v2/models/forest/infer"}
             _wait_ready(f"http://127.0.0.1:{port}/v2/health/ready", processes[-1])
@@ -327,7 +331,9 @@ def _print(summary: list[dict], args: argparse.Namespace, load: tuple[float, ...
     servers = ["onnxbridge"] + (["mlserver"] if "mlserver_rps" in summary[0] else [])
     print(
         f"benchmark forest (100 trees, 28 features), {args.rounds} rounds x {args.seconds:g} s, "
-        f"wrk -t1, onnxbridge --workers {args.workers}, {os.cpu_count()} cores, "
+        f"wrk -t1, onnxbridge --workers {args.workers} --intra-op-threads "
+        f"{args.intra_op_threads or 'default'} --inference-threads "
+        f"{args.inference_threads or 'default'}, {os.cpu_count()} cores, "
         f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     print("medians over rounds [min-max]")
