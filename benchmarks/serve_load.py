@@ -310,7 +310,8 @@ def _summarise(results: dict, servers: dict) -> list[dict]:
         for server in servers:
             runs = results[(scenario, server)]
             for field in ("rps", "rows_per_s", "p50", "p99"):
-                values = [r[field] for r in runs]
+                # wrk sometimes prints no value for a percentile: leave that round out
+                values = [r[field] for r in runs if r[field] == r[field]] or [float("nan")]
                 entry[f"{server}_{field}"] = statistics.median(values)
                 entry[f"{server}_{field}_range"] = (min(values), max(values))
             entry[f"{server}_non2xx"] = sum(r["non2xx"] for r in runs)

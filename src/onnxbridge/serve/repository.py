@@ -135,7 +135,7 @@ class ModelRepository:
             return [self.path.stem]
         if self.layout == "bundle":
             return [self.path.resolve().name]
-        names = set(self._entries)
+        names = set(self._entries.copy())
         for child in self.root.iterdir():
             if child.is_dir() and NAME_PATTERN.fullmatch(child.name) and ".." not in child.name:
                 names.add(child.name)
@@ -262,13 +262,18 @@ class ModelRepository:
             return self._entries[name]
 
     # Lookup (hot path: no lock, one dict read) -------------------------------------------------
+    # The loader thread may add an entry meanwhile: iterate over a copy (dict.copy is atomic).
     def loaded_names(self) -> list[str]:
-        return sorted(n for n, e in self._entries.items() if e.state == "READY")
+        """Names of the models served now."""
+        return sorted(n for n, e in self._entries.copy().items() if e.state == "READY")
 
     def entries(self) -> list[ModelEntry]:
-        return [self._entries[n] for n in sorted(self._entries)]
+        """Every model's entry, by name."""
+        entries = self._entries.copy()
+        return [entries[n] for n in sorted(entries)]
 
     def find_entry(self, name: str) -> ModelEntry | None:
+        """The entry of model ``name``, or None."""
         return self._entries.get(name)
 
     def get_model(self, name: str, version: str | None = None) -> ServedModel:
