@@ -284,12 +284,10 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     tree_output = [int(c) for c in trees_model["tree_info"]]
     limit = len(trees_model["trees"])
     best = getattr(model, "best_iteration", None)
-    if best is not None and getattr(model, "early_stopping_rounds", None):
+    indptr = trees_model.get("iteration_indptr")
+    if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
         # predict() stops at the best iteration when early stopping was used.
-        per_iteration = max(
-            len(tree_output) // max(len(trees_model.get("iteration_indptr", [0, 1])) - 1, 1), 1
-        )
-        limit = min(limit, (int(best) + 1) * per_iteration)
+        limit = min(limit, int(indptr[int(best) + 1]))
     for index, tree in enumerate(trees_model["trees"][:limit]):
         if any(int(s) != 0 for s in tree.get("split_type", [])):
             raise ConversionError(
@@ -319,9 +317,8 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     base = _parse_base_score(params.get("base_score", "0"))
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
-    if objective in ("binary:logistic", "reg:logistic", "binary:logitraw") and objective != (
-        "binary:logitraw"
-    ):
+    if objective in ("binary:logistic", "reg:logistic"):
+        # base_score is a probability there; the trees add to its logit.
         base = np.log(base / (1 - base))
     elif objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"):
         base = np.log(base)

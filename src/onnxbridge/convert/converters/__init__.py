@@ -14,7 +14,10 @@ import importlib.util
 _MODULES: tuple[str, ...] = ("dummy", "hist_gradient_boosting", "sklearn_trees", "string_imputer")
 
 # Imported when the library named first is installed.
-_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
+_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = (
+    ("lightgbm", "lightgbm"),
+    ("xgboost", "xgboost"),
+)
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")

@@ -126,19 +126,22 @@ def write_classifier(
     onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
     name = scope.get_unique_variable_name
     op = scope.get_unique_operator_name
+    probabilities = operator.outputs[1].full_name
     if transform == "none" and not double:
+        # ONNX Runtime's own label output is wrong for two classes (it thresholds the second
+        # score instead of taking the larger one): the label comes from ArgMax below.
         add_float_forest_classifier(
             scope,
             container,
             _input(scope, operator, container),
             spec,
             np.asarray(operator.raw_operator.classes_),
-            operator.outputs[0].full_name,
-            operator.outputs[1].full_name,
+            name("unused_label"),
+            probabilities,
         )
+        _label(scope, operator, container, probabilities)
         return
     raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
-    probabilities = operator.outputs[1].full_name
     if scale != 1.0 and transform in ("logistic", "ova"):
         scaled = name("scaled")
         container.add_node(
@@ -165,6 +168,13 @@ def write_classifier(
         )
     else:  # pragma: no cover - converters pass one of the above
         raise ValueError(f"unknown transform {transform!r}")
+    _label(scope, operator, container, probabilities)
+
+
+def _label(scope: Any, operator: Any, container: Any, probabilities: str) -> None:
+    """``label [N] = classes[argmax(probabilities)]`` (the first of equal maxima)."""
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
     index = name("label_index")
     container.add_node("ArgMax", [probabilities], [index], axis=1, keepdims=0, name=op("ArgMax"))
     classes = np.asarray(operator.raw_operator.classes_)
@@ -185,7 +195,11 @@ def write_classifier(
 def write_regressor(
     scope: Any, operator: Any, container: Any, spec: TreeEnsembleSpec, *, link: str = "identity"
 ) -> None:
-    """Add the ensemble and a regressor head (``link``: ``"identity"`` or ``"exp"``)."""
+    """Add the ensemble and a regressor head.
+
+    ``link`` is the inverse link applied to the raw score: ``"identity"``, ``"exp"`` or
+    ``"logistic"``.
+    """
     _import_target_opset(container)
     double = is_double(operator)
     raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
@@ -193,6 +207,8 @@ def write_regressor(
     op = scope.get_unique_operator_name
     if link == "exp":
         container.add_node("Exp", [raw], [out], name=op("Exp"))
+    elif link == "logistic":
+        container.add_node("Sigmoid", [raw], [out], name=op("Sigmoid"))
     elif link == "identity":
         container.add_node("Identity", [raw], [out], name=op("Identity"))
     else:  # pragma: no cover - converters pass one of the above
