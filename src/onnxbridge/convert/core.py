@@ -394,7 +394,9 @@ def _run_skl2onnx(
 
     options: dict[int, dict[str, Any]] = {}
     final = _final_step(estimator)
-    if hasattr(final, "classes_") and not zipmap:
+    # CatBoostRegressor has an empty classes_: only real class lists mean a classifier.
+    classes = getattr(final, "classes_", None)
+    if classes is not None and np.size(classes) and not zipmap:
         options[id(final)] = {"zipmap": False}
 
     def run(opts: dict[int, dict[str, Any]]) -> Any:

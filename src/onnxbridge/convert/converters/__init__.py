@@ -15,6 +15,7 @@ _MODULES: tuple[str, ...] = ("dummy", "hist_gradient_boosting", "sklearn_trees",
 
 # Imported when the library named first is installed.
 _OPTIONAL_MODULES: tuple[tuple[str, str], ...] = (
+    ("catboost", "catboost"),
     ("lightgbm", "lightgbm"),
     ("xgboost", "xgboost"),
 )
