@@ -160,41 +160,60 @@ class _Builder:
 # -- readers ---------------------------------------------------------------------------------
 
 
-def _sklearn_tree(
-    builder: _Builder, index: int, tree: Any, value_of: Any, missing: np.ndarray | None
-) -> None:
-    t = tree.tree_
-    for node in range(t.node_count):
-        left, right = int(t.children_left[node]), int(t.children_right[node])
-        if left < 0:
-            builder.leaf(index, node, value_of(t.value[node]))
-        else:
-            nan_left = bool(missing[node]) if missing is not None else False
-            builder.split(
-                index, node, int(t.feature[node]), float(t.threshold[node]), left, right, nan_left
-            )
-
-
 def from_sklearn_trees(
-    trees: list[Any], value_of: Any, n_outputs: int, base: Any, **kwargs: Any
+    trees: list[Any], values_of: Any, n_outputs: int, base: Any, **kwargs: Any
 ) -> TreeEnsembleSpec:
     """Read scikit-learn ``tree_`` objects (trees compare ``float32(x) <= threshold``).
 
     Args:
         trees: fitted DecisionTree*/ExtraTree* estimators.
-        value_of: ``f(tree_.value[node]) -> [K]`` leaf value.
+        values_of: ``f(tree_.value[leaves]) -> [L, K]`` leaf values, vectorized.
         n_outputs: how many values each leaf holds (``K``, or 1 with ``tree_output``).
         base: ``[K]`` initial raw score.
         **kwargs: extra :class:`TreeEnsembleSpec` fields (``average``, ``tree_output``).
     """
-    builder = _Builder(n_outputs)
-    for index, tree in enumerate(trees):
-        missing = getattr(tree.tree_, "missing_go_to_left", None)
-        _sklearn_tree(
-            builder, index, tree, value_of, None if missing is None else np.asarray(missing)
+    columns: dict[str, list[np.ndarray]] = {
+        k: []
+        for k in ("tree", "node", "feature", "threshold", "left", "right", "missing", "values")
+    }
+    for index, estimator in enumerate(trees):
+        t = estimator.tree_
+        count = int(t.node_count)
+        leaf = np.asarray(t.children_left) < 0
+        values = np.zeros((count, n_outputs))
+        values[leaf] = np.asarray(values_of(np.asarray(t.value)[leaf]), dtype=np.float64).reshape(
+            -1, n_outputs
         )
+        missing = getattr(t, "missing_go_to_left", None)
+        columns["tree"].append(np.full(count, index, dtype=np.int64))
+        columns["node"].append(np.arange(count, dtype=np.int64))
+        columns["feature"].append(np.where(leaf, -1, np.asarray(t.feature)).astype(np.int64))
+        columns["threshold"].append(np.where(leaf, 0.0, np.asarray(t.threshold, dtype=np.float64)))
+        columns["left"].append(np.where(leaf, -1, np.asarray(t.children_left)).astype(np.int64))
+        columns["right"].append(np.where(leaf, -1, np.asarray(t.children_right)).astype(np.int64))
+        columns["missing"].append(
+            np.zeros(count, dtype=bool)
+            if missing is None
+            else (np.asarray(missing).astype(bool) & ~leaf)
+        )
+        columns["values"].append(values)
+    joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
     n_features = int(getattr(trees[0], "n_features_in_", 0)) if trees else 0
-    return builder.build(base, rule="leq", native="float32", n_features=n_features, **kwargs)
+    return TreeEnsembleSpec(
+        tree=joined["tree"],
+        node=joined["node"],
+        feature=joined["feature"],
+        threshold=joined["threshold"],
+        left=joined["left"],
+        right=joined["right"],
+        missing_left=joined["missing"],
+        values=joined["values"].reshape(-1, n_outputs),
+        base=np.asarray(base, dtype=np.float64).reshape(-1),
+        rule="leq",
+        native="float32",
+        n_features=n_features,
+        **kwargs,
+    )
 
 
 def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
