@@ -128,18 +128,18 @@ def write_classifier(
     op = scope.get_unique_operator_name
     probabilities = operator.outputs[1].full_name
     if transform == "none" and not double:
-        # ONNX Runtime's own label output is wrong for two classes (it thresholds the second
-        # score instead of taking the larger one): the label comes from ArgMax below.
+        # The operator's own label output is not used: on two classes ONNX Runtime decides it
+        # by its binary rule, not by the larger probability (labels flipped on string classes).
         add_float_forest_classifier(
             scope,
             container,
             _input(scope, operator, container),
             spec,
             np.asarray(operator.raw_operator.classes_),
-            name("unused_label"),
+            name("ort_label"),
             probabilities,
         )
-        _label(scope, operator, container, probabilities)
+        _write_label(scope, operator, container, probabilities)
         return
     raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
     if scale != 1.0 and transform in ("logistic", "ova"):
@@ -168,11 +168,11 @@ def write_classifier(
         )
     else:  # pragma: no cover - converters pass one of the above
         raise ValueError(f"unknown transform {transform!r}")
-    _label(scope, operator, container, probabilities)
+    _write_label(scope, operator, container, probabilities)
 
 
-def _label(scope: Any, operator: Any, container: Any, probabilities: str) -> None:
-    """``label [N] = classes[argmax(probabilities)]`` (the first of equal maxima)."""
+def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) -> None:
+    """``label [N] = classes[argmax(probabilities)]``, the first of equal maxima (numpy's)."""
     name = scope.get_unique_variable_name
     op = scope.get_unique_operator_name
     index = name("label_index")
