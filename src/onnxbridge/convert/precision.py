@@ -163,6 +163,8 @@ def _path(spec: TreeEnsembleSpec, parent: np.ndarray, is_left: np.ndarray, row: 
 
 
 def _satisfy(row: np.ndarray, feature: int, threshold: float, left: bool, rule: str) -> None:
+    if not abs(threshold) < float(np.finfo(np.float32).max) / 2:
+        return  # LightGBM's "missing or not" split at 1e300: no finite float32 row can tell
     value = row[feature]
     step = _float32_step(threshold)
     if left:
@@ -188,7 +190,9 @@ def threshold_probe_rows(
     base = np.asarray(base, dtype=np.float64)
     if base.ndim != 2 or len(base) == 0:
         return np.zeros((0, spec.n_features))
-    inner = np.flatnonzero(~spec.is_leaf & np.isfinite(spec.threshold))
+    # Thresholds beyond float32's range (LightGBM's 1e300) cannot flip: no float32 is near them.
+    largest = float(np.finfo(np.float32).max) / 2
+    inner = np.flatnonzero(~spec.is_leaf & (np.abs(spec.threshold) < largest))
     if len(inner) == 0:
         return np.zeros((0, base.shape[1]))
     pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
@@ -265,7 +269,11 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     outputs = _run_onnx(result.model, frame, result.metadata.inputs)
     names = [o.name for o in result.model.graph.output]
     by_role = {role: outputs[names.index(name)] for role, name in result.metadata.outputs.items()}
-    with warnings.catch_warnings():
+    from threadpoolctl import threadpool_limits
+
+    # One thread: OpenMP models (HistGradientBoosting, LightGBM) spin for seconds on a busy
+    # machine for a few thousand rows.
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
         source = estimator
         if "label" in by_role:

@@ -424,6 +424,9 @@ def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: 
 def floor_float32(values: np.ndarray) -> np.ndarray:
     """The largest float32 not above each value (``x32 <= t`` iff ``x32 <= floor32(t)``)."""
     values = np.asarray(values, dtype=np.float64)
+    largest = float(np.finfo(np.float32).max)
+    # Beyond float32's range (LightGBM splits at 1e300): every finite float32 is below it.
+    values = np.where(values > largest, largest, np.where(values < -largest, -np.inf, values))
     rounded = values.astype(np.float32)
     above = rounded.astype(np.float64) > values
     rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))

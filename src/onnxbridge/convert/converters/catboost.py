@@ -35,6 +35,17 @@ from onnxbridge.errors import ConversionError
 
 def _exported_node(model: Any) -> onnx.NodeProto:
     """CatBoost's own ONNX export of ``model``: its tree-ensemble node."""
+    special = []
+    for kind in ("cat", "text", "embedding"):
+        getter = getattr(model, f"get_{kind}_feature_indices", None)
+        if getter is not None and list(getter()):
+            special.append(f"{kind} features {list(getter())}")
+    if special:
+        raise ConversionError(
+            f"{type(model).__name__} with {' and '.join(special)} cannot be converted: CatBoost "
+            "exports ONNX only for numeric features; encode those columns in a Pipeline before "
+            "the model (e.g. OrdinalEncoder) and fit without cat_features"
+        )
     with tempfile.TemporaryDirectory(prefix="onnxbridge-catboost-") as folder:
         path = Path(folder) / "model.onnx"
         try:
