@@ -113,7 +113,12 @@ def test_float_graph_of_lightgbm_flips_there_which_is_why_auto_switches() -> Non
         pytest.param(lambda: XGBRegressor(n_estimators=30, n_jobs=1), id="XGBR"),
         pytest.param(lambda: RandomForestRegressor(n_estimators=20, random_state=0), id="RFR"),
         pytest.param(lambda: GradientBoostingRegressor(n_estimators=30, random_state=0), id="GBR"),
-        pytest.param(lambda: CatBoostRegressor(iterations=30, verbose=0, thread_count=1), id="CBR"),
+        pytest.param(
+            lambda: CatBoostRegressor(
+                iterations=30, verbose=0, thread_count=1, allow_writing_files=False
+            ),
+            id="CBR",
+        ),
     ],
 )
 def test_double_graph_loads_with_float64_input_and_thresholds(make) -> None:
@@ -141,7 +146,12 @@ NAN_MODELS = [
     pytest.param(lambda: HistGradientBoostingClassifier(max_iter=20), id="HGBC"),
     pytest.param(lambda: XGBClassifier(n_estimators=20, n_jobs=1), id="XGBC"),
     pytest.param(lambda: LGBMClassifier(n_estimators=20, verbose=-1, n_jobs=1), id="LGBMC"),
-    pytest.param(lambda: CatBoostClassifier(iterations=20, verbose=0, thread_count=1), id="CBC"),
+    pytest.param(
+        lambda: CatBoostClassifier(
+            iterations=20, verbose=0, thread_count=1, allow_writing_files=False
+        ),
+        id="CBC",
+    ),
 ]
 
 
@@ -210,10 +220,18 @@ BOOSTERS = [
     pytest.param(lambda: LGBMClassifier(n_estimators=30, verbose=-1, n_jobs=1), "c", id="LGBMC"),
     pytest.param(lambda: LGBMRegressor(n_estimators=30, verbose=-1, n_jobs=1), "r", id="LGBMR"),
     pytest.param(
-        lambda: CatBoostClassifier(iterations=30, verbose=0, thread_count=1), "c", id="CBC"
+        lambda: CatBoostClassifier(
+            iterations=30, verbose=0, thread_count=1, allow_writing_files=False
+        ),
+        "c",
+        id="CBC",
     ),
     pytest.param(
-        lambda: CatBoostRegressor(iterations=30, verbose=0, thread_count=1), "r", id="CBR"
+        lambda: CatBoostRegressor(
+            iterations=30, verbose=0, thread_count=1, allow_writing_files=False
+        ),
+        "r",
+        id="CBR",
     ),
 ]
 
@@ -277,7 +295,7 @@ def test_string_classes_keep_their_labels() -> None:
     for model in (
         RandomForestClassifier(n_estimators=10, random_state=0),
         LGBMClassifier(n_estimators=10, verbose=-1, n_jobs=1),
-        CatBoostClassifier(iterations=10, verbose=0, thread_count=1),
+        CatBoostClassifier(iterations=10, verbose=0, thread_count=1, allow_writing_files=False),
     ):
         model.fit(X, y)
         for precision in ("float", "double"):
@@ -310,7 +328,18 @@ def test_xgboost_with_another_missing_value_is_refused() -> None:
 
 def test_catboost_with_categorical_features_is_refused() -> None:
     X = pd.DataFrame({"colour": ["red", "blue", "green", "red"] * 25, "x": np.arange(100.0)})
-    model = CatBoostClassifier(iterations=5, verbose=0, cat_features=["colour"])
+    model = CatBoostClassifier(
+        iterations=5, verbose=0, cat_features=["colour"], allow_writing_files=False
+    )
     model.fit(X, (X.x > 50).astype(int))
     with pytest.raises(ConversionError, match=r"cat features \[0\] cannot be converted"):
         convert_estimator(model, X.head(5), precision="float")
+
+
+def test_float_trees_load_at_ml_opset_1_and_double_ones_need_3() -> None:
+    X, labels, _ = _frame()
+    model = HistGradientBoostingClassifier(max_iter=5).fit(X, labels)
+    as_float = convert_estimator(model, X.head(5), precision="float", ml_opset=1)
+    assert as_float.metadata.opsets["ai.onnx.ml"] == 1
+    with pytest.raises(ConversionError, match=r"double precision for trees needs ai.onnx.ml 3"):
+        convert_estimator(model, X.head(5), precision="double", ml_opset=1)

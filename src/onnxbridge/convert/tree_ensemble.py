@@ -20,8 +20,9 @@ Two graphs are built from a spec, ``x [N, F] -> raw scores [N, K]``:
   Models that compare in float32 get ``Cast(float) -> Cast(double)`` in front, which is exactly
   what they do to their own input.
 
-Both use ``ai.onnx.ml`` opset 3 (what skl2onnx's and onnxmltools' guards accept) and write every
-integer attribute as ``int`` (protobuf 7 refuses ``bool`` in an int list).
+The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
+skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
+``bool`` in an int list, which is how skl2onnx's HistGradientBoosting converter fails).
 """
 
 from __future__ import annotations
@@ -488,7 +489,7 @@ def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out
         [x],
         [summed],
         op_domain=ML_DOMAIN,
-        op_version=3,
+        op_version=1,
         name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
         **attrs,
     )
@@ -511,6 +512,12 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
         container.add_node("Cast", [x], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
         container.add_node("Cast", [as_float], [back], to=TensorProto.DOUBLE, name=op("Cast"))
         x = back
+    ml_target = container.target_opset_any_domain(ML_DOMAIN)
+    if ml_target < 3:
+        raise ConversionError(
+            f"double precision for trees needs ai.onnx.ml 3 (float64 thresholds), but the "
+            f"target is {ml_target}; leave --ml-opset out or pass 3, or use --precision float"
+        )
     leaf_rows = np.flatnonzero(spec.is_leaf)
     n_leaves = len(leaf_rows)
     if n_leaves >= 2**24:
@@ -617,7 +624,7 @@ def add_float_forest_classifier(
         [x],
         [label, probabilities],
         op_domain=ML_DOMAIN,
-        op_version=3,
+        op_version=1,
         name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
         **attrs,
     )

@@ -188,7 +188,14 @@ def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
     return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
 
 
-_PARAMS = {"iterations": 15, "depth": 4, "random_seed": 0, "verbose": 0, "thread_count": 1}
+_PARAMS = {
+    "iterations": 15,
+    "depth": 4,
+    "random_seed": 0,
+    "verbose": 0,
+    "thread_count": 1,
+    "allow_writing_files": False,  # no catboost_info/ folder in the working directory
+}
 
 
 def _classifier_example() -> tuple[Any, Any]:
