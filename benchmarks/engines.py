@@ -144,7 +144,13 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     import pandas as pd
 
     names = predictor.feature_names or [f"x{i}" for i in range(rows.shape[1])]
-    probes = probe_rows(pd.DataFrame(rows[:2000], columns=names))
+    meta = predictor.metadata
+    probes = probe_rows(
+        pd.DataFrame(rows[:2000], columns=names),
+        schema=meta.features if meta is not None else None,
+        estimator=estimator,
+        accepts_missing=meta is not None and meta.missing_values == "accepted",
+    )
     accelerators = []
     for candidate in candidates:
         check = check_candidate(candidate, predictor, probes)

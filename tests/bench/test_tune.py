@@ -134,7 +134,12 @@ def _fast_but_wrong(n_classes: int) -> AcceleratorCandidate:
 def test_a_non_equivalent_accelerator_is_never_chosen(iris_bundle: Bundle) -> None:
     predictor = Predictor(iris_bundle.onnx_path)
     X, _ = iris_bundle.load_holdout()
-    check = check_candidate(_fast_but_wrong(3), predictor, probe_rows(X))
+    probes = probe_rows(X, schema=iris_bundle.schema, estimator=iris_bundle.load_estimator())
+    # validate's probe sets: the holdout, range rows, rows on every split threshold, edge values.
+    assert len(probes) > len(X) + 1000
+    assert probes.dtype == np.float32 and probes.shape[1] == 4
+    assert np.float32(1e30) in probes
+    check = check_candidate(_fast_but_wrong(3), predictor, probes)
     assert check.equivalent is False
     assert check.label_mismatches > 0 and check.max_abs_diff == pytest.approx(1.0)
     check.speedups = {1000: 50.0, 10_000: 80.0}  # far faster than ONNX Runtime
