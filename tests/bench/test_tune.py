@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -220,3 +221,24 @@ def test_installed_compilers_are_checked_for_real(iris_bundle: Bundle) -> None:
         Bundle.open(iris_bundle.path).check_file(accelerator["library"])
     else:
         assert accelerator is None
+
+
+def test_score_runs_the_tuned_model(iris_bundle: Bundle, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from onnxbridge import score
+
+    spec = tune_model(iris_bundle.path, **TUNE).spec
+    X, _ = iris_bundle.load_holdout()
+    rows = pd.concat([X] * 5, ignore_index=True)
+    rows.to_parquet(tmp_path / "rows.parquet")
+    result = score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "out.parquet")
+    assert result.rows == len(rows)
+    scored = pd.read_parquet(tmp_path / "out.parquet")
+    plain = Predictor(iris_bundle.onnx_path, tuned=False).predict(rows).to_frame()
+    assert (scored["label"].to_numpy() == plain["label"].to_numpy()).all()
+    np.testing.assert_allclose(scored["proba_0"], plain["proba_0"], atol=1e-6)
+    # score opens Predictor with one intra-op thread: that field is score's, the rest is tuned.
+    used = Predictor(iris_bundle.onnx_path, intra_op_num_threads=1)
+    assert used.settings_for(1) == replace(spec.latency, intra_op_num_threads=1).clamped()
+    assert used.settings_for(10_000) == replace(spec.throughput, intra_op_num_threads=1).clamped()

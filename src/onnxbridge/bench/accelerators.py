@@ -120,7 +120,8 @@ class AcceleratorCheck:
             "name": self.name,
             "verdict": "EQUIVALENT" if self.equivalent else "DIVERGENT",
             "label_mismatches": self.label_mismatches,
-            "max_abs_diff": self.max_abs_diff,
+            # JSON has no infinity: a candidate that could not be compared has no difference.
+            "max_abs_diff": self.max_abs_diff if np.isfinite(self.max_abs_diff) else None,
             "probe_rows": self.probe_rows,
             "speedups": {str(k): v for k, v in self.speedups.items()},
             "chosen": self.chosen,
