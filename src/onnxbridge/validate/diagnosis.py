@@ -395,8 +395,9 @@ def _runtime_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
             others = [c for c in between.outputs if c.name != "label"]
             if label is not None and not label.ok and others and all(c.ok for c in others):
                 line += (
-                    " (only labels differ, and the scores agree within tolerance: ties broken "
-                    "differently)"
+                    " (only the labels differ; the scores agree within tolerance, so the "
+                    "runtimes derive labels from the same scores differently: a tie, or the "
+                    "operator's label rule)"
                 )
         details.append(line)
     odd = {ONNXRUNTIME: "onnxruntime", REFERENCE: "onnx.reference"}
