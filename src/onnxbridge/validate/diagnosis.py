@@ -129,7 +129,17 @@ def _pipeline_diagnosis(
         if not comparison.ok:
             culprit = (k, name, step)
             break
-    if culprit is None:
+    unchecked = [e for e in evidence if not e["checked"]]
+    if culprit is None and unchecked:
+        # The divergence is at the first prefix that could not be checked, or after it.
+        k = unchecked[0]["step"]
+        name, step = steps[k - 1]
+        summary = (
+            f"steps before step {k} {name!r} ({type(step).__name__}) convert faithfully; from "
+            f"step {k} on the prefixes could not be checked, so the divergence is in steps "
+            f"{k}..{len(steps)}"
+        )
+    elif culprit is None:
         k, (name, step) = len(steps), steps[-1]
         summary = (
             f"every prefix converts faithfully; the final step {name!r} ({type(step).__name__}) "
