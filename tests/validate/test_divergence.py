@@ -94,6 +94,16 @@ class Doubler(BaseEstimator, TransformerMixin):
         return np.asarray(X, dtype=np.float64) * 2.0
 
 
+class StatelessDoubler(BaseEstimator, TransformerMixin):
+    """Doubles too, but learns nothing: scikit-learn calls a pipeline ending in it unfitted."""
+
+    def fit(self, X: Any, y: Any = None) -> StatelessDoubler:
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        return np.asarray(X, dtype=np.float64) * 2.0
+
+
 def _doubler_shape(operator: Any) -> None:
     from skl2onnx.common.data_types import FloatTensorType
 
@@ -118,12 +128,17 @@ def wrong_converter() -> Iterator[None]:
     from skl2onnx._supported_operators import sklearn_operator_name_map
     from skl2onnx.common import _registration
 
-    alias = "OnnxbridgeTestWrongDoubler"
-    update_registered_converter(Doubler, alias, _doubler_shape, _wrong_doubler)
+    aliases = {
+        Doubler: "OnnxbridgeTestWrongDoubler",
+        StatelessDoubler: "OnnxbridgeTestWrongStatelessDoubler",
+    }
+    for cls, alias in aliases.items():
+        update_registered_converter(cls, alias, _doubler_shape, _wrong_doubler)
     yield
-    del sklearn_operator_name_map[Doubler]
-    _registration._converter_pool.pop(alias, None)
-    _registration._shape_calculator_pool.pop(alias, None)
+    for cls, alias in aliases.items():
+        del sklearn_operator_name_map[cls]
+        _registration._converter_pool.pop(alias, None)
+        _registration._shape_calculator_pool.pop(alias, None)
 
 
 def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_path: Path) -> None:
@@ -150,6 +165,30 @@ def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_pat
     assert diagnosis.data["first_diverging_step"] == 2
     assert [p["ok"] for p in diagnosis.data["prefixes"]] == [True, False]
     assert "fix or replace the ONNX converter of Doubler" in diagnosis.next_step
+
+
+def test_pipeline_prefix_that_cannot_be_converted(wrong_converter, tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True, as_frame=True)
+    pipeline = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("double", StatelessDoubler()),
+            ("model", LogisticRegression(max_iter=500)),
+        ]
+    ).fit(X[::2], y[::2])
+    path = tmp_path / "pipe.onnx"
+    convert_estimator(pipeline, X.head(20)).save(path)
+    report = validate_model(path, pipeline, X[1::2], probes=["holdout"])
+    (diagnosis,) = [d for d in report.diagnoses if d.kind == "pipeline"]
+    assert diagnosis.summary == (
+        "steps before step 2 'double' (StatelessDoubler) convert faithfully; from step 2 on the "
+        "prefixes could not be checked, so the divergence is in steps 2..3"
+    )
+    assert diagnosis.data["prefixes"][1]["checked"] is False
+    assert "is not fitted" in diagnosis.data["prefixes"][1]["error"]
+    assert "StatelessDoubler" in diagnosis.next_step
 
 
 # --------------------------------------------------------------- learned NaN routing dropped
