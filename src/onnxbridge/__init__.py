@@ -12,7 +12,16 @@ The Python API is the surface the CLI uses::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from onnxbridge.bench import SpeedComparison, Timing, compare_speed, measure
+from onnxbridge.bench import (
+    BenchReport,
+    SpeedComparison,
+    Timing,
+    TuneReport,
+    bench_model,
+    compare_speed,
+    measure,
+    tune_model,
+)
 from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
 from onnxbridge.convert import (
     ConversionResult,
@@ -28,21 +37,33 @@ from onnxbridge.convert import (
 )
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
+    BadRowError,
     BundleError,
+    ClusterError,
     ConversionError,
     ConverterRegistryError,
     DataError,
     InferenceError,
+    InferenceRequestError,
+    MalformedRequestError,
     MissingConverterError,
+    ModelLoadError,
     ModelNotFittedError,
+    ModelNotFoundError,
+    ModelNotReadyError,
     ModelSpecError,
     OnnxbridgeError,
     OnnxModelError,
+    RepositoryError,
+    RequestTooLargeError,
     SchemaMismatchError,
+    ServeSettingsError,
+    SessionSettingsError,
     UnsafeModelFileError,
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
-from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings, TuningSpec
+from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
     GoldenReport,
@@ -63,8 +84,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BadRowError",
+    "BenchReport",
     "Bundle",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConversionResult",
     "ConverterRegistryError",
@@ -75,26 +99,41 @@ __all__ = [
     "FeatureSpec",
     "GoldenReport",
     "InferenceError",
+    "InferenceRequestError",
+    "MalformedRequestError",
     "MissingConverterError",
+    "ModelLoadError",
     "ModelMetadata",
     "ModelNotFittedError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
     "ModelSpecError",
     "ModelSummary",
     "OnnxModelError",
     "OnnxbridgeError",
     "OpsetChoice",
     "OutputComparison",
+    "PartResult",
     "PredictionResult",
     "Predictor",
     "ProbeSpec",
+    "RepositoryError",
+    "RequestTooLargeError",
     "SchemaMismatchError",
+    "ScoreResult",
+    "ServeSettingsError",
+    "SessionSettings",
+    "SessionSettingsError",
     "SpeedComparison",
     "Timing",
     "Tolerance",
     "TrainResult",
+    "TuneReport",
+    "TuningSpec",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "bench_model",
     "check_golden",
     "choose_opsets",
     "compare_predictions",
@@ -112,7 +151,9 @@ __all__ = [
     "register_converter",
     "registered_converters",
     "save_estimator",
+    "score",
     "train_bundle",
+    "tune_model",
     "validate_bundle",
     "validate_model",
     "write_golden",

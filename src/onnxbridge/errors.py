@@ -9,6 +9,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     OnnxbridgeError
     ├── DataError (ValueError)              datasets, files, columns, targets
     │   └── SchemaMismatchError             columns missing / extra / wrong type for a model
+    │       └── BadRowError                 score: a row that cannot be scored (file, row, column)
     ├── ModelSpecError (ValueError)         --model strings: unknown estimator, bad parameter
     ├── BundleError (ValueError)            missing or damaged bundle folder / card.json
     ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types
@@ -17,7 +18,18 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │   └── MissingConverterError           no converter for this estimator
     ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
-    └── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
+    ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
+    │                                       damaged onnxbridge.session entry in a model
+    ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
+    ├── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
+    ├── ServeSettingsError (ValueError)     a server flag / ONNXBRIDGE_SERVE_* value out of range
+    ├── RepositoryError (ValueError)        a model repository path or model name that is unusable
+    │   └── ModelLoadError                  a model of the repository failed to load
+    ├── ModelNotFoundError (ValueError)     the server has no such model or version (HTTP 404)
+    ├── ModelNotReadyError (RuntimeError)   the model is known but not loaded (HTTP 503)
+    └── InferenceRequestError (ValueError)  a request that does not fit the protocol or model (422)
+        ├── MalformedRequestError           a body that does not parse: bad JSON, framing (400)
+        └── RequestTooLargeError            a body over the server's size limit (413)
 
 The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
 part of a third-party error worth quoting in a wrapped message.
@@ -26,17 +38,28 @@ part of a third-party error worth quoting in a wrapped message.
 from __future__ import annotations
 
 __all__ = [
+    "BadRowError",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConverterRegistryError",
     "DataError",
     "InferenceError",
+    "InferenceRequestError",
+    "MalformedRequestError",
     "MissingConverterError",
+    "ModelLoadError",
     "ModelNotFittedError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
     "ModelSpecError",
     "OnnxModelError",
     "OnnxbridgeError",
+    "RepositoryError",
+    "RequestTooLargeError",
     "SchemaMismatchError",
+    "ServeSettingsError",
+    "SessionSettingsError",
     "UnsafeModelFileError",
 ]
 
@@ -51,6 +74,26 @@ class DataError(OnnxbridgeError, ValueError):
 
 class SchemaMismatchError(DataError):
     """Input data whose columns do not match what the model expects."""
+
+
+class BadRowError(SchemaMismatchError):
+    """A row of a scored file that cannot be scored: a value that cannot be cast, a missing
+    required column, a missing value the model refuses.
+
+    Attributes:
+        file: the input file.
+        row: the 1-based data row in that file (the CSV header is not counted), or None when
+            the whole file is affected (a missing column).
+        column: the column at fault.
+    """
+
+    def __init__(
+        self, message: str, *, file: str = "", row: int | None = None, column: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.file = file
+        self.row = row
+        self.column = column
 
 
 class ModelSpecError(OnnxbridgeError, ValueError):
@@ -85,8 +128,50 @@ class OnnxModelError(OnnxbridgeError, ValueError):
     """A file that is not a valid, loadable ONNX model."""
 
 
+class SessionSettingsError(OnnxbridgeError, ValueError):
+    """Session settings that ONNX Runtime cannot take (threads, mode, level), or tuned settings
+    stored in a model that cannot be read."""
+
+
 class InferenceError(OnnxbridgeError, RuntimeError):
     """ONNX Runtime failed while running a model that loaded."""
+
+
+class ClusterError(OnnxbridgeError, RuntimeError):
+    """A Dask cluster that cannot be reached, or that failed while running a scoring job."""
+
+
+class ServeSettingsError(OnnxbridgeError, ValueError):
+    """A server setting (a flag or an ``ONNXBRIDGE_SERVE_*`` variable) that does not validate."""
+
+
+class RepositoryError(OnnxbridgeError, ValueError):
+    """A model repository path or model name that cannot be used (``onnxbridge serve``)."""
+
+
+class ModelLoadError(RepositoryError):
+    """A model of the repository that failed to load; the other models keep serving."""
+
+
+class ModelNotFoundError(OnnxbridgeError, ValueError):
+    """The server has no model (or no version) of that name."""
+
+
+class ModelNotReadyError(OnnxbridgeError, RuntimeError):
+    """A model the repository knows but that is not loaded (it failed to load)."""
+
+
+class InferenceRequestError(OnnxbridgeError, ValueError):
+    """An inference request that does not fit the protocol or the model: an input missing, a wrong
+    name, datatype or shape, values the model cannot take."""
+
+
+class MalformedRequestError(InferenceRequestError):
+    """A request body that cannot be parsed at all: bad JSON, bad binary framing."""
+
+
+class RequestTooLargeError(InferenceRequestError):
+    """A request body over the server's size limit."""
 
 
 def first_line(exc: BaseException) -> str:

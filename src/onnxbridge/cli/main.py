@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from typer.exceptions import TyperException
 
+from onnxbridge.cli.bench import bench_command, tune_command
+from onnxbridge.cli.serve import serve
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -381,6 +383,16 @@ def _register_validate() -> None:
 _register_validate()
 
 
+# --------------------------------------------------------------------------------------- score
+def _register_score() -> None:
+    from onnxbridge.cli.score import score_command
+
+    app.command(name="score")(score_command)
+
+
+_register_score()
+
+
 # ---------------------------------------------------------------------------------------- demo
 @app.command()
 def demo(
@@ -392,6 +404,14 @@ def demo(
     report = run_demo(out, console)
     if not report.equivalent:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------- bench, tune
+app.command("bench")(bench_command)
+app.command("tune")(tune_command)
+
+# --------------------------------------------------------------------------------------- serve
+app.command("serve")(serve)
 
 
 # ---------------------------------------------------------------------------------- entry point
