@@ -1,11 +1,14 @@
-"""Birch and BisectingKMeans: settings beyond the common test's examples."""
+"""Birch, BisectingKMeans, FeatureAgglomeration: settings beyond the common test's examples."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.cluster import Birch, BisectingKMeans
+from sklearn.cluster import Birch, BisectingKMeans, FeatureAgglomeration
 from sklearn.datasets import make_blobs
+
+from onnxbridge import convert_estimator
+from onnxbridge.errors import ConversionError
 
 X, _ = make_blobs(n_samples=200, centers=6, n_features=4, cluster_std=1.2, random_state=3)
 TRAIN, NEW = X[:100], X[100:]
@@ -29,3 +32,17 @@ def test_birch_without_global_clustering(assert_converts) -> None:
     model = Birch(n_clusters=None, threshold=1.5).fit(TRAIN)
     got = assert_converts(model, NEW)
     assert got["scores"].shape == (100, len(model.subcluster_centers_))
+
+
+def test_feature_agglomeration_is_a_transformer(assert_converts) -> None:
+    model = FeatureAgglomeration(n_clusters=2).fit(TRAIN)
+    result = convert_estimator(model, TRAIN[:5])
+    assert result.metadata.task == "transform"
+    assert list(result.metadata.outputs) == ["transformed"]
+    assert_converts(model, NEW)
+
+
+def test_feature_agglomeration_other_pooling_is_refused() -> None:
+    model = FeatureAgglomeration(n_clusters=2, pooling_func=np.max).fit(TRAIN)
+    with pytest.raises(ConversionError, match=r"pooling_func=max\).*pooling_func=np.mean"):
+        convert_estimator(model, TRAIN[:5])

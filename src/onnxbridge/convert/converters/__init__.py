@@ -21,6 +21,8 @@ _MODULES: tuple[str, ...] = (
     "kernel_approximation",
     "kernel_ridge",
     "neighbors_centroid",
+    "neural_network",
+    "random_projection",
     "spline",
     "string_imputer",
 )

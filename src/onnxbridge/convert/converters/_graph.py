@@ -21,8 +21,10 @@ __all__ = [
     "class_constant",
     "float_tensor_type",
     "gather_labels",
+    "label_output_parser",
     "label_tensor_type",
     "set_float_output",
+    "single_output_parser",
 ]
 
 # Kernels of sklearn.metrics.pairwise.pairwise_kernels that a graph reproduces.
@@ -267,3 +269,34 @@ def gather_labels(g: Graph, index: str, classes: np.ndarray, owner: str, output:
     else:
         name = g.int64(table, hint="classes")
     return g.node("Gather", [name, index], output, axis=0)
+
+
+def single_output_parser(
+    scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None
+) -> list[Any]:
+    """A skl2onnx parser declaring one output (``variable``), whatever mixins the estimator has.
+
+    skl2onnx's default parser gives every ``ClusterMixin`` a label and a score output; transformers
+    that are clusterers too (FeatureAgglomeration) only transform.
+    """
+    from skl2onnx._supported_operators import get_model_alias
+    from skl2onnx.common.data_types import guess_tensor_type
+
+    operator = scope.declare_local_operator(get_model_alias(type(model)), model)
+    operator.inputs = inputs
+    output = scope.declare_local_variable("variable", guess_tensor_type(inputs[0].type))
+    operator.outputs.append(output)
+    return operator.outputs
+
+
+def label_output_parser(
+    scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None
+) -> list[Any]:
+    """A skl2onnx parser declaring only a ``label`` output (clusterers without scores)."""
+    from skl2onnx._supported_operators import get_model_alias
+    from skl2onnx.common.data_types import Int64TensorType
+
+    operator = scope.declare_local_operator(get_model_alias(type(model)), model)
+    operator.inputs = inputs
+    operator.outputs.append(scope.declare_local_variable("label", Int64TensorType()))
+    return operator.outputs
