@@ -15,7 +15,9 @@ _MODULES: tuple[str, ...] = (
     "cluster",
     "cross_decomposition",
     "decomposition",
+    "discretization",
     "dummy",
+    "hist_gradient_boosting",
     "impute",
     "isotonic",
     "kernel_approximation",
@@ -23,8 +25,13 @@ _MODULES: tuple[str, ...] = (
     "neighbors_centroid",
     "neural_network",
     "random_projection",
+    "sklearn_trees",
     "spline",
     "string_imputer",
+    "target",
+    "text",
+    "threshold",
+    "voting",
 )
 
 # Imported when the library named first is installed.
