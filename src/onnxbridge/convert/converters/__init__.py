@@ -24,6 +24,7 @@ _MODULES: tuple[str, ...] = (
     "kernel_ridge",
     "neighbors_centroid",
     "neural_network",
+    "nmf",
     "random_projection",
     "sklearn_trees",
     "spline",
