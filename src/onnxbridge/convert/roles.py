@@ -74,7 +74,9 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
     """Role → graph output name, from the graph's outputs in order.
 
     Predicting models put the label first, then probabilities (when the estimator has
-    ``predict_proba``) or scores; regressors and transformers have one output.
+    ``predict_proba``) or scores; regressors and transformers have one output. A clusterer with
+    neither ``transform`` nor ``decision_function`` (MeanShift, AffinityPropagation) has only
+    its label: scikit-learn gives nothing to compare scores with.
 
     Raises:
         ConversionError: the graph has fewer outputs than the task needs.
@@ -83,6 +85,8 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
         if not output_names:
             raise ConversionError("the converted graph has no outputs")
         return {"value" if task == "regression" else "transformed": output_names[0]}
+    if task == "cluster" and len(output_names) == 1:
+        return {"label": output_names[0]}
     if len(output_names) < 2:
         raise ConversionError(
             f"the {task} graph has outputs {output_names}; expected a label and scores"

@@ -7,6 +7,10 @@
   (``[N, splits]``) and picks the one leaf whose path agrees with all of them through a
   ``splits x leaves`` matrix, so no row-dependent control flow is needed. Scores are
   ``transform``'s distances to ``cluster_centers_``.
+- MeanShift, AffinityPropagation: the index of the nearest cluster centre,
+  ``[N, F] -> label [N]`` only (scikit-learn gives them no ``transform`` to check scores with).
+  An AffinityPropagation that did not converge (no centres; scikit-learn labels every row -1
+  with a warning) and ``affinity="precomputed"`` are refused.
 - FeatureAgglomeration (a transformer: ``[N, F] -> transformed [N, clusters]``): the mean of each
   cluster of features, ``X @ membership / cluster size``; other ``pooling_func`` are refused.
 """
@@ -16,10 +20,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.cluster import Birch, BisectingKMeans, FeatureAgglomeration
+from sklearn.cluster import (
+    AffinityPropagation,
+    Birch,
+    BisectingKMeans,
+    FeatureAgglomeration,
+    MeanShift,
+)
 from sklearn.datasets import make_blobs
 
-from onnxbridge.convert.converters._graph import Graph, set_float_output, single_output_parser
+from onnxbridge.convert.converters._graph import (
+    Graph,
+    label_output_parser,
+    set_float_output,
+    single_output_parser,
+)
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
@@ -127,6 +142,44 @@ def _bisecting_example() -> tuple[Any, Any]:
     return BisectingKMeans(n_clusters=5, random_state=0).fit(X), X_new
 
 
+# -- MeanShift / AffinityPropagation ---------------------------------------------------------
+
+
+def _label_shape(operator: Any) -> None:
+    from skl2onnx.common.data_types import Int64TensorType
+
+    operator.outputs[0].type = Int64TensorType([None])
+
+
+def _nearest_center_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    name = type(model).__name__
+    if getattr(model, "affinity", "euclidean") == "precomputed":
+        raise ConversionError(
+            f"{name}(affinity='precomputed') predicts from a precomputed affinity matrix, not "
+            "from features; refit with affinity='euclidean'"
+        )
+    centers = np.asarray(model.cluster_centers_, dtype=np.float64)
+    if centers.shape[0] == 0:
+        raise ConversionError(
+            f"{name} did not converge and has no cluster centres (scikit-learn labels every row "
+            "-1); refit with a larger max_iter or damping"
+        )
+    g = Graph(scope, operator, container)
+    squared = g.squared_euclidean(g.input, centers)
+    g.node("ArgMin", [squared], g.output(0), axis=1, keepdims=0)
+
+
+def _mean_shift_example() -> tuple[Any, Any]:
+    X, X_new = _blobs(100, 3, 0.7, 2)
+    return MeanShift(bandwidth=2.0).fit(X), X_new
+
+
+def _affinity_example() -> tuple[Any, Any]:
+    X, X_new = _blobs(60, 3, 0.7, 4)
+    return AffinityPropagation(random_state=0).fit(X), X_new
+
+
 # -- FeatureAgglomeration -------------------------------------------------------------------
 
 
@@ -158,6 +211,20 @@ def _agglomeration_example() -> tuple[Any, Any]:
 
 
 for _spec in (
+    ConverterSpec(
+        MeanShift,
+        _label_shape,
+        _nearest_center_convert,
+        _mean_shift_example,
+        parser=label_output_parser,
+    ),
+    ConverterSpec(
+        AffinityPropagation,
+        _label_shape,
+        _nearest_center_convert,
+        _affinity_example,
+        parser=label_output_parser,
+    ),
     ConverterSpec(
         FeatureAgglomeration,
         _agglomeration_shape,
