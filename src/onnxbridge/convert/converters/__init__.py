@@ -22,6 +22,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "manifold",
     "neighbors_centroid",
     "neural_network",
     "nmf",
