@@ -13,6 +13,7 @@ import importlib.util
 # Always imported: they only need scikit-learn and skl2onnx.
 _MODULES: tuple[str, ...] = (
     "cluster",
+    "covariance",
     "cross_decomposition",
     "decomposition",
     "discretization",
