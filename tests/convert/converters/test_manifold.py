@@ -1,10 +1,10 @@
-"""Isomap: more neighbours and components; radius graphs and other metrics are refused."""
+"""Isomap and LocallyLinearEmbedding: settings beyond the common examples; refusals."""
 
 from __future__ import annotations
 
 import pytest
 from sklearn.datasets import make_s_curve
-from sklearn.manifold import Isomap
+from sklearn.manifold import Isomap, LocallyLinearEmbedding
 
 from onnxbridge import convert_estimator
 from onnxbridge.errors import ConversionError
@@ -31,3 +31,11 @@ def test_refused_settings(params: dict, message: str) -> None:
     model = Isomap(**params).fit(TRAIN)
     with pytest.raises(ConversionError, match=message):
         convert_estimator(model, TRAIN[:5])
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+@pytest.mark.parametrize("method", ["standard", "modified"])
+def test_lle_methods_on_training_rows(assert_converts, method: str, precision: str) -> None:
+    model = LocallyLinearEmbedding(n_neighbors=8, method=method, random_state=0).fit(TRAIN)
+    # Training rows: each is its own nearest neighbour (a zero row in the local system).
+    assert_converts(model, TRAIN, precision)

@@ -1,6 +1,6 @@
-"""Isomap: new points embedded through their nearest training neighbours.
+"""Manifold learners that embed new points: Isomap and LocallyLinearEmbedding.
 
-skl2onnx has no converter. As scikit-learn's ``transform``: the euclidean distances to the
+skl2onnx converts neither. Isomap, as scikit-learn's ``transform``: the euclidean distances to the
 training rows, the ``n_neighbors`` nearest (TopK), the geodesic distance to every training row
 ``G = min_j (d_j + dist_matrix_[j])`` over those neighbours (an ``[N, n_neighbors, M]`` tensor, M
 training rows), then the kernel ``-G² / 2`` centred as at fit and projected on the scaled
@@ -10,6 +10,15 @@ Only the k-nearest-neighbour graph with the euclidean metric (the defaults) conv
 graph and other metrics are refused. In float32 a query equal to a training row gets a distance
 of round-off size instead of 0 (the distance expansion ``|x|² - 2x·y + |y|²`` scikit-learn also
 uses for brute-force search), which moves its embedding by about 1e-3 of the data's scale.
+
+LocallyLinearEmbedding, as its ``transform``: the ``n_neighbors`` nearest training rows, the
+barycentre weights that rebuild the point from them (the regularised local Gram system
+``(G + reg·trace(G)·I) w = 1``, solved for all rows at once by Gauss-Jordan elimination unrolled
+over the ``n_neighbors`` pivots: the matrix is symmetric positive definite, so no pivoting is
+needed), normalised to sum 1, applied to the neighbours' embeddings. This runs in float64
+whatever the input precision (the output is cast back): the local systems are ill-conditioned
+enough that float32 would lose digits scikit-learn keeps.
+``[N, F] -> transformed [N, n_components]``.
 """
 
 from __future__ import annotations
@@ -17,8 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from sklearn.datasets import make_swiss_roll
-from sklearn.manifold import Isomap
+from sklearn.manifold import Isomap, LocallyLinearEmbedding
 
 from onnxbridge.convert.converters._graph import Graph, set_float_output
 from onnxbridge.convert.registry import ConverterSpec, register_converter
@@ -89,4 +99,75 @@ def _example() -> tuple[Any, Any]:
     return Isomap(n_components=2).fit(X[:120]), X[120:]
 
 
-register_converter(ConverterSpec(Isomap, _shape, _convert, _example))
+def _lle_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    g = Graph(scope, operator, container)
+    output_type = g.onnx_type
+    x = g.node("Cast", [g.input], to=TensorProto.DOUBLE)
+    # From here on every constant and operation is float64.
+    g.dtype, g.onnx_type = np.float64, TensorProto.DOUBLE
+    train = np.asarray(model.nbrs_._fit_X, dtype=np.float64)
+    k = int(model.n_neighbors)
+    nearest, index = g.name("knn_d"), g.name("knn_i")
+    g.container.add_node(
+        "TopK",
+        [g.squared_euclidean(x, train), g.int64([k])],
+        [nearest, index],
+        name=g.scope.get_unique_operator_name("TopK"),
+        axis=1,
+        largest=0,
+        sorted=1,
+    )
+    neighbours = g.node("Gather", [g.const(train), index], axis=0)  # [N, k, F]
+    local = g.node("Sub", [neighbours, g.node("Unsqueeze", [x, g.int64([1])])])
+    gram = g.node("MatMul", [local, g.node("Transpose", [local], perm=[0, 2, 1])])  # [N, k, k]
+    eye = np.eye(k)[None]
+    trace = g.node("ReduceSum", [g.node("Mul", [gram, g.const(eye)]), g.int64([1, 2])], keepdims=1)
+    positive = g.node("Greater", [trace, g.const(0.0)])
+    ridge = g.node(
+        "Where",
+        [positive, g.node("Mul", [trace, g.const(model.reg)]), g.const(float(model.reg))],
+    )
+    system = g.node("Add", [gram, g.node("Mul", [ridge, g.const(eye)])])
+    # The right-hand side: a column of ones per row, [N, k, 1].
+    ones = g.node(
+        "Add",
+        [
+            g.node(
+                "Mul",
+                [g.node("Slice", [system, g.int64([0]), g.int64([1]), g.int64([2])]), g.const(0.0)],
+            ),
+            g.const(1.0),
+        ],
+    )
+    augmented = g.node("Concat", [system, ones], axis=2)  # [N, k, k + 1]
+    for p in range(k):
+        pivot_row = g.node("Slice", [augmented, g.int64([p]), g.int64([p + 1]), g.int64([1])])
+        pivot = g.node("Slice", [pivot_row, g.int64([p]), g.int64([p + 1]), g.int64([2])])
+        normalised = g.node("Div", [pivot_row, pivot])  # [N, 1, k + 1]
+        factor = g.node("Slice", [augmented, g.int64([p]), g.int64([p + 1]), g.int64([2])])
+        eliminated = g.node("Sub", [augmented, g.node("Mul", [factor, normalised])])
+        is_pivot = g.const((np.arange(k) == p).reshape(1, k, 1), dtype=bool)
+        augmented = g.node("Where", [is_pivot, normalised, eliminated])
+    weights = g.node(
+        "Slice", [augmented, g.int64([k]), g.int64([k + 1]), g.int64([2])]
+    )  # [N, k, 1]
+    total = g.node("ReduceSum", [weights, g.int64([1])], keepdims=1)
+    barycentric = g.node("Div", [weights, total])
+    embedded = g.node("Gather", [g.const(model.embedding_), index], axis=0)  # [N, k, C]
+    combined = g.node(
+        "ReduceSum", [g.node("Mul", [embedded, barycentric]), g.int64([1])], keepdims=0
+    )
+    g.node("Cast", [combined], g.output(), to=output_type)
+
+
+def _lle_example() -> tuple[Any, Any]:
+    X, _ = make_swiss_roll(n_samples=200, noise=0.1, random_state=1)
+    return LocallyLinearEmbedding(n_components=2, random_state=0).fit(X[:120]), X[120:]
+
+
+for _spec in (
+    ConverterSpec(Isomap, _shape, _convert, _example),
+    ConverterSpec(LocallyLinearEmbedding, _shape, _lle_convert, _lle_example),
+):
+    register_converter(_spec)
