@@ -18,6 +18,7 @@ _MODULES: tuple[str, ...] = (
     "decomposition",
     "discretization",
     "dummy",
+    "ensemble_embedding",
     "hist_gradient_boosting",
     "impute",
     "isotonic",
