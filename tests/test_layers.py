@@ -14,7 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 
 # Lowest first. train sits above data (it loads datasets); bundle above train (it trains into a
-# bundle); runtime above convert (it reads the metadata convert writes).
+# bundle); runtime above convert (it reads the metadata convert writes); score above runtime
+# (it feeds Predictor), beside validate and bench.
 LAYERS = [
     {"errors"},
     {"_files"},
@@ -23,7 +24,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench"},
+    {"validate", "bench", "score"},
     {"cli"},
     {"__init__"},
 ]
