@@ -27,6 +27,18 @@ __all__ = [
     "single_output_parser",
 ]
 
+# Operators whose axes moved from an attribute to an input, and the opset that moved them.
+_AXES_AS_INPUT = {
+    "ReduceSum": 13,
+    "Unsqueeze": 13,
+    "Squeeze": 13,
+    "ReduceMax": 18,
+    "ReduceMean": 18,
+    "ReduceMin": 18,
+    "ReduceProd": 18,
+    "ReduceSumSquare": 18,
+}
+
 # Kernels of sklearn.metrics.pairwise.pairwise_kernels that a graph reproduces.
 KERNELS = (
     "additive_chi2",
@@ -72,6 +84,9 @@ class Graph:
         double = isinstance(operator.inputs[0].type, DoubleTensorType)
         self.dtype: type = np.float64 if double else np.float32
         self.onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
+        # The default-domain opset the model is built for (a user may ask for an older one).
+        self.opset = int(getattr(container, "target_opset", None) or 22)
+        self._int_values: dict[str, list[int]] = {}
 
     @property
     def input(self) -> str:
@@ -95,11 +110,25 @@ class Graph:
 
     def int64(self, values: Any, hint: str = "i") -> str:
         """An int64 initializer (axes, shapes, indices)."""
-        return self.const(values, dtype=np.int64, hint=hint)
+        name = self.const(values, dtype=np.int64, hint=hint)
+        self._int_values[name] = np.asarray(values, dtype=np.int64).ravel().tolist()
+        return name
 
     def node(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
-        """Add one node with one output; returns the output's name."""
+        """Add one node with one output; returns the output's name.
+
+        Written in the newest form; for older target opsets, axes given as an input become the
+        attribute the older operator takes, and ``Shape(start, end)`` becomes ``Shape`` + ``Slice``.
+        """
         output = output or self.name(op_type.lower())
+        since = _AXES_AS_INPUT.get(op_type)
+        if since is not None and self.opset < since and len(inputs) == 2:
+            attrs = {**attrs, "axes": self._int_values[inputs[1]]}
+            inputs = inputs[:1]
+        if op_type == "Shape" and self.opset < 15 and ("start" in attrs or "end" in attrs):
+            full = self.node("Shape", inputs)
+            start, end = attrs.get("start", 0), attrs.get("end", np.iinfo(np.int64).max)
+            return self.node("Slice", [full, self.int64([start]), self.int64([end])], output)
         self.container.add_node(
             op_type,
             inputs,
