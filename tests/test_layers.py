@@ -24,7 +24,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench", "score"},
+    {"validate", "bench", "score", "serve"},
     {"cli"},
     {"__init__"},
 ]
