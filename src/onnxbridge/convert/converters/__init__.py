@@ -16,6 +16,7 @@ _MODULES: tuple[str, ...] = (
     "covariance",
     "cross_decomposition",
     "decomposition",
+    "dictionary",
     "discretization",
     "dummy",
     "ensemble_embedding",

@@ -146,6 +146,35 @@ class Graph:
         fill = helper.make_tensor("value", TensorProto.INT64, [1], [int(value)])
         return self.node("ConstantOfShape", [rows], output, value=fill)
 
+    def solve_spd(self, system: str, rhs: str, k: int, pivots: list[str] | None = None) -> str:
+        """``[N, k, k], [N, k, 1] -> [N, k, 1]``: every row's symmetric positive definite system
+        solved by Gauss-Jordan elimination, unrolled over the ``k`` pivots (positive definite:
+        no pivoting needed).
+
+        ``pivots``, if given, receives the ``[N, 1, 1]`` pivot of each step: the last one is the
+        Schur complement of the leading block (the square of Cholesky's last diagonal entry).
+        """
+        augmented = self.node("Concat", [system, rhs], axis=2)  # [N, k, k + 1]
+        for p in range(k):
+            pivot_row = self.node(
+                "Slice", [augmented, self.int64([p]), self.int64([p + 1]), self.int64([1])]
+            )
+            pivot = self.node(
+                "Slice", [pivot_row, self.int64([p]), self.int64([p + 1]), self.int64([2])]
+            )
+            if pivots is not None:
+                pivots.append(pivot)
+            normalised = self.node("Div", [pivot_row, pivot])  # [N, 1, k + 1]
+            factor = self.node(
+                "Slice", [augmented, self.int64([p]), self.int64([p + 1]), self.int64([2])]
+            )
+            eliminated = self.node("Sub", [augmented, self.node("Mul", [factor, normalised])])
+            is_pivot = self.const((np.arange(k) == p).reshape(1, k, 1), dtype=bool)
+            augmented = self.node("Where", [is_pivot, normalised, eliminated])
+        return self.node(
+            "Slice", [augmented, self.int64([k]), self.int64([k + 1]), self.int64([2])]
+        )
+
     # -- building blocks -------------------------------------------------------------------
 
     def matmul_const(self, x: str, matrix: np.ndarray, output: str | None = None) -> str:

@@ -140,18 +140,7 @@ def _lle_convert(scope: Any, operator: Any, container: Any) -> None:
             g.const(1.0),
         ],
     )
-    augmented = g.node("Concat", [system, ones], axis=2)  # [N, k, k + 1]
-    for p in range(k):
-        pivot_row = g.node("Slice", [augmented, g.int64([p]), g.int64([p + 1]), g.int64([1])])
-        pivot = g.node("Slice", [pivot_row, g.int64([p]), g.int64([p + 1]), g.int64([2])])
-        normalised = g.node("Div", [pivot_row, pivot])  # [N, 1, k + 1]
-        factor = g.node("Slice", [augmented, g.int64([p]), g.int64([p + 1]), g.int64([2])])
-        eliminated = g.node("Sub", [augmented, g.node("Mul", [factor, normalised])])
-        is_pivot = g.const((np.arange(k) == p).reshape(1, k, 1), dtype=bool)
-        augmented = g.node("Where", [is_pivot, normalised, eliminated])
-    weights = g.node(
-        "Slice", [augmented, g.int64([k]), g.int64([k + 1]), g.int64([2])]
-    )  # [N, k, 1]
+    weights = g.solve_spd(system, ones, k)  # [N, k, 1]
     total = g.node("ReduceSum", [weights, g.int64([1])], keepdims=1)
     barycentric = g.node("Div", [weights, total])
     embedded = g.node("Gather", [g.const(model.embedding_), index], axis=0)  # [N, k, C]
