@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxbridge.errors import ConversionError
 
 __all__ = [
     "KERNELS",
     "Graph",
+    "LoopBody",
+    "add_loop",
     "class_constant",
     "float_tensor_type",
     "gather_labels",
@@ -140,8 +142,6 @@ class Graph:
 
     def fill_rows(self, x: str, value: int, output: str | None = None) -> str:
         """``[N, F] -> [N]``: the int64 ``value`` once per row of ``x``."""
-        from onnx import helper
-
         rows = self.node("Shape", [x], start=0, end=1)
         fill = helper.make_tensor("value", TensorProto.INT64, [1], [int(value)])
         return self.node("ConstantOfShape", [rows], output, value=fill)
@@ -358,3 +358,65 @@ def label_output_parser(
     operator.inputs = inputs
     operator.outputs.append(scope.declare_local_variable("label", Int64TensorType()))
     return operator.outputs
+
+
+class LoopBody:
+    """An ONNX ``Loop`` body under construction: its inputs, nodes and constants.
+
+    The carried values are float64 tensors; the body's own constants are ``Constant`` nodes, so
+    it reads nothing from the outer graph but what it is given.
+    """
+
+    def __init__(self, prefix: str, carried: list[str]) -> None:
+        self.prefix = prefix
+        self.nodes: list[Any] = []
+        self.count = 0
+        self.iteration = self.name("iteration")
+        self.cond_in = self.name("cond_in")
+        self.inputs = [self.name(hint) for hint in carried]
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{self.prefix}_{hint}_{self.count}"
+
+    def const(self, value: Any, dtype: Any = np.float64) -> str:
+        out = self.name("c")
+        tensor = numpy_helper.from_array(np.asarray(value, dtype=dtype), out)
+        self.nodes.append(helper.make_node("Constant", [], [out], value=tensor))
+        return out
+
+    def node(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
+        output = self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
+        return output
+
+    def graph(self, cond_out: str, outputs: list[str]) -> Any:
+        def value(name: str, elem_type: int) -> Any:
+            return helper.make_tensor_value_info(name, elem_type, None)
+
+        return helper.make_graph(
+            self.nodes,
+            self.prefix,
+            [
+                helper.make_tensor_value_info(self.iteration, TensorProto.INT64, []),
+                helper.make_tensor_value_info(self.cond_in, TensorProto.BOOL, []),
+            ]
+            + [value(name, TensorProto.DOUBLE) for name in self.inputs],
+            [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
+            + [value(name, TensorProto.DOUBLE) for name in outputs],
+        )
+
+
+def add_loop(
+    g: Graph, body: LoopBody, max_iter: int, initial: list[str], cond_out: str, outputs: list[str]
+) -> list[str]:
+    """Run ``body`` at most ``max_iter`` times from ``initial``; the final carried values."""
+    finals = [g.name("loop_out") for _ in initial]
+    g.container.add_node(
+        "Loop",
+        [g.int64(max_iter), g.const(True, dtype=bool), *initial],
+        finals,
+        name=g.scope.get_unique_operator_name("Loop"),
+        body=body.graph(cond_out, outputs),
+    )
+    return finals

@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 from sklearn.decomposition import NMF, MiniBatchNMF
 
-from onnxbridge.convert.converters._graph import Graph, set_float_output
+from onnxbridge.convert.converters._graph import Graph, LoopBody, add_loop, set_float_output
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
@@ -64,64 +64,6 @@ def _regularization(model: Any) -> tuple[float, float]:
     return float(l1_reg), float(l2_reg)
 
 
-class _Body:
-    """A Loop body graph under construction: its inputs, nodes and constants."""
-
-    def __init__(self, prefix: str, carried: list[str]) -> None:
-        self.prefix = prefix
-        self.nodes: list[Any] = []
-        self.count = 0
-        self.iteration = self.name("iteration")
-        self.cond_in = self.name("cond_in")
-        self.inputs = [self.name(hint) for hint in carried]
-
-    def name(self, hint: str) -> str:
-        self.count += 1
-        return f"{self.prefix}_{hint}_{self.count}"
-
-    def const(self, value: Any, dtype: Any = np.float64) -> str:
-        out = self.name("c")
-        tensor = numpy_helper.from_array(np.asarray(value, dtype=dtype), out)
-        self.nodes.append(helper.make_node("Constant", [], [out], value=tensor))
-        return out
-
-    def node(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
-        output = self.name(op_type.lower())
-        self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
-        return output
-
-    def graph(self, cond_out: str, outputs: list[str]) -> Any:
-        def value(name: str, elem_type: int) -> Any:
-            return helper.make_tensor_value_info(name, elem_type, None)
-
-        return helper.make_graph(
-            self.nodes,
-            self.prefix,
-            [
-                helper.make_tensor_value_info(self.iteration, TensorProto.INT64, []),
-                helper.make_tensor_value_info(self.cond_in, TensorProto.BOOL, []),
-            ]
-            + [value(name, _DOUBLE) for name in self.inputs],
-            [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
-            + [value(name, _DOUBLE) for name in outputs],
-        )
-
-
-def _loop(
-    g: Graph, body: _Body, max_iter: int, initial: list[str], cond_out: str, outputs: list[str]
-) -> list[str]:
-    """Run ``body`` at most ``max_iter`` times from ``initial``; the final carried values."""
-    finals = [g.name("loop_out") for _ in initial]
-    g.container.add_node(
-        "Loop",
-        [g.int64(max_iter), g.const(True, dtype=bool), *initial],
-        finals,
-        name=g.scope.get_unique_operator_name("Loop"),
-        body=body.graph(cond_out, outputs),
-    )
-    return finals
-
-
 def _gram(model: Any, l2_reg: float) -> np.ndarray:
     """``H @ H.T``, plus ``l2_reg`` on the diagonal (the coordinate descent's regularisation)."""
     components = np.asarray(model.components_, dtype=np.float64)
@@ -145,7 +87,7 @@ def _nmf_convert(scope: Any, operator: Any, container: Any) -> None:
     hht = _gram(model, l2_reg)
     w0 = g.node("Mul", [xht, g.const(0.0, dtype=np.float64)])  # the cd solver starts at W = 0
 
-    body = _Body(g.name("nmf_cd"), ["w_in", "v_in", "xht_in"])
+    body = LoopBody(g.name("nmf_cd"), ["w_in", "v_in", "xht_in"])
     w, v_in, xht_in = body.inputs
     violation = body.const(0.0)
     for t in range(n_components):
@@ -175,7 +117,7 @@ def _nmf_convert(scope: Any, operator: Any, container: Any) -> None:
     )
     cond_out = body.node("Not", [converged])
     outputs = [w, v_out, body.node("Identity", [xht_in])]
-    w_final, _, _ = _loop(
+    w_final, _, _ = add_loop(
         g, body, int(model.max_iter), [w0, g.const(0.0, dtype=np.float64), xht], cond_out, outputs
     )
     g.node("Cast", [w_final], g.output(), to=g.onnx_type)
@@ -195,7 +137,7 @@ def _minibatch_convert(scope: Any, operator: Any, container: Any) -> None:
     start = g.node("Sqrt", [g.node("Div", [mean, g.const(float(n_components), dtype=np.float64)])])
     w0 = g.node("Add", [g.node("Mul", [xht, g.const(0.0, dtype=np.float64)]), start])
 
-    body = _Body(g.name("nmf_mu"), ["w_in", "xht_in"])
+    body = LoopBody(g.name("nmf_mu"), ["w_in", "xht_in"])
     w_in, xht_in = body.inputs
     denominator = body.node("MatMul", [w_in, body.const(_gram(model, 0.0))])
     if l1_reg > 0:
@@ -217,7 +159,7 @@ def _minibatch_convert(scope: Any, operator: Any, container: Any) -> None:
     else:
         cond_out = body.const(True, dtype=bool)
     outputs = [w, body.node("Identity", [xht_in])]
-    w_final, _ = _loop(g, body, int(model._transform_max_iter), [w0, xht], cond_out, outputs)
+    w_final, _ = add_loop(g, body, int(model._transform_max_iter), [w0, xht], cond_out, outputs)
     g.node("Cast", [w_final], g.output(), to=g.onnx_type)
 
 
