@@ -19,6 +19,8 @@ FAMILIES = [
     "BisectingKMeans",
     "LocallyLinearEmbedding",
     "KernelRidge",
+    "LatentDirichletAllocation",  # Loop body with ReduceMean / ReduceMax
+    "DictionaryLearning",  # ReduceMax
 ]
 
 

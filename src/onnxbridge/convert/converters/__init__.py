@@ -25,6 +25,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "lda",
     "manifold",
     "neighbors_centroid",
     "neural_network",

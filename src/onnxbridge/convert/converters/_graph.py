@@ -367,10 +367,12 @@ class LoopBody:
     it reads nothing from the outer graph but what it is given.
     """
 
-    def __init__(self, prefix: str, carried: list[str]) -> None:
+    def __init__(self, prefix: str, carried: list[str], opset: int = 22) -> None:
         self.prefix = prefix
         self.nodes: list[Any] = []
         self.count = 0
+        self.opset = opset
+        self._int_values: dict[str, list[int]] = {}
         self.iteration = self.name("iteration")
         self.cond_in = self.name("cond_in")
         self.inputs = [self.name(hint) for hint in carried]
@@ -381,12 +383,20 @@ class LoopBody:
 
     def const(self, value: Any, dtype: Any = np.float64) -> str:
         out = self.name("c")
-        tensor = numpy_helper.from_array(np.asarray(value, dtype=dtype), out)
+        array = np.asarray(value, dtype=dtype)
+        tensor = numpy_helper.from_array(array, out)
         self.nodes.append(helper.make_node("Constant", [], [out], value=tensor))
+        if array.dtype == np.int64:
+            self._int_values[out] = array.ravel().tolist()
         return out
 
     def node(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
+        """Add one node (axes given as an input move to the attribute for older opsets)."""
         output = self.name(op_type.lower())
+        since = _AXES_AS_INPUT.get(op_type)
+        if since is not None and self.opset < since and len(inputs) == 2:
+            attrs = {**attrs, "axes": self._int_values[inputs[1]]}
+            inputs = inputs[:1]
         self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
         return output
 

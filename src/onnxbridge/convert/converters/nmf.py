@@ -87,7 +87,7 @@ def _nmf_convert(scope: Any, operator: Any, container: Any) -> None:
     hht = _gram(model, l2_reg)
     w0 = g.node("Mul", [xht, g.const(0.0, dtype=np.float64)])  # the cd solver starts at W = 0
 
-    body = LoopBody(g.name("nmf_cd"), ["w_in", "v_in", "xht_in"])
+    body = LoopBody(g.name("nmf_cd"), ["w_in", "v_in", "xht_in"], g.opset)
     w, v_in, xht_in = body.inputs
     violation = body.const(0.0)
     for t in range(n_components):
@@ -137,7 +137,7 @@ def _minibatch_convert(scope: Any, operator: Any, container: Any) -> None:
     start = g.node("Sqrt", [g.node("Div", [mean, g.const(float(n_components), dtype=np.float64)])])
     w0 = g.node("Add", [g.node("Mul", [xht, g.const(0.0, dtype=np.float64)]), start])
 
-    body = LoopBody(g.name("nmf_mu"), ["w_in", "xht_in"])
+    body = LoopBody(g.name("nmf_mu"), ["w_in", "xht_in"], g.opset)
     w_in, xht_in = body.inputs
     denominator = body.node("MatMul", [w_in, body.const(_gram(model, 0.0))])
     if l1_reg > 0:
