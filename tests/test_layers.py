@@ -14,7 +14,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 
 # Lowest first. train sits above data (it loads datasets); bundle above train (it trains into a
-# bundle); runtime above convert (it reads the metadata convert writes).
+# bundle); runtime above convert (it reads the metadata convert writes); coverage above validate (it
+# trains, converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
     {"_files"},
@@ -24,6 +25,7 @@ LAYERS = [
     {"convert"},
     {"runtime", "inspection"},
     {"validate", "bench"},
+    {"coverage"},
     {"cli"},
     {"__init__"},
 ]

@@ -17,7 +17,8 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │   └── MissingConverterError           no converter for this estimator
     ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
-    └── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
+    ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
+    └── CoverageError (RuntimeError)        the coverage run itself could not proceed
 
 The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
 part of a third-party error worth quoting in a wrapped message.
@@ -29,6 +30,7 @@ __all__ = [
     "BundleError",
     "ConversionError",
     "ConverterRegistryError",
+    "CoverageError",
     "DataError",
     "InferenceError",
     "MissingConverterError",
@@ -87,6 +89,10 @@ class OnnxModelError(OnnxbridgeError, ValueError):
 
 class InferenceError(OnnxbridgeError, RuntimeError):
     """ONNX Runtime failed while running a model that loaded."""
+
+
+class CoverageError(OnnxbridgeError, RuntimeError):
+    """The coverage run could not go on (its worker process would not start)."""
 
 
 def first_line(exc: BaseException) -> str:

@@ -430,6 +430,16 @@ def demo(
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
+# ------------------------------------------------------------------------------------ coverage
+def _register_coverage() -> None:
+    from onnxbridge.cli.coverage import coverage
+
+    app.command()(coverage)
+
+
+_register_coverage()
+
+
 # ---------------------------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""
