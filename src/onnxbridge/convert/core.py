@@ -26,7 +26,7 @@ from onnxbridge.bundle import (
 )
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
-from onnxbridge.convert.registry import load_converters
+from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
 from onnxbridge.convert.roles import model_task, output_roles, reference_method
 from onnxbridge.data import FeatureSchema, normalize_features
 from onnxbridge.errors import (
@@ -392,10 +392,12 @@ def _run_skl2onnx(
 ) -> Any:
     from skl2onnx import convert_sklearn
 
-    options: dict[int, dict[str, Any]] = {}
+    # Defaults per estimator class (e.g. locale='C' for text vectorizers), then zipmap.
+    options = tree_default_options(estimator)
     final = _final_step(estimator)
-    if hasattr(final, "classes_") and not zipmap:
-        options[id(final)] = {"zipmap": False}
+    # Transformers fitted on classes (TargetEncoder, RFE) have classes_ but no zipmap option.
+    if hasattr(final, "classes_") and not zipmap and accepts_option(final, "zipmap"):
+        options.setdefault(id(final), {})["zipmap"] = False
 
     def run(opts: dict[int, dict[str, Any]]) -> Any:
         with warnings.catch_warnings():
@@ -417,7 +419,9 @@ def _run_skl2onnx(
             # default "nocl" (keep class labels) instead.
             if "Option 'zipmap' not in" not in str(exc) or "'nocl'" not in str(exc):
                 raise
-            return run({id(final): {"nocl": False}})
+            options[id(final)] = {**options.get(id(final), {}), "nocl": False}
+            options[id(final)].pop("zipmap", None)
+            return run(options)
     except Exception as exc:  # skl2onnx raises RuntimeError, ValueError, NameError, ...
         raise _wrap_conversion_error(exc, estimator) from exc
 

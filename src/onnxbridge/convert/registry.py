@@ -29,11 +29,15 @@ from onnxbridge.errors import ConverterRegistryError, MissingConverterError
 
 __all__ = [
     "ConverterSpec",
+    "accepts_option",
+    "default_options",
     "find_converter",
     "get_converter",
     "load_converters",
     "register_converter",
+    "register_default_options",
     "registered_converters",
+    "tree_default_options",
 ]
 
 # (fitted estimator, X) where X is a DataFrame or 2-D array the estimator takes.
@@ -80,6 +84,8 @@ class ConverterSpec:
 
 
 _REGISTRY: dict[type, ConverterSpec] = {}
+# skl2onnx options onnxbridge passes for every instance of a class, wherever it sits in a model.
+_DEFAULT_OPTIONS: dict[type, dict[str, Any]] = {}
 _INSTALLED: set[type] = set()
 _LOADED = False
 
@@ -136,6 +142,95 @@ def register_converter(spec: ConverterSpec) -> ConverterSpec:
     if _LOADED:
         _install(spec)
     return spec
+
+
+def register_default_options(estimator: type, options: Mapping[str, Any]) -> None:
+    """Pass these skl2onnx options for every instance of ``estimator`` (and its subclasses).
+
+    For settings skl2onnx leaves at a default that does not work everywhere (text vectorizers
+    need ``locale='C'`` where ``en_US.UTF-8`` is missing). Options the user gives win.
+
+    Raises:
+        ConverterRegistryError: ``estimator`` is not a class, or an option is set twice to
+            different values.
+    """
+    if not isinstance(estimator, type):
+        raise ConverterRegistryError(f"register_default_options takes a class, got {estimator!r}")
+    current = _DEFAULT_OPTIONS.setdefault(estimator, {})
+    for key, value in options.items():
+        if key in current and current[key] != value:
+            raise ConverterRegistryError(
+                f"default option {key!r} of {estimator.__name__} is {current[key]!r} already; "
+                f"refusing to change it to {value!r}"
+            )
+        current[key] = value
+
+
+def default_options(estimator: Any) -> dict[str, Any]:
+    """The default skl2onnx options for an estimator (instance or class); ``{}`` if none."""
+    load_converters()
+    cls = estimator if isinstance(estimator, type) else type(estimator)
+    found: dict[str, Any] = {}
+    # Base classes first, so a subclass's own defaults win.
+    for base in reversed(cls.__mro__):
+        found.update(_DEFAULT_OPTIONS.get(base, {}))
+    return found
+
+
+def _children(estimator: Any) -> list[Any]:
+    """Estimators held by an estimator: steps, transformers, sub-estimators (fitted or not)."""
+    from sklearn.base import BaseEstimator
+
+    found: list[Any] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, BaseEstimator):
+            found.append(value)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
+    for value in vars(estimator).values():
+        visit(value)
+    return found
+
+
+def tree_default_options(estimator: Any) -> dict[int, dict[str, Any]]:
+    """skl2onnx's ``options`` argument (``id(estimator) -> options``) for every estimator in a
+    model that has default options: the model itself, pipeline steps, column transformers'
+    parts, meta-estimators' sub-estimators."""
+    options: dict[int, dict[str, Any]] = {}
+    seen: set[int] = set()
+    pending = [estimator]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        found = default_options(current)
+        if found:
+            options[id(current)] = dict(found)
+        pending.extend(_children(current))
+    return options
+
+
+def accepts_option(estimator: Any, option: str) -> bool:
+    """Whether the skl2onnx converter of an estimator declares ``option`` (True when there is no
+    converter, so that the missing converter is what gets reported)."""
+    from skl2onnx._supported_operators import sklearn_operator_name_map
+    from skl2onnx.common._registration import _converter_pool
+
+    load_converters()
+    alias = sklearn_operator_name_map.get(type(estimator))
+    converter = _converter_pool.get(alias) if alias is not None else None
+    if converter is None or not hasattr(converter, "get_allowed_options"):
+        return True
+    allowed = converter.get_allowed_options()
+    # None: the converter takes no options at all (skl2onnx then refuses any).
+    return allowed == "passthrough" or (allowed is not None and option in allowed)
 
 
 def _install(spec: ConverterSpec) -> None:

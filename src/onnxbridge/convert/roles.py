@@ -117,11 +117,14 @@ def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
     """Lay scikit-learn's array out like the ONNX output where the convention is known.
 
     A binary ``decision_function`` is ``[N]`` (the positive class's score); converters write it
-    as ``[N, 1]`` or as ``[N, 2] = [-d, d]``.
+    as ``[N, 1]`` or as ``[N, 2] = [-d, d]``. A few transformers (SparsePCA) return one row as
+    ``[K]`` instead of ``[1, K]``.
     """
     if like is None or expected.shape == np.shape(like):
         return expected
     like_shape = np.shape(like)
+    if expected.ndim == 1 and like_shape == (1, expected.size):
+        return expected.reshape(1, -1)
     if expected.ndim == 1 and len(like_shape) == 2:
         if like_shape[1] == 1:
             return expected.reshape(-1, 1)

@@ -11,7 +11,26 @@ import importlib
 import importlib.util
 
 # Always imported: they only need scikit-learn and skl2onnx.
-_MODULES: tuple[str, ...] = ("dummy", "string_imputer")
+_MODULES: tuple[str, ...] = (
+    "cluster",
+    "cross_decomposition",
+    "decomposition",
+    "discretization",
+    "dummy",
+    "hist_gradient_boosting",
+    "impute",
+    "isotonic",
+    "kernel_approximation",
+    "kernel_ridge",
+    "neighbors_centroid",
+    "sklearn_trees",
+    "spline",
+    "string_imputer",
+    "target",
+    "text",
+    "threshold",
+    "voting",
+)
 
 # Imported when the library named first is installed.
 _OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()

@@ -1,0 +1,199 @@
+"""What every tree-ensemble converter shares: input precision, output types, and the heads that
+turn raw scores into labels, probabilities and values.
+
+``[N, F] -> raw [N, K]`` comes from :func:`onnxbridge.convert.tree_ensemble.add_raw_scores`; the
+heads here finish the job in the input's precision:
+
+* classifiers: ``raw -> probabilities [N, C]`` (as they are, logistic for a single score, softmax
+  for several) and ``label [N] = classes[argmax]`` (the first of equal maxima, like numpy);
+* regressors: ``raw -> value [N, K]`` through the inverse link (identity or exp).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+
+from onnxbridge.convert.tree_ensemble import (
+    TreeEnsembleSpec,
+    add_float_forest_classifier,
+    add_raw_scores,
+)
+
+__all__ = [
+    "CLASSIFIER_OPTIONS",
+    "classifier_shape",
+    "is_double",
+    "regressor_shape",
+    "write_classifier",
+    "write_regressor",
+]
+
+CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+
+
+def is_double(operator: Any) -> bool:
+    """Whether the operator's input is float64 (``precision="double"``)."""
+    from skl2onnx.common.data_types import DoubleTensorType
+
+    return isinstance(operator.inputs[0].type, DoubleTensorType)
+
+
+def _tensor_type(operator: Any) -> type:
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+
+    return DoubleTensorType if is_double(operator) else FloatTensorType
+
+
+def _string_classes(classes: np.ndarray) -> bool:
+    return np.asarray(classes).dtype.kind in "OUS"
+
+
+def classifier_shape(operator: Any) -> None:
+    """Label ``[N]`` (int64, or string for text classes) and probabilities ``[N, C]``."""
+    from skl2onnx.common.data_types import Int64TensorType, StringTensorType
+
+    classes = np.asarray(operator.raw_operator.classes_)
+    label = StringTensorType if _string_classes(classes) else Int64TensorType
+    operator.outputs[0].type = label([None])
+    operator.outputs[1].type = _tensor_type(operator)([None, len(classes)])
+
+
+def regressor_shape(operator: Any) -> None:
+    """Value ``[N, K]`` in the input's precision."""
+    width = getattr(operator.raw_operator, "n_outputs_", 1) or 1
+    operator.outputs[0].type = _tensor_type(operator)([None, int(width)])
+
+
+def _input(scope: Any, operator: Any, container: Any) -> str:
+    """The operator's input as one float tensor (integer inputs are cast)."""
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+
+    variable = operator.inputs[0]
+    if isinstance(variable.type, (FloatTensorType, DoubleTensorType)):
+        return variable.full_name
+    cast = scope.get_unique_variable_name("x_float")
+    container.add_node(
+        "Cast",
+        [variable.full_name],
+        [cast],
+        to=TensorProto.FLOAT,
+        name=scope.get_unique_operator_name("Cast"),
+    )
+    return cast
+
+
+def _import_target_opset(container: Any) -> None:
+    """Import the default-domain opset asked for, as skl2onnx's tree converters do.
+
+    The head's operators exist in older versions too, so skl2onnx would otherwise import a lower
+    version than the target the user chose (``--opset 15`` would give a file saying 14).
+    """
+    target = getattr(container, "target_opset", None)
+    pairs = getattr(container, "node_domain_version_pair_sets", None)
+    if isinstance(target, int) and isinstance(pairs, set):
+        pairs.add(("", target))
+
+
+def _constant(scope: Any, container: Any, value: float, onnx_type: int) -> str:
+    name = scope.get_unique_variable_name("const")
+    container.add_initializer(name, onnx_type, [], [float(value)])
+    return name
+
+
+def write_classifier(
+    scope: Any,
+    operator: Any,
+    container: Any,
+    spec: TreeEnsembleSpec,
+    *,
+    transform: str,
+    scale: float = 1.0,
+) -> None:
+    """Add the ensemble and a classifier head.
+
+    Args:
+        transform: ``"none"`` (raw scores are probabilities, ``[N, C]``), ``"logistic"`` (one
+            score ``[N, 1]`` -> ``[1 - p, p]``), ``"softmax"`` (``[N, C]`` -> softmax) or
+            ``"ova"`` (a logistic per class, as they are).
+        scale: multiplies the raw score before the logistic (LightGBM's ``sigmoid``,
+            ``2`` for scikit-learn's exponential loss).
+    """
+    _import_target_opset(container)
+    double = is_double(operator)
+    onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
+    if transform == "none" and not double:
+        add_float_forest_classifier(
+            scope,
+            container,
+            _input(scope, operator, container),
+            spec,
+            np.asarray(operator.raw_operator.classes_),
+            operator.outputs[0].full_name,
+            operator.outputs[1].full_name,
+        )
+        return
+    raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
+    probabilities = operator.outputs[1].full_name
+    if scale != 1.0 and transform in ("logistic", "ova"):
+        scaled = name("scaled")
+        container.add_node(
+            "Mul", [raw, _constant(scope, container, scale, onnx_type)], [scaled], name=op("Mul")
+        )
+        raw = scaled
+    if transform == "none":
+        container.add_node("Identity", [raw], [probabilities], name=op("Identity"))
+    elif transform == "softmax":
+        container.add_node("Softmax", [raw], [probabilities], axis=1, name=op("Softmax"))
+    elif transform == "ova":
+        container.add_node("Sigmoid", [raw], [probabilities], name=op("Sigmoid"))
+    elif transform == "logistic":
+        positive, negative = name("p_positive"), name("p_negative")
+        container.add_node("Sigmoid", [raw], [positive], name=op("Sigmoid"))
+        container.add_node(
+            "Sub",
+            [_constant(scope, container, 1.0, onnx_type), positive],
+            [negative],
+            name=op("Sub"),
+        )
+        container.add_node(
+            "Concat", [negative, positive], [probabilities], axis=1, name=op("Concat")
+        )
+    else:  # pragma: no cover - converters pass one of the above
+        raise ValueError(f"unknown transform {transform!r}")
+    index = name("label_index")
+    container.add_node("ArgMax", [probabilities], [index], axis=1, keepdims=0, name=op("ArgMax"))
+    classes = np.asarray(operator.raw_operator.classes_)
+    table = name("classes")
+    if _string_classes(classes):
+        container.add_initializer(
+            table, TensorProto.STRING, [len(classes)], [str(c).encode() for c in classes]
+        )
+    else:
+        container.add_initializer(
+            table, TensorProto.INT64, [len(classes)], [int(c) for c in classes]
+        )
+    container.add_node(
+        "Gather", [table, index], [operator.outputs[0].full_name], axis=0, name=op("Gather")
+    )
+
+
+def write_regressor(
+    scope: Any, operator: Any, container: Any, spec: TreeEnsembleSpec, *, link: str = "identity"
+) -> None:
+    """Add the ensemble and a regressor head (``link``: ``"identity"`` or ``"exp"``)."""
+    _import_target_opset(container)
+    double = is_double(operator)
+    raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
+    out = operator.outputs[0].full_name
+    op = scope.get_unique_operator_name
+    if link == "exp":
+        container.add_node("Exp", [raw], [out], name=op("Exp"))
+    elif link == "identity":
+        container.add_node("Identity", [raw], [out], name=op("Identity"))
+    else:  # pragma: no cover - converters pass one of the above
+        raise ValueError(f"unknown link {link!r}")

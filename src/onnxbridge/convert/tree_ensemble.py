@@ -1,0 +1,619 @@
+"""Tree ensembles as plain arrays, read from every library onnxbridge converts, and their graph.
+
+:class:`TreeEnsembleSpec` holds one ensemble whatever trained it: per node its tree, feature,
+threshold, children, where a missing value (NaN) goes, and per leaf its value(s). The readers walk
+scikit-learn's ``tree_`` (trees, forests, extra-trees, gradient boosting), HistGradientBoosting's
+``_predictors``, XGBoost's JSON model and LightGBM's ``dump_model()``. The same spec feeds the
+converters (``converters/trees.py`` and kin) and the precision probes
+(:mod:`onnxbridge.convert.precision`).
+
+Two graphs are built from a spec, ``x [N, F] -> raw scores [N, K]``:
+
+* **float**: one ``ai.onnx.ml`` ``TreeEnsembleRegressor`` on float32 input. Thresholds are rounded
+  *down* to float32 (``x32 <= t64`` holds exactly when ``x32 <= floor32(t64)``), so models that
+  compare in float32 (scikit-learn trees, XGBoost) keep every decision, and models that compare in
+  float64 (HistGradientBoosting, LightGBM) keep them on float32-representable data.
+* **double**: float64 input compared with float64 thresholds (``nodes_values_as_tensor``). ONNX
+  Runtime's kernel for it always *outputs* float32, so the ensemble is asked for the index of the
+  leaf each tree reaches (small integers, exact in float32) and the float64 leaf values are gathered
+  and summed by ordinary operators: ``TreeEnsembleRegressor -> Cast -> Gather -> ReduceSum/MatMul``.
+  Models that compare in float32 get ``Cast(float) -> Cast(double)`` in front, which is exactly
+  what they do to their own input.
+
+Both use ``ai.onnx.ml`` opset 3 (what skl2onnx's and onnxmltools' guards accept) and write every
+integer attribute as ``int`` (protobuf 7 refuses ``bool`` in an int list).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+from onnxbridge.errors import ConversionError
+
+__all__ = [
+    "TreeEnsembleSpec",
+    "add_float_forest_classifier",
+    "add_raw_scores",
+    "floor_float32",
+    "from_hist_gradient_boosting",
+    "from_lightgbm",
+    "from_sklearn_trees",
+    "from_xgboost",
+]
+
+ML_DOMAIN = "ai.onnx.ml"
+
+
+@dataclass
+class TreeEnsembleSpec:
+    """A fitted tree ensemble as arrays, one entry per node over all trees.
+
+    Decisions: a node sends ``x[feature]`` left when ``x <= threshold`` (``rule="leq"``) or
+    ``x < threshold`` (``rule="lt"``), and a missing value left when ``missing_left``. The raw
+    score is ``base + sum over trees of the reached leaf's value`` (divided by the number of trees
+    when ``average``), ``[N, K]``.
+
+    Attributes:
+        tree: ``[M]`` tree index of each node.
+        node: ``[M]`` node id within its tree.
+        feature: ``[M]`` feature index (-1 for leaves).
+        threshold: ``[M]`` float64 thresholds (0 for leaves).
+        left: ``[M]`` node id of the left (true) child (-1 for leaves).
+        right: ``[M]`` node id of the right (false) child (-1 for leaves).
+        missing_left: ``[M]`` whether NaN goes left.
+        values: ``[M, K]`` leaf values (rows of internal nodes unused).
+        base: ``[K]`` added to the sum.
+        rule: ``"leq"`` or ``"lt"``.
+        native: the dtype the source model compares in: ``"float32"`` or ``"float64"``.
+        average: divide the sum over trees by the number of trees (random forests).
+        tree_output: ``[T]`` the single output column each tree writes to, or None when every
+            leaf has a value for all ``K`` columns.
+    """
+
+    tree: np.ndarray
+    node: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    missing_left: np.ndarray
+    values: np.ndarray
+    base: np.ndarray
+    rule: str = "leq"
+    native: str = "float64"
+    average: bool = False
+    tree_output: np.ndarray | None = None
+    n_features: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_trees(self) -> int:
+        """How many trees."""
+        return int(self.tree.max()) + 1 if len(self.tree) else 0
+
+    @property
+    def n_outputs(self) -> int:
+        """Width ``K`` of the raw score."""
+        return int(self.base.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        """``[M]`` which nodes are leaves."""
+        return self.feature < 0
+
+    def splits(self) -> list[tuple[int, float]]:
+        """Every distinct ``(feature, threshold)`` pair the ensemble tests."""
+        inner = ~self.is_leaf
+        pairs = np.unique(
+            np.stack([self.feature[inner].astype(np.float64), self.threshold[inner]], axis=1),
+            axis=0,
+        )
+        return [(int(f), float(t)) for f, t in pairs]
+
+
+class _Builder:
+    """Collects nodes of one ensemble tree by tree."""
+
+    def __init__(self, n_outputs: int) -> None:
+        self.rows: list[tuple[int, int, int, float, int, int, int]] = []
+        self.values: list[np.ndarray] = []
+        self.n_outputs = n_outputs
+
+    def split(
+        self,
+        tree: int,
+        node: int,
+        feature: int,
+        threshold: float,
+        left: int,
+        right: int,
+        nan_left: bool,
+    ) -> None:
+        self.rows.append((tree, node, int(feature), float(threshold), left, right, int(nan_left)))
+        self.values.append(np.zeros(self.n_outputs))
+
+    def leaf(self, tree: int, node: int, value: Any) -> None:
+        self.rows.append((tree, node, -1, 0.0, -1, -1, 0))
+        self.values.append(np.asarray(value, dtype=np.float64).reshape(self.n_outputs))
+
+    def build(self, base: Any, **kwargs: Any) -> TreeEnsembleSpec:
+        table = np.array([r[:3] + r[4:] for r in self.rows], dtype=np.int64).reshape(-1, 6)
+        return TreeEnsembleSpec(
+            tree=table[:, 0],
+            node=table[:, 1],
+            feature=table[:, 2],
+            threshold=np.array([r[3] for r in self.rows], dtype=np.float64),
+            left=table[:, 3],
+            right=table[:, 4],
+            missing_left=table[:, 5].astype(bool),
+            values=np.vstack(self.values) if self.values else np.zeros((0, self.n_outputs)),
+            base=np.asarray(base, dtype=np.float64).reshape(-1),
+            **kwargs,
+        )
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+def _sklearn_tree(
+    builder: _Builder, index: int, tree: Any, value_of: Any, missing: np.ndarray | None
+) -> None:
+    t = tree.tree_
+    for node in range(t.node_count):
+        left, right = int(t.children_left[node]), int(t.children_right[node])
+        if left < 0:
+            builder.leaf(index, node, value_of(t.value[node]))
+        else:
+            nan_left = bool(missing[node]) if missing is not None else False
+            builder.split(
+                index, node, int(t.feature[node]), float(t.threshold[node]), left, right, nan_left
+            )
+
+
+def from_sklearn_trees(
+    trees: list[Any], value_of: Any, n_outputs: int, base: Any, **kwargs: Any
+) -> TreeEnsembleSpec:
+    """Read scikit-learn ``tree_`` objects (trees compare ``float32(x) <= threshold``).
+
+    Args:
+        trees: fitted DecisionTree*/ExtraTree* estimators.
+        value_of: ``f(tree_.value[node]) -> [K]`` leaf value.
+        n_outputs: how many values each leaf holds (``K``, or 1 with ``tree_output``).
+        base: ``[K]`` initial raw score.
+        **kwargs: extra :class:`TreeEnsembleSpec` fields (``average``, ``tree_output``).
+    """
+    builder = _Builder(n_outputs)
+    for index, tree in enumerate(trees):
+        missing = getattr(tree.tree_, "missing_go_to_left", None)
+        _sklearn_tree(
+            builder, index, tree, value_of, None if missing is None else np.asarray(missing)
+        )
+    n_features = int(getattr(trees[0], "n_features_in_", 0)) if trees else 0
+    return builder.build(base, rule="leq", native="float32", n_features=n_features, **kwargs)
+
+
+def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
+    """Read a fitted HistGradientBoostingClassifier / Regressor (compares ``x64 <= t64``).
+
+    Raises:
+        ConversionError: the model has categorical splits.
+    """
+    categorical = getattr(model, "is_categorical_", None)
+    if categorical is not None and np.any(categorical):
+        names = np.flatnonzero(categorical).tolist()
+        raise ConversionError(
+            f"{type(model).__name__} with categorical_features (feature indices {names}) cannot "
+            "be converted yet; one-hot or ordinal-encode those columns in a Pipeline before the "
+            "model and fit with categorical_features=None"
+        )
+    predictors = model._predictors
+    k = len(predictors[0]) if predictors else 1
+    builder = _Builder(1)
+    tree_output: list[int] = []
+    index = 0
+    for iteration in predictors:
+        for column, predictor in enumerate(iteration):
+            nodes = predictor.nodes
+            for node_id, node in enumerate(nodes):
+                if node["is_leaf"]:
+                    builder.leaf(index, node_id, [node["value"]])
+                else:
+                    builder.split(
+                        index,
+                        node_id,
+                        int(node["feature_idx"]),
+                        float(node["num_threshold"]),
+                        int(node["left"]),
+                        int(node["right"]),
+                        bool(node["missing_go_to_left"]),
+                    )
+            tree_output.append(column)
+            index += 1
+    base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
+    if base.shape[0] == 1 and k > 1:
+        base = np.repeat(base, k)
+    spec = builder.build(
+        np.zeros(1), rule="leq", native="float64", n_features=int(model.n_features_in_)
+    )
+    spec.values = spec.values.reshape(-1, 1)
+    spec.base = base
+    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
+    return spec
+
+
+def _xgb_model_json(booster: Any) -> dict[str, Any]:
+    raw = booster.save_raw("json")
+    return json.loads(bytes(raw).decode("utf-8"))
+
+
+def _parse_base_score(text: str) -> np.ndarray:
+    text = str(text).strip()
+    if text.startswith("["):
+        text = text[1:-1]
+    return np.array([float(v) for v in text.split(",") if v.strip()], dtype=np.float64)
+
+
+def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
+    """Read a fitted XGBClassifier / XGBRegressor (compares ``float32(x) < float32(t)``).
+
+    Returns:
+        The spec (raw margin) and the objective's name (``binary:logistic``, ...).
+
+    Raises:
+        ConversionError: a booster other than ``gbtree``, categorical splits, multi-target trees.
+    """
+    booster = model.get_booster()
+    document = _xgb_model_json(booster)
+    learner = document["learner"]
+    gradient_booster = learner["gradient_booster"]
+    if gradient_booster.get("name") not in ("gbtree", None):
+        raise ConversionError(
+            f"XGBoost booster {gradient_booster.get('name')!r} cannot be converted; use "
+            "booster='gbtree' (the default)"
+        )
+    trees_model = gradient_booster["model"]
+    objective = learner["objective"]["name"]
+    params = learner["learner_model_param"]
+    k = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
+    builder = _Builder(1)
+    tree_output = [int(c) for c in trees_model["tree_info"]]
+    limit = len(trees_model["trees"])
+    best = getattr(model, "best_iteration", None)
+    if best is not None and getattr(model, "early_stopping_rounds", None):
+        # predict() stops at the best iteration when early stopping was used.
+        per_iteration = max(
+            len(tree_output) // max(len(trees_model.get("iteration_indptr", [0, 1])) - 1, 1), 1
+        )
+        limit = min(limit, (int(best) + 1) * per_iteration)
+    for index, tree in enumerate(trees_model["trees"][:limit]):
+        if any(int(s) != 0 for s in tree.get("split_type", [])):
+            raise ConversionError(
+                "XGBoost models with categorical splits (enable_categorical=True) cannot be "
+                "converted yet; encode those columns before the model"
+            )
+        if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
+            raise ConversionError(
+                "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
+                "default one_output_per_tree"
+            )
+        lefts, rights = tree["left_children"], tree["right_children"]
+        for node, (left, right) in enumerate(zip(lefts, rights, strict=True)):
+            if int(left) < 0:
+                leaf = float(np.float32(tree["split_conditions"][node]))
+                builder.leaf(index, node, [leaf])
+            else:
+                builder.split(
+                    index,
+                    node,
+                    int(tree["split_indices"][node]),
+                    float(np.float32(tree["split_conditions"][node])),
+                    int(left),
+                    int(right),
+                    bool(int(tree["default_left"][node])),
+                )
+    base = _parse_base_score(params.get("base_score", "0"))
+    if base.shape[0] == 1 and k > 1:
+        base = np.repeat(base, k)
+    if objective in ("binary:logistic", "reg:logistic", "binary:logitraw") and objective != (
+        "binary:logitraw"
+    ):
+        base = np.log(base / (1 - base))
+    elif objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"):
+        base = np.log(base)
+    base = base.astype(np.float32).astype(np.float64)
+    spec = builder.build(
+        np.zeros(1), rule="lt", native="float32", n_features=int(params["num_feature"])
+    )
+    spec.base = base
+    spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
+    return spec, objective
+
+
+def from_lightgbm(model: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+    """Read a fitted LGBMClassifier / LGBMRegressor (compares ``x64 <= t64``).
+
+    Returns:
+        The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
+
+    Raises:
+        ConversionError: categorical splits, linear trees, ``zero_as_missing``.
+    """
+    booster = model.booster_
+    iteration = getattr(model, "best_iteration_", None) or None
+    dump = booster.dump_model(num_iteration=iteration)
+    k = int(dump.get("num_tree_per_iteration", dump.get("num_class", 1)))
+    builder = _Builder(1)
+    tree_output: list[int] = []
+    for info in dump["tree_info"]:
+        index = int(info["tree_index"])
+        counter = [0]
+        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter)
+        tree_output.append(index % k)
+    spec = builder.build(
+        np.zeros(1), rule="leq", native="float64", n_features=int(dump["max_feature_idx"]) + 1
+    )
+    spec.base = np.zeros(k)
+    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
+    spec.average = bool(dump.get("average_output", False))
+    return spec, dump
+
+
+def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: list[int]) -> int:
+    """Add ``node`` and its subtree with preorder ids; returns the node's id."""
+    node_id = counter[0]
+    counter[0] += 1
+    if "leaf_value" in node and "split_feature" not in node:
+        if "leaf_coeff" in node or "leaf_features" in node:
+            raise ConversionError(
+                "LightGBM linear trees (linear_tree=True) cannot be converted; fit with "
+                "linear_tree=False"
+            )
+        builder.leaf(tree, node_id, [float(node["leaf_value"])])
+        return node_id
+    if node.get("decision_type", "<=") != "<=":
+        raise ConversionError(
+            "LightGBM categorical splits cannot be converted yet; pass those columns one-hot or "
+            "ordinal-encoded as numbers and fit with categorical_feature=[] (or 'auto' on "
+            "non-category dtypes)"
+        )
+    missing = node.get("missing_type", "None")
+    threshold = float(node["threshold"])
+    if missing == "Zero":
+        raise ConversionError(
+            "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
+            "zero_as_missing=False (the default)"
+        )
+    if missing == "NaN":
+        nan_left = bool(node.get("default_left", True))
+    else:
+        # Without a missing type LightGBM reads NaN as 0.
+        nan_left = 0.0 <= threshold
+    position = len(builder.rows)
+    builder.split(tree, node_id, int(node["split_feature"]), threshold, -1, -1, nan_left)
+    left = _lightgbm_node(builder, tree, node["left_child"], counter)
+    right = _lightgbm_node(builder, tree, node["right_child"], counter)
+    row = builder.rows[position]
+    builder.rows[position] = (*row[:4], left, right, row[6])
+    return node_id
+
+
+# -- graph -----------------------------------------------------------------------------------
+
+
+def floor_float32(values: np.ndarray) -> np.ndarray:
+    """The largest float32 not above each value (``x32 <= t`` iff ``x32 <= floor32(t)``)."""
+    values = np.asarray(values, dtype=np.float64)
+    rounded = values.astype(np.float32)
+    above = rounded.astype(np.float64) > values
+    rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return rounded
+
+
+def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: Any) -> dict[str, Any]:
+    mode = "BRANCH_LEQ" if spec.rule == "leq" else "BRANCH_LT"
+    leaf = spec.is_leaf
+    attrs: dict[str, Any] = {
+        "nodes_treeids": [int(v) for v in spec.tree],
+        "nodes_nodeids": [int(v) for v in spec.node],
+        "nodes_featureids": [int(max(v, 0)) for v in spec.feature],
+        "nodes_modes": ["LEAF" if is_leaf else mode for is_leaf in leaf],
+        "nodes_truenodeids": [int(max(v, 0)) for v in spec.left],
+        "nodes_falsenodeids": [int(max(v, 0)) for v in spec.right],
+        # ints, never bools: protobuf 7 refuses a bool in an int list.
+        "nodes_missing_value_tracks_true": [int(bool(v)) for v in spec.missing_left],
+    }
+    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+        attrs["nodes_values_as_tensor"] = numpy_helper.from_array(thresholds, name="")
+    else:
+        attrs["nodes_values"] = [float(v) for v in thresholds]
+    return attrs
+
+
+def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    leaf = np.flatnonzero(spec.is_leaf)
+    k = spec.n_outputs
+    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    target_tree, target_node, target_id, weights = [], [], [], []
+    for row in leaf:
+        columns = (
+            [int(spec.tree_output[spec.tree[row]])] if spec.tree_output is not None else range(k)
+        )
+        for column in columns:
+            value = (
+                spec.values[row, 0] if spec.tree_output is not None else spec.values[row, column]
+            )
+            target_tree.append(int(spec.tree[row]))
+            target_node.append(int(spec.node[row]))
+            target_id.append(int(column))
+            weights.append(float(value))
+    attrs.update(
+        target_treeids=target_tree,
+        target_nodeids=target_node,
+        target_ids=target_id,
+        target_weights=weights,
+        n_targets=int(k),
+        aggregate_function="SUM",
+        post_transform="NONE",
+    )
+    if np.any(spec.base != 0):
+        attrs["base_values"] = [float(v) for v in spec.base]
+    summed = out if not spec.average else scope.get_unique_variable_name("tree_sum")
+    container.add_node(
+        "TreeEnsembleRegressor",
+        [x],
+        [summed],
+        op_domain=ML_DOMAIN,
+        op_version=3,
+        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
+        **attrs,
+    )
+    if spec.average:
+        _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, out)
+
+
+def _divide(scope: Any, container: Any, source: str, by: int, onnx_type: int, out: str) -> None:
+    count = scope.get_unique_variable_name("n_trees")
+    container.add_initializer(count, onnx_type, [], [float(by)])
+    container.add_node("Div", [source, count], [out], name=scope.get_unique_operator_name("Div"))
+
+
+def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
+    if spec.native == "float32":
+        # The source model rounds its input to float32 before comparing: do the same.
+        as_float, back = name("x_float32"), name("x_rounded")
+        container.add_node("Cast", [x], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
+        container.add_node("Cast", [as_float], [back], to=TensorProto.DOUBLE, name=op("Cast"))
+        x = back
+    leaf_rows = np.flatnonzero(spec.is_leaf)
+    n_leaves = len(leaf_rows)
+    if n_leaves >= 2**24:
+        raise ConversionError(
+            f"the ensemble has {n_leaves} leaves; double precision supports fewer than 2**24 "
+            "(use --precision float)"
+        )
+    thresholds = np.where(spec.is_leaf, 0.0, spec.threshold).astype(np.float64)
+    attrs = _ensemble_attributes(spec, thresholds)
+    # Each tree writes the global index of its leaf to its own target column.
+    attrs.update(
+        target_treeids=[int(spec.tree[r]) for r in leaf_rows],
+        target_nodeids=[int(spec.node[r]) for r in leaf_rows],
+        target_ids=[int(spec.tree[r]) for r in leaf_rows],
+        target_weights=[float(i) for i in range(n_leaves)],
+        n_targets=int(spec.n_trees),
+        aggregate_function="SUM",
+        post_transform="NONE",
+    )
+    leaf_index_f, leaf_index = name("leaf_index_f"), name("leaf_index")
+    container.add_node(
+        "TreeEnsembleRegressor",
+        [x],
+        [leaf_index_f],
+        op_domain=ML_DOMAIN,
+        op_version=3,
+        name=op("TreeEnsembleRegressor"),
+        **attrs,
+    )
+    container.add_node("Cast", [leaf_index_f], [leaf_index], to=TensorProto.INT64, name=op("Cast"))
+    k = spec.n_outputs
+    summed = name("tree_sum")
+    if spec.tree_output is not None:
+        # One value per leaf; a [T, K] 0/1 matrix adds each tree to its column (adding zeros is
+        # exact, so this is the plain sum).
+        table, gathered, onehot = name("leaf_values"), name("leaf_value"), name("tree_to_output")
+        container.add_initializer(
+            table, TensorProto.DOUBLE, [n_leaves], spec.values[leaf_rows, 0].tolist()
+        )
+        matrix = np.zeros((spec.n_trees, k))
+        matrix[np.arange(spec.n_trees), spec.tree_output] = 1.0
+        container.add_initializer(
+            onehot, TensorProto.DOUBLE, list(matrix.shape), matrix.ravel().tolist()
+        )
+        container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
+        container.add_node("MatMul", [gathered, onehot], [summed], name=op("MatMul"))
+    else:
+        table, gathered, axes = name("leaf_values"), name("leaf_value"), name("tree_axis")
+        values = spec.values[leaf_rows]
+        container.add_initializer(
+            table, TensorProto.DOUBLE, list(values.shape), values.ravel().tolist()
+        )
+        container.add_initializer(axes, TensorProto.INT64, [1], [1])
+        container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
+        container.add_node(
+            "ReduceSum", [gathered, axes], [summed], keepdims=0, name=op("ReduceSum")
+        )
+    current = summed
+    if spec.average:
+        averaged = name("tree_mean")
+        _divide(scope, container, current, spec.n_trees, TensorProto.DOUBLE, averaged)
+        current = averaged
+    if np.any(spec.base != 0):
+        base = name("base")
+        container.add_initializer(base, TensorProto.DOUBLE, [1, k], spec.base.tolist())
+        container.add_node("Add", [current, base], [out], name=op("Add"))
+    else:
+        container.add_node("Identity", [current], [out], name=op("Identity"))
+
+
+def add_float_forest_classifier(
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    classes: np.ndarray,
+    label: str,
+    probabilities: str,
+) -> None:
+    """One ``TreeEnsembleClassifier`` on float32 input whose leaves hold class probabilities.
+
+    The single-operator form (what ONNX Runtime is fastest at) for ensembles whose raw scores are
+    the probabilities (trees and forests, ``average`` folded into the weights). Every leaf
+    lists every class, so ONNX Runtime never takes its one-class binary shortcut.
+    """
+    leaf = np.flatnonzero(spec.is_leaf)
+    k = spec.n_outputs
+    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    scale = 1.0 / spec.n_trees if spec.average else 1.0
+    attrs.update(
+        class_treeids=[int(spec.tree[r]) for r in leaf for _ in range(k)],
+        class_nodeids=[int(spec.node[r]) for r in leaf for _ in range(k)],
+        class_ids=[c for _ in leaf for c in range(k)],
+        class_weights=[float(spec.values[r, c] * scale) for r in leaf for c in range(k)],
+        post_transform="NONE",
+    )
+    if np.asarray(classes).dtype.kind in "OUS":
+        attrs["classlabels_strings"] = [str(c) for c in classes]
+    else:
+        attrs["classlabels_int64s"] = [int(c) for c in classes]
+    container.add_node(
+        "TreeEnsembleClassifier",
+        [x],
+        [label, probabilities],
+        op_domain=ML_DOMAIN,
+        op_version=3,
+        name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
+        **attrs,
+    )
+
+
+def add_raw_scores(
+    scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, *, double: bool
+) -> str:
+    """Add the nodes computing ``raw [N, K]`` from input ``x`` and return the output's name.
+
+    ``double`` picks the float64 graph (``x`` must then be float64), else the float32 one.
+    """
+    out = scope.get_unique_variable_name("raw_scores")
+    if double:
+        _double_graph(scope, container, x, spec, out)
+    else:
+        _float_graph(scope, container, x, spec, out)
+    return out

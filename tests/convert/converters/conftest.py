@@ -1,0 +1,38 @@
+"""Shared check for the converter-family tests: convert, run in ONNX Runtime, compare."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from onnxbridge import Predictor, convert_estimator
+from onnxbridge.convert import expected_outputs
+
+# The common test's tolerances: float32 keeps about 7 digits, float64 far more.
+TOLERANCE = {"float": 1e-4, "double": 1e-7}
+
+
+def _check(estimator: Any, X: Any, precision: str = "double") -> dict[str, np.ndarray]:
+    result = convert_estimator(estimator, X[:20], precision=precision)
+    predictor = Predictor(result.model.SerializeToString())
+    raw = predictor.run(predictor.prepare(X))
+    by_name = dict(zip([o.name for o in predictor.outputs], raw, strict=True))
+    got = {role: np.asarray(by_name[name]) for role, name in result.metadata.outputs.items()}
+    expected = expected_outputs(estimator, X, result.metadata.outputs, like=got)
+    tol = TOLERANCE[precision]
+    for role, value in got.items():
+        if role == "label":
+            np.testing.assert_array_equal(value, expected[role], err_msg=role)
+        else:
+            np.testing.assert_allclose(value, expected[role], atol=tol, rtol=tol, err_msg=role)
+    return got
+
+
+@pytest.fixture
+def assert_converts() -> Callable[..., dict[str, np.ndarray]]:
+    """``f(estimator, X, precision="double")``: the ONNX outputs, after checking them
+    against scikit-learn (labels equal, floats within the common test's tolerance)."""
+    return _check
