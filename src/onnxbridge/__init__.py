@@ -12,7 +12,16 @@ The Python API is the surface the CLI uses::
 
 from importlib.metadata import PackageNotFoundError, version
 
-from onnxbridge.bench import SpeedComparison, Timing, compare_speed, measure
+from onnxbridge.bench import (
+    BenchReport,
+    SpeedComparison,
+    Timing,
+    TuneReport,
+    bench_model,
+    compare_speed,
+    measure,
+    tune_model,
+)
 from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
 from onnxbridge.convert import (
     ConversionResult,
@@ -28,7 +37,9 @@ from onnxbridge.convert import (
 )
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
+    BadRowError,
     BundleError,
+    ClusterError,
     ConversionError,
     ConverterRegistryError,
     DataError,
@@ -39,16 +50,24 @@ from onnxbridge.errors import (
     OnnxbridgeError,
     OnnxModelError,
     SchemaMismatchError,
+    SessionSettingsError,
     UnsafeModelFileError,
 )
 from onnxbridge.inspection import ModelSummary, inspect_model
-from onnxbridge.runtime import PredictionResult, Predictor
+from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings, TuningSpec
+from onnxbridge.score import PartResult, ScoreResult, score
 from onnxbridge.train import TrainResult, fit_model, parse_model_spec
 from onnxbridge.validate import (
+    GoldenReport,
     OutputComparison,
+    ProbeSpec,
+    Tolerance,
     ValidationReport,
+    check_golden,
     compare_predictions,
     validate_bundle,
+    validate_model,
+    write_golden,
 )
 
 try:
@@ -57,8 +76,11 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "BadRowError",
+    "BenchReport",
     "Bundle",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConversionResult",
     "ConverterRegistryError",
@@ -67,6 +89,7 @@ __all__ = [
     "Dataset",
     "FeatureSchema",
     "FeatureSpec",
+    "GoldenReport",
     "InferenceError",
     "MissingConverterError",
     "ModelMetadata",
@@ -77,15 +100,25 @@ __all__ = [
     "OnnxbridgeError",
     "OpsetChoice",
     "OutputComparison",
+    "PartResult",
     "PredictionResult",
     "Predictor",
+    "ProbeSpec",
     "SchemaMismatchError",
+    "ScoreResult",
+    "SessionSettings",
+    "SessionSettingsError",
     "SpeedComparison",
     "Timing",
+    "Tolerance",
     "TrainResult",
+    "TuneReport",
+    "TuningSpec",
     "UnsafeModelFileError",
     "ValidationReport",
     "__version__",
+    "bench_model",
+    "check_golden",
     "choose_opsets",
     "compare_predictions",
     "compare_speed",
@@ -102,6 +135,10 @@ __all__ = [
     "register_converter",
     "registered_converters",
     "save_estimator",
+    "score",
     "train_bundle",
+    "tune_model",
     "validate_bundle",
+    "validate_model",
+    "write_golden",
 ]

@@ -9,6 +9,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     OnnxbridgeError
     ├── DataError (ValueError)              datasets, files, columns, targets
     │   └── SchemaMismatchError             columns missing / extra / wrong type for a model
+    │       └── BadRowError                 score: a row that cannot be scored (file, row, column)
     ├── ModelSpecError (ValueError)         --model strings: unknown estimator, bad parameter
     ├── BundleError (ValueError)            missing or damaged bundle folder / card.json
     ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types
@@ -17,7 +18,10 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │   └── MissingConverterError           no converter for this estimator
     ├── ConverterRegistryError (TypeError)  a converter registered twice or with a bad signature
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
+    ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
+    │                                       damaged onnxbridge.session entry in a model
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
+    ├── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
     └── CoverageError (RuntimeError)        the coverage run itself could not proceed
 
 The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
@@ -27,7 +31,9 @@ part of a third-party error worth quoting in a wrapped message.
 from __future__ import annotations
 
 __all__ = [
+    "BadRowError",
     "BundleError",
+    "ClusterError",
     "ConversionError",
     "ConverterRegistryError",
     "CoverageError",
@@ -39,6 +45,7 @@ __all__ = [
     "OnnxModelError",
     "OnnxbridgeError",
     "SchemaMismatchError",
+    "SessionSettingsError",
     "UnsafeModelFileError",
 ]
 
@@ -53,6 +60,26 @@ class DataError(OnnxbridgeError, ValueError):
 
 class SchemaMismatchError(DataError):
     """Input data whose columns do not match what the model expects."""
+
+
+class BadRowError(SchemaMismatchError):
+    """A row of a scored file that cannot be scored: a value that cannot be cast, a missing
+    required column, a missing value the model refuses.
+
+    Attributes:
+        file: the input file.
+        row: the 1-based data row in that file (the CSV header is not counted), or None when
+            the whole file is affected (a missing column).
+        column: the column at fault.
+    """
+
+    def __init__(
+        self, message: str, *, file: str = "", row: int | None = None, column: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.file = file
+        self.row = row
+        self.column = column
 
 
 class ModelSpecError(OnnxbridgeError, ValueError):
@@ -87,8 +114,17 @@ class OnnxModelError(OnnxbridgeError, ValueError):
     """A file that is not a valid, loadable ONNX model."""
 
 
+class SessionSettingsError(OnnxbridgeError, ValueError):
+    """Session settings that ONNX Runtime cannot take (threads, mode, level), or tuned settings
+    stored in a model that cannot be read."""
+
+
 class InferenceError(OnnxbridgeError, RuntimeError):
     """ONNX Runtime failed while running a model that loaded."""
+
+
+class ClusterError(OnnxbridgeError, RuntimeError):
+    """A Dask cluster that cannot be reached, or that failed while running a scoring job."""
 
 
 class CoverageError(OnnxbridgeError, RuntimeError):

@@ -216,7 +216,7 @@ BAD_INPUTS = [
     ),
     (["train", "--data", "CSV", "--model", "LogisticRegression()"], r"--target"),
     (["convert", "UNFITTED"], r"is not fitted"),
-    (["convert", "NOCONV"], r"no ONNX converter for NearestCentroid"),
+    (["convert", "NOCONV"], r"NearestCentroid\(metric='manhattan'\) cannot be converted"),
     (["inspect", "TRUNCATED"], r"(truncated|not an ONNX model)"),
     (["inspect", "CSVFILE"], r"not an ONNX model"),
     (["predict", "MODEL", "--data", "XLSX"], r"unknown file type '.xlsx'"),
@@ -259,7 +259,7 @@ def test_bad_input_is_one_line_exit_2(
             iris_bundle, tmp_path / "unfitted", RandomForestClassifier()
         ),
         "NOCONV": _bundle_with_estimator(
-            iris_bundle, tmp_path / "noconv", NearestCentroid().fit(X, y)
+            iris_bundle, tmp_path / "noconv", NearestCentroid(metric="manhattan").fit(X, y)
         ),
     }
     touched = [subs[a] for a in args if a in subs and subs[a].is_dir()] + [iris_bundle.path]

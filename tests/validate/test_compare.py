@@ -44,21 +44,21 @@ def test_zero_tolerance_makes_float32_noise_divergent(tmp_path: Path) -> None:
 
 
 def test_label_comparison_counts_mismatches() -> None:
-    c = _labels("label", np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2]))
+    c, _ = _labels("label", np.array([0, 1, 2, 2]), np.array([0, 1, 1, 2]))
     assert (c.n_mismatched, c.agreement, c.ok, c.worst_row) == (1, 0.75, False, 2)
-    s = _labels("label", np.array(["a", "b"]), np.array(["a", "b"], dtype=object))
+    s, _ = _labels("label", np.array(["a", "b"]), np.array(["a", "b"], dtype=object))
     assert s.ok
 
 
 def test_numeric_comparison_rule() -> None:
     expected = np.array([[0.5, 0.5], [100.0, 0.0]])
     within = expected + np.array([[1e-5, 0], [100 * 1e-5, 0]])
-    c = _numeric("p", expected, within, atol=1e-5, rtol=1e-5)
+    c, _ = _numeric("p", expected, within, atol=1e-5, rtol=1e-5)
     assert c.ok and c.max_abs_diff == pytest.approx(1e-3)
     beyond = expected + np.array([[3e-5, 0], [0, 0]])
-    assert not _numeric("p", expected, beyond, atol=1e-5, rtol=1e-5).ok
-    nan_both = _numeric("p", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), 0, 0)
-    nan_one = _numeric("p", np.array([np.nan, 1.0]), np.array([0.0, 1.0]), 0, 0)
+    assert not _numeric("p", expected, beyond, atol=1e-5, rtol=1e-5)[0].ok
+    nan_both, _ = _numeric("p", np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), 0, 0)
+    nan_one, _ = _numeric("p", np.array([np.nan, 1.0]), np.array([0.0, 1.0]), 0, 0)
     assert nan_both.ok and not nan_one.ok
 
 
@@ -74,7 +74,7 @@ def test_negative_tolerance(iris_bundle: Bundle) -> None:
 
 
 def test_relative_difference_ignores_zero_references() -> None:
-    c = _numeric("p", np.array([0.0, 2.0]), np.array([0.5, 2.002]), atol=0, rtol=0)
+    c, _ = _numeric("p", np.array([0.0, 2.0]), np.array([0.5, 2.002]), atol=0, rtol=0)
     assert c.max_rel_diff == pytest.approx(0.001)
     assert c.max_abs_diff == pytest.approx(0.5)
 

@@ -72,16 +72,31 @@ def _one_repeat(fn: Callable[[], Any], number: int) -> float:
 
 
 def measure_many(
-    fns: dict[str, Callable[[], Any]], *, repeat: int = 7, min_time: float = 0.05
+    fns: dict[str, Callable[[], Any]],
+    *,
+    repeat: int = 7,
+    min_time: float = 0.05,
+    progress: Callable[[], None] | None = None,
 ) -> dict[str, Timing]:
-    """Time several calls with their repeats interleaved, so machine noise hits them alike."""
+    """Time several calls with their repeats interleaved, so machine noise hits them alike.
+
+    Each call is warmed up and calibrated first; then every round runs one repeat of each call,
+    in turn. ``progress`` (if given) is called after each calibration and each repeat, that is
+    ``len(fns) * (repeat + 1)`` times.
+    """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
-    numbers = {name: _calibrate(fn, min_time) for name, fn in fns.items()}
+    numbers = {}
+    for name, fn in fns.items():
+        numbers[name] = _calibrate(fn, min_time)
+        if progress is not None:
+            progress()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             samples[name].append(_one_repeat(fn, numbers[name]))
+            if progress is not None:
+                progress()
     return {name: _summarise(samples[name], numbers[name]) for name in fns}
 
 

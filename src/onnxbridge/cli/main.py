@@ -17,9 +17,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from typer.exceptions import TyperException
 
+from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -64,12 +64,6 @@ EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
 
 def _print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}g}" if value != 0 else "0"
 
 
 def _default_out(data: str, model: str) -> Path:
@@ -224,9 +218,12 @@ def convert(
                 "--sample, --out, --trust and --allow-pickle are for model files; a bundle "
                 "carries its own sample rows and writes BUNDLE/model.onnx"
             )
+        from onnxbridge.validate import write_golden
+
         result = convert_bundle(
             source, opset=opset, ml_opset=ml_opset, zipmap=zipmap, precision=precision
         )
+        golden_path = write_golden(source)
     else:
         from onnxbridge.bundle import load_estimator
         from onnxbridge.data import read_table
@@ -268,6 +265,7 @@ def convert(
                 "notes": result.notes,
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,
+                **({"golden": str(golden_path)} if source.is_dir() else {}),
             }
         )
         return
@@ -288,6 +286,10 @@ def convert(
     for note in result.notes:
         console.print(f"note: {note}")
     console.print("checked: onnx.checker passed, loads and runs in onnxruntime")
+    if source.is_dir():
+        console.print(
+            f"golden predictions: {golden_path} (onnxbridge validate --golden re-runs them)"
+        )
 
 
 # ------------------------------------------------------------------------------------- inspect
@@ -371,50 +373,23 @@ def predict(
 
 
 # ------------------------------------------------------------------------------------ validate
-def _print_validation(report: Any) -> None:
-    table = Table(title=f"scikit-learn vs onnxruntime on {report.n_rows} {report.rows} rows")
-    for column in ("output", "agreement", "mismatched", "max |Δ|", "mean |Δ|", "max rel Δ", "ok"):
-        table.add_column(column, justify="left" if column == "output" else "right")
-    for c in report.outputs:
-        table.add_row(
-            c.name,
-            f"{c.agreement:.2%}",
-            str(c.n_mismatched),
-            _fmt(c.max_abs_diff),
-            _fmt(c.mean_abs_diff),
-            _fmt(c.max_rel_diff),
-            "yes" if c.ok else "NO",
-        )
-    console.print(table)
-    console.print(
-        f"tolerance: labels identical; values |Δ| <= {report.atol:g} + {report.rtol:g}·|sklearn|"
-    )
-    console.print(f"verdict: {report.verdict}")
+def _register_validate() -> None:
+    from onnxbridge.cli.validate import validate_command
+
+    app.command(name="validate")(validate_command)
 
 
-@app.command()
-def validate(
-    bundle: Annotated[
-        Path, typer.Argument(metavar="BUNDLE", help="A bundle folder with model.onnx.")
-    ],
-    atol: Annotated[float, typer.Option(help="Absolute tolerance for values.")] = 1e-5,
-    rtol: Annotated[float, typer.Option(help="Relative tolerance for values.")] = 1e-5,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-) -> None:
-    """Compare model.skops (scikit-learn) with model.onnx (onnxruntime) on the held-out rows.
+_register_validate()
 
-    Exits 0 when EQUIVALENT and 1 when DIVERGENT; writes reports/validation.json.
-    """
-    from onnxbridge.validate import validate_bundle
 
-    report = validate_bundle(bundle, atol=atol, rtol=rtol)
-    if as_json:
-        _print_json(report.to_dict())
-    else:
-        _print_validation(report)
-        console.print(f"report: {Path(bundle) / 'reports' / 'validation.json'}")
-    if not report.equivalent:
-        raise typer.Exit(EXIT_CHECK_FAILED)
+# --------------------------------------------------------------------------------------- score
+def _register_score() -> None:
+    from onnxbridge.cli.score import score_command
+
+    app.command(name="score")(score_command)
+
+
+_register_score()
 
 
 # ---------------------------------------------------------------------------------------- demo
@@ -428,6 +403,11 @@ def demo(
     report = run_demo(out, console)
     if not report.equivalent:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+# ---------------------------------------------------------------------------------- bench, tune
+app.command("bench")(bench_command)
+app.command("tune")(tune_command)
 
 
 # ------------------------------------------------------------------------------------ coverage

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from onnxbridge.errors import (
     SchemaMismatchError,
     first_line,
 )
+from onnxbridge.runtime.sessions import RegimeSessions, fast_input_of
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = ["PredictionResult", "Predictor"]
 
@@ -123,6 +125,16 @@ class Predictor:
         allow_spinning: let idle ONNX Runtime threads spin-wait for work. Off by default: on a
             shared machine spinning threads fight other processes for the cores, and sessions
             measured up to 3× slower (docs/benchmarks.md).
+        settings: all session settings at once (:class:`~onnxbridge.runtime.SessionSettings`);
+            overrides the two arguments above.
+        tuned: use the settings ``onnxbridge tune`` stored in the model (``onnxbridge.session``
+            metadata), when there are some and no settings are given here. Calls of at most
+            ``tuning.latency_max_rows`` rows then run on the latency settings, larger calls on
+            the throughput settings (one session each, the second opened on first use).
+
+    Small calls on a numeric array (up to 256 rows) take a bound path: an IOBinding with
+    pre-allocated input and output buffers per batch size, reused across calls
+    (:mod:`onnxbridge.runtime.fastpath`); results are the same as the plain path's.
 
     Raises:
         OnnxModelError: the file is missing or is not a loadable ONNX model.
@@ -137,7 +149,9 @@ class Predictor:
         *,
         providers: Sequence[str] | None = None,
         intra_op_num_threads: int | None = None,
-        allow_spinning: bool = False,
+        allow_spinning: bool | None = None,
+        settings: SessionSettings | None = None,
+        tuned: bool = True,
     ) -> None:
         import onnxruntime as ort
 
@@ -152,28 +166,76 @@ class Predictor:
                     "(`onnxbridge convert` writes BUNDLE/model.onnx)"
                 )
             source = str(self.path)
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = (
-            intra_op_num_threads if intra_op_num_threads is not None else _available_cores()
-        )
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if allow_spinning else "0"
-        )
+        # Settings given by the caller win over tuned ones, for every call.
+        explicit = settings is not None or intra_op_num_threads is not None
+        explicit = explicit or allow_spinning is not None
+        base = settings or SessionSettings.onnxbridge_default()
+        if settings is None and intra_op_num_threads is not None:
+            base = replace(base, intra_op_num_threads=intra_op_num_threads)
+        if settings is None and allow_spinning is not None:
+            base = replace(base, allow_spinning=allow_spinning)
         where = repr(str(self.path)) if self.path else "the given bytes"
-        try:
-            self.session = ort.InferenceSession(
-                source, options, providers=list(providers or ["CPUExecutionProvider"])
-            )
-        except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
-            raise OnnxModelError(
-                f"{where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx file "
-                "written by `onnxbridge convert` or another exporter"
-            ) from exc
-        props = dict(self.session.get_modelmeta().custom_metadata_map)
+        chosen_providers = list(providers or ["CPUExecutionProvider"])
+
+        def open_session(with_settings: SessionSettings) -> Any:
+            try:
+                return ort.InferenceSession(
+                    source, with_settings.to_session_options(), providers=chosen_providers
+                )
+            except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
+                raise OnnxModelError(
+                    f"{where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx "
+                    "file written by `onnxbridge convert` or another exporter"
+                ) from exc
+
+        first = open_session(base)
+        props = dict(first.get_modelmeta().custom_metadata_map)
         self.metadata: ModelMetadata | None = ModelMetadata.from_props(props)
-        self.inputs = self.session.get_inputs()
-        self.outputs = self.session.get_outputs()
+        self.inputs = first.get_inputs()
+        self.outputs = first.get_outputs()
+        # `onnxbridge tune` stored per-regime settings in the model (runtime/settings.py).
+        self.tuning: TuningSpec | None = (
+            None if explicit or not tuned else TuningSpec.find_in_props(props)
+        )
+        fast_input = None
+        if not self._multi_input():
+            width = len(self.feature_names) if self.feature_names else self._input_width()
+            refused = bool(self.metadata and self.metadata.missing_values == "refused")
+            fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, width, refused)
+        self._sessions = RegimeSessions(first, base, self.tuning, open_session, fast_input)
+        # The single-row (latency) session; run() and predict() pick one per call.
+        self.session = self._sessions.session_for(1)
+        self._roles = self._output_roles()
+        names = [o.name for o in self.outputs]
+        self._role_index = {
+            role: names.index(name) for role, name in self._roles.items() if name in names
+        }
+        self._classes = self.classes
+        # Labels need mapping back only for bool / float classes (see _restore_labels).
+        self._restore = self._classes is not None and np.asarray(self._classes).dtype.kind in "bf"
+        # The common case, labels + probabilities tensors as they are, gets a shortcut in _result.
+        plain = set(self._roles) == {"label", "probabilities"}
+        self._plain_classifier = plain and not self._restore
+        self._label_at = self._role_index.get("label", -1)
+        self._probabilities_at = self._role_index.get("probabilities", -1)
+
+    def session_for(self, rows: int) -> Any:
+        """The ONNX Runtime session a call of ``rows`` rows runs on (see ``tune``)."""
+        return self._sessions.session_for(rows)
+
+    def settings_for(self, rows: int) -> SessionSettings:
+        """The session settings a call of ``rows`` rows runs with."""
+        return self._sessions.settings_for(rows)
+
+    def _output_roles(self) -> dict[str, str]:
+        roles = dict(self.metadata.outputs) if self.metadata else {}
+        if not roles:
+            # A model from elsewhere: label + probabilities, or one value output.
+            if len(self.outputs) >= 2:
+                roles = {"label": self.outputs[0].name, "probabilities": self.outputs[1].name}
+            else:
+                roles = {"value": self.outputs[0].name}
+        return roles
 
     # Introspection -----------------------------------------------------------------------------
     @property
@@ -276,14 +338,15 @@ class Predictor:
         else:
             array = self._matrix(data)
             try:
-                array = array.astype(dtype)
+                # No copy when the array already has the input's type (a 10 000-row batch).
+                array = array.astype(dtype, copy=False)
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(
                     f"cannot cast the data to {spec.type}: {first_line(exc)}"
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
-        if not allow_missing and array.dtype.kind == "f":
+        if not allow_missing and array.dtype.kind == "f" and self._refuses_missing():
             self._check_missing(np.isnan(array))
         return {spec.name: np.ascontiguousarray(array)}
 
@@ -333,6 +396,9 @@ class Predictor:
                 ) from exc
         return feeds
 
+    def _refuses_missing(self) -> bool:
+        return self.metadata is not None and self.metadata.missing_values == "refused"
+
     def _check_missing(self, nan_rows: np.ndarray) -> None:
         """Refuse rows with missing values (``nan_rows [N, F]`` is the mask) for models whose
         source refused them."""
@@ -360,8 +426,9 @@ class Predictor:
         Raises:
             InferenceError: ONNX Runtime failed.
         """
+        session = self._sessions.session_for(self._sessions.rows_of(feeds))
         try:
-            return self.session.run(None, feeds)
+            return session.run(None, feeds)
         except Exception as exc:
             raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
 
@@ -378,35 +445,62 @@ class Predictor:
             allow_missing: let rows with missing values (NaN) through even when the source
                 model refused them (recorded at conversion); their results are not validated.
         """
-        outputs = self.run(
-            self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        if type(data) is np.ndarray:
+            # Small numeric arrays take the bound path (runtime/fastpath.py); it returns None
+            # for anything it does not serve exactly as the plain path would.
+            runner = self._sessions.runner_for(data.shape[0] if data.ndim == 2 else 1)
+            outputs = runner.try_run(data) if runner is not None else None
+            if outputs is not None:
+                return self._result(outputs)
+        return self._result(
+            self.run(self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing))
         )
-        by_name = {o.name: value for o, value in zip(self.outputs, outputs, strict=True)}
-        roles = dict(self.metadata.outputs) if self.metadata else {}
-        if not roles:
-            # A model from elsewhere: label + probabilities, or one value output.
-            if len(outputs) >= 2:
-                roles = {"label": self.outputs[0].name, "probabilities": self.outputs[1].name}
-            else:
-                roles = {"value": self.outputs[0].name}
+
+    def _result(self, outputs: list[Any]) -> PredictionResult:
+        """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.
+
+        Kept lean (it runs on every call, a single-row call lasts a few µs): which roles exist,
+        where they are and whether labels need restoring are worked out once, in ``__init__``.
+        """
+        if self._plain_classifier:
+            labels, probabilities = outputs[self._label_at], outputs[self._probabilities_at]
+            if (
+                type(labels) is np.ndarray
+                and labels.ndim == 1
+                and type(probabilities) is np.ndarray
+                and probabilities.ndim == 2
+            ):
+                return PredictionResult(
+                    labels=labels, probabilities=probabilities, classes=self._classes
+                )
         result = PredictionResult()
-        if "label" in roles:
-            labels = np.asarray(by_name[roles["label"]]).reshape(-1)
-            result.labels = _restore_labels(labels, self.classes)
+        index = self._role_index.get("label")
+        if index is not None:
+            labels = outputs[index]
+            if type(labels) is not np.ndarray or labels.ndim != 1:
+                labels = np.asarray(labels).reshape(-1)
+            result.labels = _restore_labels(labels, self._classes) if self._restore else labels
         for role in ("probabilities", "scores"):
-            if role in roles:
-                matrix, classes = _probabilities(by_name[roles[role]], self.classes)
+            index = self._role_index.get(role)
+            if index is not None:
+                raw = outputs[index]
+                if type(raw) is np.ndarray:
+                    matrix, classes = raw, self._classes
+                else:
+                    matrix, classes = _probabilities(raw, self._classes)
                 if matrix.ndim == 1:
                     matrix = matrix.reshape(-1, 1)
                 setattr(result, role, matrix)
                 result.classes = classes
-        if "value" in roles:
-            values = np.asarray(by_name[roles["value"]])
+        index = self._role_index.get("value")
+        if index is not None:
+            values = np.asarray(outputs[index])
             if values.ndim == 2 and values.shape[1] == 1:
                 values = values.reshape(-1)
             result.values = values
-        if "transformed" in roles:
-            result.transformed = np.asarray(by_name[roles["transformed"]])
+        index = self._role_index.get("transformed")
+        if index is not None:
+            result.transformed = np.asarray(outputs[index])
         return result
 
 

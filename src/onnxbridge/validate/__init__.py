@@ -1,19 +1,49 @@
-"""Compare scikit-learn and ONNX Runtime outputs and give a verdict a CI pipeline can gate on."""
+"""Validate an ONNX model against its source: probe sets, three runtimes, diagnosis, reports.
+
+:func:`validate_bundle` and :func:`validate_model` give a verdict a CI pipeline can gate on
+(EQUIVALENT / DIVERGENT); :func:`write_golden` and :func:`check_golden` pin the ONNX outputs on
+the probe rows so a library upgrade cannot change them silently.
+"""
 
 from onnxbridge.validate.compare import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
+    DEFAULT_TOLERANCES,
     OutputComparison,
-    ValidationReport,
+    Tolerance,
+)
+from onnxbridge.validate.core import (
     compare_predictions,
     validate_bundle,
+    validate_model,
+    write_reports,
+)
+from onnxbridge.validate.golden import GoldenReport, check_golden, write_golden
+from onnxbridge.validate.probes import PROBE_NAMES, ProbeSpec
+from onnxbridge.validate.report import (
+    Diagnosis,
+    PairComparison,
+    ProbeSetResult,
+    ValidationReport,
 )
 
 __all__ = [
     "DEFAULT_ATOL",
     "DEFAULT_RTOL",
+    "DEFAULT_TOLERANCES",
+    "PROBE_NAMES",
+    "Diagnosis",
+    "GoldenReport",
     "OutputComparison",
+    "PairComparison",
+    "ProbeSetResult",
+    "ProbeSpec",
+    "Tolerance",
     "ValidationReport",
+    "check_golden",
     "compare_predictions",
     "validate_bundle",
+    "validate_model",
+    "write_golden",
+    "write_reports",
 ]

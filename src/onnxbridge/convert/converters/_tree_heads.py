@@ -126,19 +126,22 @@ def write_classifier(
     onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
     name = scope.get_unique_variable_name
     op = scope.get_unique_operator_name
+    probabilities = operator.outputs[1].full_name
     if transform == "none" and not double:
+        # The operator's own label output is not used: on two classes ONNX Runtime decides it
+        # by its binary rule, not by the larger probability (labels flipped on string classes).
         add_float_forest_classifier(
             scope,
             container,
             _input(scope, operator, container),
             spec,
             np.asarray(operator.raw_operator.classes_),
-            operator.outputs[0].full_name,
-            operator.outputs[1].full_name,
+            name("ort_label"),
+            probabilities,
         )
+        _write_label(scope, operator, container, probabilities)
         return
     raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
-    probabilities = operator.outputs[1].full_name
     if scale != 1.0 and transform in ("logistic", "ova"):
         scaled = name("scaled")
         container.add_node(
@@ -165,6 +168,13 @@ def write_classifier(
         )
     else:  # pragma: no cover - converters pass one of the above
         raise ValueError(f"unknown transform {transform!r}")
+    _write_label(scope, operator, container, probabilities)
+
+
+def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) -> None:
+    """``label [N] = classes[argmax(probabilities)]``, the first of equal maxima (numpy's)."""
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
     index = name("label_index")
     container.add_node("ArgMax", [probabilities], [index], axis=1, keepdims=0, name=op("ArgMax"))
     classes = np.asarray(operator.raw_operator.classes_)

@@ -1,0 +1,228 @@
+"""Benchmark: every engine on the benchmark models of shared/DESIGN.md, per batch size.
+
+Benchmark models: the reference model (Iris forest, 10 trees, scored on
+``np.random.RandomState(0).rand(N, 4)`` as float32) and, on the benchmark data
+(``make_classification(20000, 28, n_informative=15, random_state=0)``, fitted on the first
+10 000 rows, scored on the rest, tiled for larger batches), with ``random_state=0``:
+RandomForestClassifier with 10 and 100 trees, HistGradientBoostingClassifier(max_iter=100),
+GradientBoostingClassifier(n_estimators=100), LGBMClassifier(n_estimators=100),
+LogisticRegression and StandardScaler + LogisticRegression.
+
+Engines, each timed on the same float32 rows with interleaved repeats
+(``onnxbridge.bench.measure_many``):
+
+- ``sklearn``: ``estimator.predict`` (and ``sklearn-2j``, ``n_jobs=2``, for the forests);
+- ``ort-default``: ``onnxruntime.InferenceSession(path)`` with its defaults, ``session.run``;
+- ``ort-tuned``: ``session.run`` on the session ``onnxbridge tune`` chose for the batch size;
+- ``onnxbridge``: ``Predictor.predict`` with the tuned settings (the end-to-end path);
+- ``tl2cgen-Nt`` / ``lleaves-Nt``: compiled trees, when installed and equivalent to the ONNX
+  model on the probe rows (a non-equivalent build is reported and not timed);
+- hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
+
+Models whose conversion fails here are skipped with the reason. Each (model, batch) line prints
+every engine's median per call and its ratio to the fastest engine of that line (1.00 = fastest).
+
+    PYTHONPATH=src .venv/bin/python benchmarks/engines.py [--sizes 1,100,10000,100000]
+        [--repeat 5] [--min-time 0.05] [--models rf10,rf100,...] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxbridge import Predictor, convert_estimator, train_bundle
+from onnxbridge.bench import measure_many, tune_model
+from onnxbridge.bench.accelerators import build_candidates, check_candidate, probe_rows
+from onnxbridge.errors import first_line
+from onnxbridge.runtime import SessionSettings
+
+MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
+
+
+def _estimator(name: str) -> Any:
+    from sklearn.ensemble import (
+        GradientBoostingClassifier,
+        HistGradientBoostingClassifier,
+        RandomForestClassifier,
+    )
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "lgbm":
+        from lightgbm import LGBMClassifier
+
+        return LGBMClassifier(n_estimators=100, random_state=0, verbose=-1)
+    return {
+        "rf10": lambda: RandomForestClassifier(n_estimators=10, random_state=0),
+        "rf100": lambda: RandomForestClassifier(n_estimators=100, random_state=0),
+        "hgb": lambda: HistGradientBoostingClassifier(max_iter=100, random_state=0),
+        "gb": lambda: GradientBoostingClassifier(n_estimators=100, random_state=0),
+        "lr": lambda: LogisticRegression(max_iter=1000, random_state=0),
+        "scaled-lr": lambda: make_pipeline(
+            StandardScaler(), LogisticRegression(max_iter=1000, random_state=0)
+        ),
+    }[name]()
+
+
+def _prepare(name: str, tmp: Path) -> tuple[Any, Path, np.ndarray, str]:
+    """The fitted estimator, its .onnx, the rows to score and a description."""
+    if name == "reference":
+        bundle, result = train_bundle(
+            "iris", "RandomForestClassifier(n_estimators=10, random_state=42)", tmp / "iris"
+        )
+        from onnxbridge import convert_bundle
+
+        convert_bundle(bundle, opset=15)
+        rows = np.random.RandomState(0).rand(10_000, 4).astype(np.float32)
+        return result.estimator, bundle.onnx_path, rows, "reference model (Iris forest, 10 trees)"
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(
+        n_samples=20_000, n_features=28, n_informative=15, n_classes=2, random_state=0
+    )
+    X = X.astype(np.float32)
+    estimator = _estimator(name).fit(X[:10_000], y[:10_000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = convert_estimator(estimator, X[:100]).save(tmp / f"{name}.onnx")
+    return estimator, path, X[10_000:], f"{type(estimator).__name__} ({name})"
+
+
+def _session(path: Path, settings: SessionSettings) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(
+        str(path), settings.to_session_options(), providers=["CPUExecutionProvider"]
+    )
+
+
+def _tune(path: Path, rows: np.ndarray, args: argparse.Namespace) -> Any:
+    """Tune the model on its own rows (a .csv beside it), like `onnxbridge tune --data`."""
+    import pandas as pd
+
+    data = path.with_suffix(".rows.parquet")
+    names = Predictor(path).feature_names or [f"x{i}" for i in range(rows.shape[1])]
+    pd.DataFrame(rows[:2000], columns=names).to_parquet(data)
+    return tune_model(path, data=data, repeat=args.repeat, min_time=args.min_time).spec
+
+
+def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        estimator, path, rows, title = _prepare(name, tmp)
+    except Exception as exc:  # a converter that is not there yet: say so, go on
+        reason = first_line(exc).split(";")[0]
+        return {"model": name, "skipped": f"conversion failed: {reason}"}
+    print(f"\n== {title}")
+    spec = _tune(path, rows, args)
+    print(
+        f"   tuned: latency {spec.latency.label()}; throughput {spec.throughput.label()}; "
+        f"latency up to {spec.latency_max_rows} rows"
+    )
+    predictor = Predictor(path)
+    default = _session(path, SessionSettings())
+    classes = predictor.classes
+    workdir = tmp / f"{name}-accel"
+    workdir.mkdir()
+    start = time.perf_counter()
+    candidates, skipped = build_candidates(
+        estimator, workdir, n_classes=len(classes) if classes else None, threads=[1, 2]
+    )
+    build = time.perf_counter() - start
+    for line in skipped:
+        print(f"   accelerator {line}")
+    import pandas as pd
+
+    names = predictor.feature_names or [f"x{i}" for i in range(rows.shape[1])]
+    probes = probe_rows(pd.DataFrame(rows[:2000], columns=names))
+    accelerators = []
+    for candidate in candidates:
+        check = check_candidate(candidate, predictor, probes)
+        verdict = "EQUIVALENT" if check.equivalent else f"DIVERGENT ({check.reason})"
+        print(f"   accelerator {candidate.name}: {verdict}, max |Δ| {check.max_abs_diff:.2g}")
+        if check.equivalent:
+            accelerators.append(candidate)
+    if candidates:
+        print(f"   accelerators built in {build:.1f} s")
+    lines = []
+    for n in args.sizes:
+        X = np.ascontiguousarray(rows[np.arange(n) % len(rows)])
+        feeds = {predictor.inputs[0].name: X}
+        tuned = predictor.session_for(n)
+        sk_X: Any = X
+        if getattr(estimator, "feature_names_in_", None) is not None:
+            # The reference forest was fitted on a DataFrame: give it its column names.
+            sk_X = pd.DataFrame(X, columns=list(estimator.feature_names_in_))
+        calls: dict[str, Any] = {"sklearn": lambda X=sk_X: estimator.predict(X)}
+        if "Forest" in type(estimator).__name__:
+            # The same fitted trees, predicting on both cores.
+            parallel = copy.copy(estimator)
+            parallel.n_jobs = 2
+            calls["sklearn-2j"] = lambda X=sk_X, m=parallel: m.predict(X)
+        calls["ort-default"] = lambda f=feeds: default.run(None, f)
+        calls["ort-tuned"] = lambda f=feeds, s=tuned: s.run(None, f)
+        calls["onnxbridge"] = lambda X=X: predictor.predict(X)
+        for candidate in accelerators:
+            calls[candidate.name] = lambda X=X, c=candidate: c.predict(X)
+        timings = measure_many(calls, repeat=args.repeat, min_time=args.min_time)
+        fastest = min(t.median for t in timings.values())
+        cells = "  ".join(
+            f"{k} {t.median * 1e3:.4g}ms ±{t.spread / 2:.0%} ({t.median / fastest:.2f})"
+            for k, t in timings.items()
+        )
+        print(f"   {n:>7} rows: {cells}")
+        lines.append(
+            {
+                "rows": n,
+                "engines": {k: t.to_dict() for k, t in timings.items()},
+                "ratio_to_fastest": {k: t.median / fastest for k, t in timings.items()},
+            }
+        )
+    return {
+        "model": name,
+        "title": title,
+        "tuning": spec.to_dict(),
+        "accelerators": [c.name for c in accelerators],
+        "skipped_accelerators": skipped,
+        "lines": lines,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,100,10000,100000")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.05)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    args.sizes = [int(s) for s in args.sizes.split(",")]
+    print(
+        f"engines per batch size: median per call ±IQR/2 (ratio to the fastest); "
+        f"{args.repeat} interleaved repeats; cores {len(os.sched_getaffinity(0))}, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
+    print("hummingbird: not installed (pins onnx<=1.16.1; benchmark it in its own environment)")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            result = bench_one(name, Path(tmp), args)
+            if "skipped" in result:
+                print(f"\n== {name}: skipped, {result['skipped']}")
+            results.append(result)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

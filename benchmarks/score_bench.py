@@ -1,0 +1,236 @@
+"""Benchmark of ``onnxbridge score``: the local engine, the Dask engine on a 2-worker LocalCluster
+and the baseline a user writes today (pandas chunks + scikit-learn ``predict_proba``), same run.
+
+Model: the benchmark forest of shared/DESIGN.md (``RandomForestClassifier(n_estimators=100,
+random_state=0)`` fitted on the first 10 000 rows of ``make_classification(n_samples=20000,
+n_features=28, n_informative=15, n_classes=2, random_state=0)``); ``--kind mixed`` fits it behind
+``--preprocess auto`` on the mixed data set instead (4 text columns). Data: the folder written by
+``benchmarks/make_score_data.py`` (the other 10 000 rows, tiled), or its first ``--files`` files.
+
+Every run is a fresh child process; this script samples the child's process tree (psutil, every
+50 ms, Dask workers included) for the peak RSS. Runs are interleaved round by round so machine
+noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with their
+range, and the ratios against the baseline of the same rounds.
+
+    python benchmarks/make_score_data.py --rows 10000000 --files 20
+    python benchmarks/score_bench.py --data /work/data/score-numeric-10000000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+RUNS = ("baseline", "local", "dask")
+# Extra runs, for choosing the local engine's defaults: one session of two ORT threads.
+VARIANTS = {"local-1x2": {"engine": "local", "workers": 1, "session_threads": 2}}
+
+
+# ------------------------------------------------------------------------------------ the model
+def build_models(work: Path, kind: str) -> tuple[Path, Path]:
+    """Fit and convert the benchmark forest once; returns (model.skops, model.onnx)."""
+    sys.path.insert(0, str(HERE))
+    import pandas as pd
+    from make_score_data import benchmark_data, mixed_frame_columns, quartile_edges
+
+    from onnxbridge import convert_bundle, train_bundle
+
+    bundle_dir = work / f"forest-{kind}"
+    skops, onnx = bundle_dir / "model.skops", bundle_dir / "model.onnx"
+    if onnx.is_file() and skops.is_file():
+        return skops, onnx
+    X, y = benchmark_data()
+    if kind == "numeric":
+        train = pd.DataFrame(X[:10000], columns=[f"f{j}" for j in range(X.shape[1])])
+    else:
+        train = pd.DataFrame(mixed_frame_columns(X[:10000], quartile_edges(X[:10000])))
+    train["target"] = y[:10000]
+    path = work / f"train-{kind}.parquet"
+    train.to_parquet(path, index=False)
+    spec = "RandomForestClassifier(n_estimators=100, random_state=0)"
+    preprocess = "auto" if kind == "mixed" else "none"
+    # All 10 000 rows train the forest; the holdout is only for the bundle's own checks.
+    bundle, _ = train_bundle(
+        str(path), spec, bundle_dir, target="target", test_size=0.01, preprocess=preprocess,
+        overwrite=True,
+    )  # fmt: skip
+    convert_bundle(bundle)
+    return skops, onnx
+
+
+# -------------------------------------------------------------------------------- child: runs
+def run_baseline(skops: Path, files: list[Path], out: Path, batch_size: int) -> int:
+    """What a user writes today: pandas chunks, scikit-learn predict_proba, Parquet out."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from onnxbridge import load_estimator
+
+    model = load_estimator(skops)
+    features = list(model.feature_names_in_)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    for i, path in enumerate(files):
+        writer = None
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+            chunk = batch.to_pandas()
+            proba = model.predict_proba(chunk[features])
+            result = pd.DataFrame({"id": chunk["id"], "label": model.classes_[proba.argmax(1)]})
+            for k, cls in enumerate(model.classes_):
+                result[f"proba_{cls}"] = proba[:, k]
+            table = pa.Table.from_pandas(result, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(out / f"part-{i:05d}.parquet", table.schema)
+            writer.write_table(table)
+            rows += len(chunk)
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def run_child(args: argparse.Namespace) -> None:
+    files = sorted(Path(args.data).glob("*.parquet"))[: args.files]
+    out = Path(args.out)
+    started = time.perf_counter()
+    if args.child == "baseline":
+        rows = run_baseline(Path(args.skops), files, out, args.batch_size)
+        workers = 1
+    else:
+        from onnxbridge import score
+
+        options = VARIANTS.get(args.child, {"engine": args.child, "workers": 2})
+        result = score(
+            args.onnx, files, out, keep=["id"], batch_size=args.batch_size, overwrite=True,
+            **options,
+        )  # fmt: skip
+        rows, workers = result.rows, result.workers
+    seconds = time.perf_counter() - started
+    print(json.dumps({"rows": rows, "seconds": seconds, "workers": workers}))
+
+
+# ------------------------------------------------------------------------------- parent: timing
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict[str, float]:
+    out = Path(args.work) / f"out-{run}"
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    command = [
+        sys.executable, __file__, "--child", run, "--data", str(args.data), "--files",
+        str(args.files), "--out", str(out), "--skops", str(skops), "--onnx", str(onnx),
+        "--batch-size", str(args.batch_size),
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watched = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, tree_rss(watched))
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
+    stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{run} failed ({proc.returncode}):\n{stderr[-3000:]}")
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    summary["rows_per_second"] = summary["rows"] / summary["seconds"]
+    summary["peak_rss_mib"] = peak / 2**20
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("/work/data/score-numeric-10000000"))
+    parser.add_argument("--files", type=int, default=None, help="score only the first N files")
+    parser.add_argument("--kind", choices=("numeric", "mixed"), default="numeric")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=65_536)
+    parser.add_argument(
+        "--runs",
+        default=",".join(RUNS),
+        help=f"comma-separated, from {', '.join((*RUNS, *VARIANTS))}",
+    )
+    parser.add_argument("--work", type=Path, default=Path("/work/data/score-bench"))
+    parser.add_argument("--child", choices=(*RUNS, *VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--skops", help=argparse.SUPPRESS)
+    parser.add_argument("--onnx", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        run_child(args)
+        return
+    args.work.mkdir(parents=True, exist_ok=True)
+    files = sorted(args.data.glob("*.parquet"))[: args.files]
+    import pyarrow.parquet as pq
+
+    n_rows = sum(pq.read_metadata(f).num_rows for f in files)
+    skops, onnx = build_models(args.work, args.kind)
+    runs = [r for r in args.runs.split(",") if r]
+    print(
+        f"score benchmark ({args.kind}): {n_rows:,} rows in {len(files)} Parquet files, "
+        f"batch {args.batch_size:,}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    results: dict[str, list[dict[str, float]]] = {r: [] for r in runs}
+    for rnd in range(1, args.rounds + 1):
+        for run in runs:
+            summary = measure(run, args, skops, onnx)
+            results[run].append(summary)
+            print(
+                f"round {rnd}  {run:<9} {summary['rows_per_second']:>10,.0f} rows/s  "
+                f"{summary['seconds']:7.1f} s  peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    print("median [min-max] over rounds:")
+    for run in runs:
+        speeds = [r["rows_per_second"] for r in results[run]]
+        rss = [r["peak_rss_mib"] for r in results[run]]
+        print(
+            f"  {run:<9} {statistics.median(speeds):>10,.0f} rows/s "
+            f"[{min(speeds):,.0f}-{max(speeds):,.0f}]  peak RSS {statistics.median(rss):,.0f} MiB "
+            f"[{min(rss):,.0f}-{max(rss):,.0f}]"
+        )
+    if "baseline" in results:
+        base = [r["rows_per_second"] for r in results["baseline"]]
+        for run in runs:
+            if run == "baseline":
+                continue
+            ratios = [r["rows_per_second"] / b for r, b in zip(results[run], base, strict=True)]
+            print(
+                f"  {run}/baseline rows/s: {statistics.median(ratios):.2f}x median "
+                f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+            )
+    if "local" in results and "dask" in results:
+        ratios = [
+            d["seconds"] / loc["seconds"]
+            for d, loc in zip(results["dask"], results["local"], strict=True)
+        ]
+        print(
+            f"  dask/local time: {statistics.median(ratios):.2f}x median "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+        )
+
+
+if __name__ == "__main__":
+    main()

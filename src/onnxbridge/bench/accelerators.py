@@ -1,0 +1,407 @@
+"""Engines that may beat ONNX Runtime on large batches: compiled tree code (tl2cgen, lleaves).
+
+``tune --engines all`` builds what is installed for the model, checks it against the ONNX model
+on probe rows, times it against the tuned ONNX Runtime session, and records it as an optional
+accelerator for batch scoring **only when it is both equivalent and faster**
+(:func:`choose_accelerator`). ONNX stays the artifact and ONNX Runtime the default engine.
+
+- ``tl2cgen`` (with ``treelite``): scikit-learn tree ensembles (random forests, extra trees,
+  gradient boosting, histogram gradient boosting) and LightGBM models, compiled to a shared
+  library with gcc;
+- ``lleaves``: LightGBM models, compiled with LLVM.
+
+Probe rows: the holdout rows plus random rows drawn uniformly within each column's observed range
+(seed 0) — :func:`probe_rows`. Equivalence: identical labels and probabilities (or values) within
+the tolerances ``validate`` uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.runtime import Predictor
+from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
+
+__all__ = [
+    "ACCELERATOR_ENGINES",
+    "AcceleratorCandidate",
+    "AcceleratorCheck",
+    "build_candidates",
+    "check_candidate",
+    "choose_accelerator",
+    "probe_rows",
+]
+
+ACCELERATOR_ENGINES = ("tl2cgen", "lleaves")
+_RANDOM_PROBES = 1000
+
+# scikit-learn tree ensembles treelite imports (treelite.sklearn.import_model).
+_TL2CGEN_CLASSES = {
+    "RandomForestClassifier",
+    "RandomForestRegressor",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
+    "HistGradientBoostingClassifier",
+    "HistGradientBoostingRegressor",
+    # LightGBM models go through treelite's LightGBM frontend.
+    "LGBMClassifier",
+    "LGBMRegressor",
+}
+_LLEAVES_CLASSES = {"LGBMClassifier", "LGBMRegressor"}
+
+
+@dataclass
+class AcceleratorCandidate:
+    """An engine built for one model.
+
+    Attributes:
+        engine: ``"tl2cgen"`` or ``"lleaves"`` (or a test's own name).
+        predict: ``X [N, F] float32 -> [N, C]`` probabilities (classifiers) or ``[N]`` values.
+        threads: threads it runs with.
+        artifact: the compiled library it loads, if any.
+        build_seconds: how long building it took.
+    """
+
+    engine: str
+    predict: Callable[[np.ndarray], np.ndarray]
+    threads: int = 1
+    artifact: Path | None = None
+    build_seconds: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """``engine-<threads>t``."""
+        return f"{self.engine}-{self.threads}t"
+
+
+@dataclass
+class AcceleratorCheck:
+    """A candidate's equivalence check and timing against ONNX Runtime.
+
+    Attributes:
+        name: the candidate's name.
+        equivalent: labels identical and values within tolerance on every probe row.
+        label_mismatches: probe rows whose label differs from the ONNX model's.
+        max_abs_diff: largest |Δ| of probabilities / values against the ONNX model.
+        probe_rows: how many rows were compared.
+        speedups: batch size → ONNX Runtime median / candidate median (above 1: faster).
+        chosen: whether it was recorded as the accelerator.
+        reason: why it was or was not chosen.
+        timings: batch size → the candidate's and ONNX Runtime's timings (JSON-ready).
+    """
+
+    name: str
+    equivalent: bool
+    label_mismatches: int
+    max_abs_diff: float
+    probe_rows: int
+    speedups: dict[int, float] = field(default_factory=dict)
+    chosen: bool = False
+    reason: str = ""
+    timings: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.name,
+            "verdict": "EQUIVALENT" if self.equivalent else "DIVERGENT",
+            "label_mismatches": self.label_mismatches,
+            "max_abs_diff": self.max_abs_diff,
+            "probe_rows": self.probe_rows,
+            "speedups": {str(k): v for k, v in self.speedups.items()},
+            "chosen": self.chosen,
+            "reason": self.reason,
+            "timings": {str(k): v for k, v in self.timings.items()},
+        }
+
+
+def probe_rows(rows: pd.DataFrame, *, n_random: int = _RANDOM_PROBES, seed: int = 0) -> np.ndarray:
+    """The rows a candidate is checked on: ``rows`` plus random rows within each column's range.
+
+    Returns:
+        ``[len(rows) + n_random, F]`` float32.
+    """
+    values = rows.to_numpy(dtype=np.float64, na_value=np.nan)
+    low = np.nanmin(values, axis=0)
+    high = np.nanmax(values, axis=0)
+    low = np.where(np.isfinite(low), low, 0.0)
+    high = np.where(np.isfinite(high), high, 1.0)
+    random = np.random.RandomState(seed).uniform(low, high, size=(n_random, values.shape[1]))
+    return np.vstack([values, random]).astype(np.float32)
+
+
+def _final_step(estimator: Any) -> Any:
+    return estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+
+
+@contextlib.contextmanager
+def _quiet() -> Any:
+    """Silence the compilers' progress chatter, which their C++ code writes to fds 1 and 2."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            os.dup2(devnull.fileno(), 2)
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
+                yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+
+
+def _as_output(raw: np.ndarray, n_rows: int, n_classes: int | None) -> np.ndarray:
+    """Compiled engines' outputs → ``[N, C]`` probabilities or ``[N]`` values."""
+    out = np.asarray(raw, dtype=np.float64).reshape(n_rows, -1)
+    if n_classes is None:
+        return out.reshape(n_rows) if out.shape[1] == 1 else out
+    if out.shape[1] == 1 and n_classes == 2:
+        # Binary models give the positive class's probability only.
+        return np.hstack([1.0 - out, out])
+    return out
+
+
+def build_candidates(
+    estimator: Any, workdir: Path, *, n_classes: int | None, threads: list[int]
+) -> tuple[list[AcceleratorCandidate], list[str]]:
+    """Build every installed engine that handles ``estimator``, one candidate per thread count.
+
+    Returns:
+        The candidates, and one line per engine that was not built saying why.
+    """
+    final = _final_step(estimator)
+    name = type(final).__name__
+    candidates: list[AcceleratorCandidate] = []
+    skipped: list[str] = []
+    is_pipeline = final is not estimator
+    for engine in ACCELERATOR_ENGINES:
+        module = "tl2cgen" if engine == "tl2cgen" else "lleaves"
+        handles = name in (_TL2CGEN_CLASSES if engine == "tl2cgen" else _LLEAVES_CLASSES)
+        if importlib.util.find_spec(module) is None:
+            skipped.append(f"{engine}: not installed (pip install {module})")
+            continue
+        if not handles:
+            skipped.append(f"{engine}: does not handle {name}")
+            continue
+        if is_pipeline:
+            skipped.append(f"{engine}: the model is a pipeline; {engine} compiles the trees only")
+            continue
+        start = time.perf_counter()
+        try:
+            if engine == "tl2cgen":
+                built = _build_tl2cgen(final, workdir, n_classes, threads)
+            else:
+                built = _build_lleaves(final, workdir, n_classes, threads)
+        except Exception as exc:  # compilers fail in many ways; the engine is then skipped
+            from onnxbridge.errors import first_line
+
+            skipped.append(f"{engine}: building failed ({first_line(exc)})")
+            continue
+        seconds = time.perf_counter() - start
+        for candidate in built:
+            candidate.build_seconds = seconds
+        candidates.extend(built)
+    return candidates, skipped
+
+
+def _build_tl2cgen(
+    estimator: Any, workdir: Path, n_classes: int | None, threads: list[int]
+) -> list[AcceleratorCandidate]:
+    import tl2cgen
+    import treelite
+
+    library = workdir / "tl2cgen.so"
+    with _quiet():
+        if hasattr(estimator, "booster_"):  # LightGBM
+            model = treelite.frontend.from_lightgbm(estimator.booster_)
+        else:
+            model = treelite.sklearn.import_model(estimator)
+        tl2cgen.export_lib(model, toolchain="gcc", libpath=str(library), verbose=False)
+    result = []
+    for n in threads:
+        with _quiet():
+            engine = tl2cgen.Predictor(str(library), nthread=n, verbose=False)
+
+        def predict(X: np.ndarray, engine: Any = engine) -> np.ndarray:
+            raw = engine.predict(tl2cgen.DMatrix(X, dtype="float32"))
+            return _as_output(raw, len(X), n_classes)
+
+        result.append(
+            AcceleratorCandidate(engine="tl2cgen", predict=predict, threads=n, artifact=library)
+        )
+    return result
+
+
+def _build_lleaves(
+    estimator: Any, workdir: Path, n_classes: int | None, threads: list[int]
+) -> list[AcceleratorCandidate]:
+    import lleaves
+
+    text = workdir / "lightgbm.txt"
+    estimator.booster_.save_model(str(text))
+    library = workdir / "lleaves.o"
+    model = lleaves.Model(model_file=str(text))
+    with _quiet():
+        model.compile(cache=str(library))
+    result = []
+    for n in threads:
+
+        def predict(X: np.ndarray, n: int = n) -> np.ndarray:
+            return _as_output(model.predict(X.astype(np.float64), n_jobs=n), len(X), n_classes)
+
+        result.append(
+            AcceleratorCandidate(engine="lleaves", predict=predict, threads=n, artifact=library)
+        )
+    return result
+
+
+def check_candidate(
+    candidate: AcceleratorCandidate,
+    predictor: Predictor,
+    probes: np.ndarray,
+    *,
+    atol: float = DEFAULT_ATOL,
+    rtol: float = DEFAULT_RTOL,
+) -> AcceleratorCheck:
+    """Compare a candidate with the ONNX model on ``probes``: labels equal, values within
+    ``atol + rtol·|onnx|``."""
+    reference = predictor.predict(probes, allow_missing=True)
+    try:
+        got = np.asarray(candidate.predict(probes), dtype=np.float64)
+    except Exception as exc:  # a candidate that cannot run is not equivalent
+        from onnxbridge.errors import first_line
+
+        return AcceleratorCheck(
+            name=candidate.name,
+            equivalent=False,
+            label_mismatches=len(probes),
+            max_abs_diff=float("inf"),
+            probe_rows=len(probes),
+            reason=f"failed to run: {first_line(exc)}",
+        )
+    if reference.probabilities is not None:
+        expected = np.asarray(reference.probabilities, dtype=np.float64)
+        classes = (
+            reference.classes if reference.classes is not None else list(range(len(expected[0])))
+        )
+        if got.shape != expected.shape:
+            return _shape_mismatch(candidate, got, expected, len(probes))
+        labels = np.asarray(classes, dtype=object)[np.argmax(got, axis=1)]
+        mismatches = int(np.sum(labels != np.asarray(reference.labels, dtype=object)))
+    else:
+        if reference.values is None:
+            # Decision scores only (no probabilities): nothing to compare compiled trees with.
+            return AcceleratorCheck(
+                name=candidate.name,
+                equivalent=False,
+                label_mismatches=0,
+                max_abs_diff=float("inf"),
+                probe_rows=len(probes),
+                reason="the model gives scores, not probabilities or values",
+            )
+        expected = np.asarray(reference.values, dtype=np.float64)
+        if got.shape != expected.shape:
+            got = got.reshape(expected.shape) if got.size == expected.size else got
+        if got.shape != expected.shape:
+            return _shape_mismatch(candidate, got, expected, len(probes))
+        mismatches = 0
+    diff = np.abs(got - expected)
+    max_abs = float(np.max(diff)) if diff.size else 0.0
+    within = bool(np.all(diff <= atol + rtol * np.abs(expected)))
+    equivalent = within and mismatches == 0
+    return AcceleratorCheck(
+        name=candidate.name,
+        equivalent=equivalent,
+        label_mismatches=mismatches,
+        max_abs_diff=max_abs,
+        probe_rows=len(probes),
+        reason=""
+        if equivalent
+        else (
+            f"{mismatches} labels differ, max |Δ| {max_abs:.3g} (tolerance {atol:g} + "
+            f"{rtol:g}·|onnx|)"
+        ),
+    )
+
+
+def _shape_mismatch(
+    candidate: AcceleratorCandidate, got: np.ndarray, expected: np.ndarray, n: int
+) -> AcceleratorCheck:
+    return AcceleratorCheck(
+        name=candidate.name,
+        equivalent=False,
+        label_mismatches=n,
+        max_abs_diff=float("inf"),
+        probe_rows=n,
+        reason=f"output shape {got.shape} differs from the ONNX model's {expected.shape}",
+    )
+
+
+def choose_accelerator(
+    checks: list[AcceleratorCheck], *, margin: float = 0.05
+) -> AcceleratorCheck | None:
+    """The candidate to record, or None: equivalent, and faster than ONNX Runtime by more than
+    ``margin`` at the largest measured batch size; among those, the fastest there.
+
+    Marks every check's ``chosen`` and ``reason``.
+    """
+    eligible: list[tuple[float, AcceleratorCheck]] = []
+    for check in checks:
+        check.chosen = False
+        if not check.equivalent:
+            check.reason = check.reason or "not equivalent to the ONNX model"
+            check.reason = f"not chosen: {check.reason}"
+            continue
+        if not check.speedups:
+            check.reason = "not chosen: not timed"
+            continue
+        largest = max(check.speedups)
+        speedup = check.speedups[largest]
+        if speedup <= 1.0 + margin:
+            check.reason = (
+                f"not chosen: equivalent but not faster ({speedup:.2f}× ONNX Runtime at "
+                f"{largest} rows; needs > {1 + margin:.2f}×)"
+            )
+            continue
+        check.reason = f"equivalent and {speedup:.2f}× ONNX Runtime at {largest} rows"
+        eligible.append((speedup, check))
+    if not eligible:
+        return None
+    best = max(eligible, key=lambda item: item[0])[1]
+    best.chosen = True
+    for _, check in eligible:
+        if check is not best:
+            check.reason = f"not chosen: {best.name} is faster ({check.reason})"
+    return best
+
+
+def min_rows_of(check: AcceleratorCheck, *, margin: float = 0.05) -> int:
+    """The smallest measured batch size from which the accelerator stays faster."""
+    sizes = sorted(check.speedups)
+    start = sizes[-1]
+    for size in reversed(sizes):
+        if check.speedups[size] > 1.0 + margin:
+            start = size
+        else:
+            break
+    return start

@@ -1,0 +1,594 @@
+"""``onnxbridge tune``: measure ONNX Runtime session settings per regime and store the winners.
+
+For each regime, ``latency`` (``latency_rows`` rows per call, 1 by default) and ``throughput``
+(``throughput_rows``, 10 000 by default), candidate sessions are timed with interleaved repeats
+(:func:`onnxbridge.bench.measure_many`) calling ``session.run`` on the same prepared feeds:
+
+1. intra-op threads 1 … cores × spinning off / on (sequential, all graph optimisations), plus
+   ONNX Runtime's own defaults;
+2. on the winner of step 1: parallel execution mode, and graph optimisation levels ``extended``,
+   ``basic``, ``disabled``.
+
+**Choosing** within a step: candidates are listed from the cheapest for a shared machine (fewer
+threads, no spinning, sequential, all optimisations) to the dearest, and the first one whose median
+is within ``margin`` (2 %) of the fastest wins — a difference smaller than that is noise here, and
+the cheaper setting leaves the cores to other processes.
+
+**The regime boundary** (both regimes tuned, with different winners): the two winners are timed
+against each other at batch sizes between the two regimes (10, 100, 1 000 rows); the latency
+settings keep every size up to the last one at which they are still at least as fast.
+``Predictor`` then runs calls of at most ``latency_max_rows`` rows with the latency settings and
+larger ones with the throughput settings (:mod:`onnxbridge.runtime.settings`).
+
+The result, a :class:`~onnxbridge.runtime.settings.TuningSpec`, is written into the model's
+``metadata_props`` (``onnxbridge.session``, JSON) and, for a bundle, into ``card.json``
+(``tuning``; ``model.onnx`` is re-hashed), with the full measurements in ``reports/tune.json``.
+
+With ``engines="all"``, installed accelerators (:mod:`onnxbridge.bench.accelerators`) are built,
+checked and timed against the tuned throughput session; one is recorded only when it is both
+equivalent and faster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnxbridge._files import atomic_write_path
+from onnxbridge.bench.run import ProgressFn, machine_info
+from onnxbridge.bench.source import BenchSource, open_source, tile_rows
+from onnxbridge.bench.timing import Timing, measure_many
+from onnxbridge.bundle import ONNX_NAME, now_iso
+from onnxbridge.errors import DataError, OnnxModelError, first_line
+from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.settings import (
+    SESSION_KEY,
+    SessionSettings,
+    TuningSpec,
+    available_cores,
+)
+
+__all__ = [
+    "DEFAULT_LATENCY_MAX_ROWS",
+    "REGIMES",
+    "CandidateTiming",
+    "RegimeResult",
+    "TuneReport",
+    "read_tuning",
+    "store_tuning",
+    "tune_model",
+]
+
+REGIMES = ("latency", "throughput", "both")
+ENGINE_CHOICES = ("onnxruntime", "all")
+# The boundary used when it was not measured (one regime tuned alone).
+DEFAULT_LATENCY_MAX_ROWS = 100
+_BOUNDARY_SIZES = (10, 100, 1_000)
+TUNE_FORMAT = "1"
+
+
+@dataclass(frozen=True)
+class CandidateTiming:
+    """One candidate's timing in one regime, in one step (1 or 2) of the search."""
+
+    settings: SessionSettings
+    timing: Timing
+    step: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "step": self.step,
+            "settings": self.settings.to_dict(),
+            "label": self.settings.label(),
+            "median": self.timing.median,
+            "spread": self.timing.spread,
+            "timing": self.timing.to_dict(),
+        }
+
+
+@dataclass
+class RegimeResult:
+    """What one regime measured and chose.
+
+    Attributes:
+        regime: ``"latency"`` or ``"throughput"``.
+        rows: rows per call measured.
+        candidates: every candidate of every step, in measurement order.
+        winner: the chosen settings.
+        winner_timing: its timing (from the last step it was measured in).
+        ort_default: ONNX Runtime's defaults in the same run.
+        onnxbridge_default: ``Predictor``'s untuned defaults in the same run.
+    """
+
+    regime: str
+    rows: int
+    candidates: list[CandidateTiming]
+    winner: SessionSettings
+    winner_timing: Timing
+    ort_default: Timing
+    onnxbridge_default: Timing
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "regime": self.regime,
+            "rows": self.rows,
+            "winner": self.winner.to_dict(),
+            "winner_label": self.winner.label(),
+            "winner_median": self.winner_timing.median,
+            "speedup_vs_ort_default": self.ort_default.median / self.winner_timing.median,
+            "speedup_vs_onnxbridge_default": (
+                self.onnxbridge_default.median / self.winner_timing.median
+            ),
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+@dataclass
+class TuneReport:
+    """What ``onnxbridge tune`` measured and stored.
+
+    Attributes:
+        model: the ``.onnx`` file tuned.
+        spec: the stored settings.
+        regimes: the regimes measured.
+        boundary: ``[{"rows": 10, "latency": s, "throughput": s}, ...]`` when measured.
+        accelerators: one check per accelerator candidate (``engines="all"``).
+        accelerators_skipped: engines not tried, and why.
+        machine: cores, load average, versions.
+    """
+
+    model: str
+    spec: TuningSpec
+    regimes: list[RegimeResult]
+    boundary: list[dict[str, Any]] = field(default_factory=list)
+    accelerators: list[dict[str, Any]] = field(default_factory=list)
+    accelerators_skipped: list[str] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=dict)
+    created_at: str = field(default_factory=now_iso)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what ``reports/tune.json`` holds)."""
+        return {
+            "format": TUNE_FORMAT,
+            "created_at": self.created_at,
+            "model": self.model,
+            "spec": self.spec.to_dict(),
+            "regimes": [r.to_dict() for r in self.regimes],
+            "boundary": self.boundary,
+            "accelerators": self.accelerators,
+            "accelerators_skipped": self.accelerators_skipped,
+            "machine": self.machine,
+        }
+
+
+def _session(path: Path, settings: SessionSettings) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(
+        str(path), settings.to_session_options(), providers=["CPUExecutionProvider"]
+    )
+
+
+def _pick(timings: list[tuple[SessionSettings, Timing]], margin: float) -> int:
+    """Index of the first (cheapest) candidate within ``margin`` of the fastest median."""
+    best = min(t.median for _, t in timings)
+    for i, (_, t) in enumerate(timings):
+        if t.median <= best * (1.0 + margin):
+            return i
+    return 0  # unreachable: the fastest is within its own margin
+
+
+def stage_one_candidates(cores: int) -> list[SessionSettings]:
+    """Threads × spinning, cheapest first, then ONNX Runtime's defaults."""
+    candidates = [
+        SessionSettings(intra_op_num_threads=n, allow_spinning=spin)
+        for spin in (False, True)
+        for n in range(1, cores + 1)
+    ]
+    return [*candidates, SessionSettings()]
+
+
+def stage_two_candidates(winner: SessionSettings, cores: int) -> list[SessionSettings]:
+    """The step-one winner, then its parallel-mode and lower-optimisation variants.
+
+    ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
+    """
+    variants = [winner]
+    if cores > 1:
+        variants.append(replace(winner, execution_mode="parallel", inter_op_num_threads=cores))
+    for level in ("extended", "basic", "disabled"):
+        variants.append(replace(winner, graph_optimization_level=level))
+    return variants
+
+
+def _tune_regime(
+    regime: str,
+    path: Path,
+    feeds: dict[str, np.ndarray],
+    rows: int,
+    *,
+    cores: int,
+    repeat: int,
+    min_time: float,
+    margin: float,
+    progress: Any,
+) -> RegimeResult:
+    measured: list[CandidateTiming] = []
+
+    def run_stage(
+        candidates: list[SessionSettings], step: int
+    ) -> list[tuple[SessionSettings, Timing]]:
+        sessions = [_session(path, s) for s in candidates]
+        calls = {str(i): (lambda s=s: s.run(None, feeds)) for i, s in enumerate(sessions)}
+        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        pairs = [(candidates[i], timings[str(i)]) for i in range(len(candidates))]
+        measured.extend(CandidateTiming(s, t, step) for s, t in pairs)
+        return pairs
+
+    stage1 = run_stage(stage_one_candidates(cores), 1)
+    winner, _ = stage1[_pick(stage1, margin)]
+    # Step two also re-times both defaults, so that every ratio reported compares timings of
+    # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
+    ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
+    stage2_candidates = stage_two_candidates(winner, cores)
+    stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
+    stage2 = run_stage(stage2_candidates, 2)
+    winner, winner_timing = stage2[_pick(stage2, margin)]
+    timing_of = dict(stage2)
+    return RegimeResult(
+        regime=regime,
+        rows=rows,
+        candidates=measured,
+        winner=winner,
+        winner_timing=winner_timing,
+        ort_default=timing_of[ort_default],
+        onnxbridge_default=timing_of[ours],
+    )
+
+
+def _regime_steps(cores: int, repeat: int) -> int:
+    stage1 = 2 * cores + 1
+    stage2 = 4 + (cores > 1) + 2  # at most: the variants and the two defaults
+    return (stage1 + stage2) * (repeat + 1)
+
+
+def read_tuning(path: str | Path) -> TuningSpec | None:
+    """The tuned settings stored in a ``.onnx`` file, or None.
+
+    Raises:
+        SessionSettingsError: the entry is there but damaged.
+    """
+    predictor = Predictor(path)
+    return TuningSpec.find_in_props(dict(predictor.session.get_modelmeta().custom_metadata_map))
+
+
+def store_tuning(source: BenchSource, spec: TuningSpec, report: dict[str, Any] | None) -> None:
+    """Write ``spec`` into the model's metadata (and the bundle's card), atomically.
+
+    The model file is rewritten to a temporary name and renamed into place; for a bundle the
+    card then records the new hash of ``model.onnx`` and the spec under ``tuning``.
+    """
+    import onnx
+
+    model = onnx.load(str(source.onnx_path))
+    keep = [p for p in model.metadata_props if p.key != SESSION_KEY]
+    del model.metadata_props[:]
+    for prop in keep:
+        model.metadata_props.add(key=prop.key, value=prop.value)
+    model.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
+    with atomic_write_path(source.onnx_path) as tmp:
+        tmp.write_bytes(model.SerializeToString())
+    if report is not None:
+        source.reports_dir.mkdir(parents=True, exist_ok=True)
+        with atomic_write_path(source.reports_dir / "tune.json") as tmp:
+            tmp.write_text(json.dumps(report, indent=2) + "\n")
+    bundle = source.bundle
+    if bundle is not None:
+        bundle.record_file(ONNX_NAME)
+        bundle.card["tuning"] = {
+            **spec.to_dict(),
+            "report": "reports/tune.json",
+            "tuned_at": report.get("created_at") if report else now_iso(),
+        }
+        bundle.save_card()
+
+
+def _boundary(
+    path: Path,
+    source: BenchSource,
+    latency: SessionSettings,
+    throughput: SessionSettings,
+    low: int,
+    high: int,
+    *,
+    repeat: int,
+    min_time: float,
+    progress: Any,
+) -> tuple[int, list[dict[str, Any]]]:
+    sizes = [s for s in _BOUNDARY_SIZES if low < s < high]
+    if not sizes:
+        return low, []
+    predictor = Predictor(path)
+    sessions = {"latency": _session(path, latency), "throughput": _session(path, throughput)}
+    rows: list[dict[str, Any]] = []
+    limit = low
+    still_winning = True
+    for size in sizes:
+        feeds = predictor.prepare(tile_rows(source.rows, size), allow_missing=True)
+        calls = {k: (lambda s=s, f=feeds: s.run(None, f)) for k, s in sessions.items()}
+        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        lat, thr = timings["latency"].median, timings["throughput"].median
+        rows.append({"rows": size, "latency": lat, "throughput": thr})
+        if still_winning and lat <= thr:
+            limit = size
+        else:
+            still_winning = False
+    return limit, rows
+
+
+def tune_model(
+    target: str | Path,
+    *,
+    regime: str = "both",
+    engines: str = "onnxruntime",
+    data: str | Path | None = None,
+    latency_rows: int = 1,
+    throughput_rows: int = 10_000,
+    repeat: int = 7,
+    min_time: float = 0.05,
+    margin: float = 0.02,
+    write: bool = True,
+    progress: ProgressFn | None = None,
+) -> TuneReport:
+    """Tune a bundle's (or a ``.onnx`` file's) session settings and store them in the model.
+
+    Args:
+        target: a bundle folder or a ``.onnx`` file.
+        regime: ``"latency"``, ``"throughput"`` or ``"both"``. Tuning one regime keeps the
+            other's stored settings (or ``Predictor``'s defaults when there are none).
+        engines: ``"onnxruntime"``, or ``"all"`` to also try installed accelerators (bundles
+            with ``model.skops`` only).
+        data: rows to use instead of the holdout.
+        latency_rows: rows per call in the latency regime.
+        throughput_rows: rows per call in the throughput regime.
+        repeat: interleaved repeats per candidate.
+        min_time: seconds one repeat lasts at least.
+        margin: a candidate must be this much faster (relative) to beat a cheaper one.
+        write: store the result (model metadata, card, ``reports/tune.json``).
+        progress: called as ``progress(done, total, label)``.
+
+    Raises:
+        DataError: bad regime, engines, row counts, repeat or margin.
+        BundleError, OnnxModelError: a bad bundle or model.
+    """
+    if regime not in REGIMES:
+        raise DataError(f"--regime {regime!r} is not one of {', '.join(REGIMES)}")
+    if engines not in ENGINE_CHOICES:
+        raise DataError(f"--engines {engines!r} is not one of {', '.join(ENGINE_CHOICES)}")
+    for name, value in (("--latency-rows", latency_rows), ("--throughput-rows", throughput_rows)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataError(f"{name} must be a whole number >= 1, got {value!r}")
+    if latency_rows >= throughput_rows:
+        raise DataError(
+            f"--latency-rows ({latency_rows}) must be smaller than --throughput-rows "
+            f"({throughput_rows})"
+        )
+    if repeat < 1:
+        raise DataError(f"--repeat must be at least 1, got {repeat}")
+    if not (math.isfinite(margin) and 0 <= margin < 1):
+        raise DataError(f"--margin must be between 0 and 1, got {margin}")
+    if not (math.isfinite(min_time) and min_time > 0):
+        raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
+    source = open_source(target, data=data)
+    if engines == "all" and not source.has_estimator:
+        raise DataError(
+            "--engines all builds accelerators from the source model, so it needs a bundle with "
+            f"model.skops; {str(target)!r} has none (use --engines onnxruntime)"
+        )
+    cores = available_cores()
+    previous = read_tuning(source.onnx_path)
+    wanted = ("latency", "throughput") if regime == "both" else (regime,)
+    total = len(wanted) * _regime_steps(cores, repeat)
+    if regime == "both":
+        total += len(_BOUNDARY_SIZES) * 2 * (repeat + 1)
+    if engines == "all":
+        total += 2 * cores * 2 * (repeat + 1)
+    done = 0
+
+    def step_for(label: str) -> Any:
+        def step() -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(min(done, total), total, label)
+
+        return step
+
+    predictor = Predictor(source.onnx_path)
+    results: dict[str, RegimeResult] = {}
+    for name in wanted:
+        rows = latency_rows if name == "latency" else throughput_rows
+        feeds = predictor.prepare(tile_rows(source.rows, rows), allow_missing=True)
+        results[name] = _tune_regime(
+            name,
+            source.onnx_path,
+            feeds,
+            rows,
+            cores=cores,
+            repeat=repeat,
+            min_time=min_time,
+            margin=margin,
+            progress=step_for(f"{name}: {rows} rows"),
+        )
+    fallback = SessionSettings.onnxbridge_default()
+    latency = (
+        results["latency"].winner
+        if "latency" in results
+        else (previous.latency if previous else fallback)
+    )
+    throughput = (
+        results["throughput"].winner
+        if "throughput" in results
+        else (previous.throughput if previous else fallback)
+    )
+    boundary: list[dict[str, Any]] = []
+    if regime == "both" and latency != throughput:
+        latency_max_rows, boundary = _boundary(
+            source.onnx_path,
+            source,
+            latency,
+            throughput,
+            latency_rows,
+            throughput_rows,
+            repeat=repeat,
+            min_time=min_time,
+            progress=step_for("boundary"),
+        )
+    elif regime == "both":
+        latency_max_rows = throughput_rows  # the same settings: the boundary does not matter
+    else:
+        latency_max_rows = previous.latency_max_rows if previous else DEFAULT_LATENCY_MAX_ROWS
+    checks: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    accelerator: dict[str, Any] | None = previous.accelerator if previous else None
+    tmpdir = Path(tempfile.mkdtemp(prefix="onnxbridge-tune-"))
+    try:
+        if engines == "all":
+            accelerator, checks, skipped = _tune_accelerators(
+                source,
+                throughput,
+                throughput_rows,
+                tmpdir,
+                repeat=repeat,
+                min_time=min_time,
+                progress=step_for("accelerators"),
+                write=write,
+            )
+        spec = TuningSpec(
+            latency=latency,
+            throughput=throughput,
+            latency_max_rows=latency_max_rows,
+            accelerator=accelerator,
+            measured={
+                "cores": cores,
+                "onnxruntime": _version("onnxruntime"),
+                "regimes": list(results),
+                "latency_rows": latency_rows,
+                "throughput_rows": throughput_rows,
+                "tuned_at": now_iso(),
+            },
+        )
+        report = TuneReport(
+            model=str(source.onnx_path),
+            spec=spec,
+            regimes=list(results.values()),
+            boundary=boundary,
+            accelerators=checks,
+            accelerators_skipped=skipped,
+            machine=machine_info(),
+        )
+        if write:
+            store_tuning(source, spec, report.to_dict())
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return report
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib_metadata.version(name)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+def _tune_accelerators(
+    source: BenchSource,
+    throughput: SessionSettings,
+    throughput_rows: int,
+    workdir: Path,
+    *,
+    repeat: int,
+    min_time: float,
+    progress: Any,
+    write: bool,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
+    from onnxbridge.bench.accelerators import (
+        build_candidates,
+        check_candidate,
+        choose_accelerator,
+        min_rows_of,
+        probe_rows,
+    )
+
+    estimator = source.load_estimator()
+    predictor = Predictor(source.onnx_path)
+    classes = predictor.classes
+    n_classes = len(classes) if classes is not None else None
+    threads = sorted({1, available_cores()})
+    candidates, skipped = build_candidates(estimator, workdir, n_classes=n_classes, threads=threads)
+    if not candidates:
+        return None, [], skipped
+    probes = probe_rows(source.rows)
+    checks = [check_candidate(c, predictor, probes) for c in candidates]
+    session = _session(source.onnx_path, throughput)
+    sizes = sorted({min(1_000, throughput_rows), throughput_rows})
+    for size in sizes:
+        frame = tile_rows(source.rows, size)
+        feeds = predictor.prepare(frame, allow_missing=True)
+        X = next(iter(feeds.values()))
+        calls: dict[str, Any] = {"onnxruntime": lambda f=feeds: session.run(None, f)}
+        for c in candidates:
+            calls[c.name] = lambda c=c, X=X: c.predict(X)
+        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        for c, check in zip(candidates, checks, strict=True):
+            check.speedups[size] = timings["onnxruntime"].median / timings[c.name].median
+            check.timings[size] = {
+                "candidate": timings[c.name].to_dict(),
+                "onnxruntime": timings["onnxruntime"].to_dict(),
+            }
+    chosen = choose_accelerator(checks)
+    record: dict[str, Any] | None = None
+    if chosen is not None:
+        candidate = next(c for c in candidates if c.name == chosen.name)
+        record = {
+            "engine": candidate.engine,
+            "threads": candidate.threads,
+            "min_rows": min_rows_of(chosen),
+            "speedup": chosen.speedups[max(chosen.speedups)],
+            "verdict": "EQUIVALENT",
+            "max_abs_diff": chosen.max_abs_diff,
+            "probe_rows": chosen.probe_rows,
+            "use": "batch scoring only; ONNX Runtime stays the default engine",
+        }
+        if write and candidate.artifact is not None and source.bundle is not None:
+            record["library"] = _keep_artifact(source, candidate.artifact)
+    return record, [c.to_dict() for c in checks], skipped
+
+
+def _keep_artifact(source: BenchSource, artifact: Path) -> str:
+    """Copy a compiled library into ``BUNDLE/accelerators/`` and record its hash."""
+    bundle = source.bundle
+    if bundle is None:  # pragma: no cover - callers pass bundles only
+        raise OnnxModelError("accelerators are kept in bundles only")
+    name = f"accelerators/{artifact.name}"
+    target = bundle.path / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_write_path(target) as tmp:
+            shutil.copyfile(artifact, tmp)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"cannot keep the accelerator: {first_line(exc)}", str(target)
+        ) from exc
+    bundle.record_file(name)
+    return name

@@ -1,0 +1,367 @@
+"""``onnxbridge bench`` and ``onnxbridge tune``: thin commands over :mod:`onnxbridge.bench`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from onnxbridge.errors import DataError
+
+__all__ = ["bench_command", "format_seconds", "tune_command"]
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``6.7 µs``, ``1.21 ms``, ``2.5 s``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+def _format_rate(rows_per_second: float) -> str:
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rows_per_second >= scale:
+            return f"{rows_per_second / scale:.3g}{suffix}"
+    return f"{rows_per_second:.3g}"
+
+
+def _format_bytes(n: int) -> str:
+    for scale, suffix in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {suffix}"
+    return f"{n} B"
+
+
+def _int_list(text: str | None, option: str) -> list[int] | None:
+    if text is None:
+        return None
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(int(item.strip().replace("_", "")))
+        except ValueError:
+            raise DataError(
+                f"{option} {text!r} is not a list of whole numbers; write e.g. 1,2"
+            ) from None
+    return values
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A rich progress bar on standard error (nothing when disabled)."""
+    if not enabled:
+        yield None
+        return
+    err = Console(file=sys.stderr)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("measuring", total=1)
+
+        def update(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label)
+
+        yield update
+
+
+def _print_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------------- bench
+def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
+    table = Table(title=title)
+    table.add_column("rows", justify="right", no_wrap=True)
+    table.add_column("engine", no_wrap=True)
+    table.add_column("per call ±IQR/2", justify="right", no_wrap=True)
+    table.add_column("per row", justify="right", no_wrap=True)
+    table.add_column("rows/s", justify="right", no_wrap=True)
+    if has_sklearn:
+        table.add_column("×sklearn", justify="right", no_wrap=True)
+    by_batch: dict[int, list[Any]] = {}
+    for r in results:
+        by_batch.setdefault(r.batch, []).append(r)
+    for batch, group in by_batch.items():
+        fastest = min(group, key=lambda r: r.timing.median)
+        for i, r in enumerate(group):
+            name = f"[bold]{r.engine}[/bold]" if r is fastest else r.engine
+            row = [
+                f"{batch:,}" if i == 0 else "",
+                name,
+                f"{format_seconds(r.timing.median)} ±{r.timing.spread / 2:.0%}",
+                format_seconds(r.per_row),
+                _format_rate(r.rows_per_second),
+            ]
+            if has_sklearn:
+                row.append(f"{r.speedup:.2f}" if r.speedup is not None else "-")
+            table.add_row(*row, end_section=i == len(group) - 1)
+    return table
+
+
+def _print_bench(report: Any, reports_dir: Path | None) -> None:
+    has_sklearn = "sklearn" in report.engines
+    title = (
+        f"{Path(report.model).parent.name}/{Path(report.model).name}: median per call of "
+        f"{report.repeat} interleaved repeats "
+        f"(rows from {report.rows_from}; bold: fastest)"
+    )
+    console.print(_results_table(title, report.results, has_sklearn))
+    for name, description in report.engines.items():
+        console.print(f"  {name}: {description}")
+    facts = report.facts
+    line = (
+        f"model: {facts.onnx_bytes:,} bytes .onnx, session load {format_seconds(facts.load.median)}"
+    )
+    if facts.skops_bytes is not None:
+        line += f"; {facts.skops_bytes:,} bytes .skops"
+        if facts.sklearn_load is not None:
+            line += f", skops load {format_seconds(facts.sklearn_load.median)}"
+    if facts.conversion is not None:
+        line += f"; conversion {format_seconds(facts.conversion.median)}"
+    console.print(line)
+    machine = report.machine
+    console.print(
+        f"machine: {machine.get('cores')} cores, load average "
+        f"{', '.join(str(v) for v in machine.get('load_average', []))}; "
+        f"onnxruntime {machine.get('onnxruntime')}, scikit-learn {machine.get('scikit-learn')}"
+    )
+    if not report.tuned:
+        console.print("onnxbridge ran its default settings: run `onnxbridge tune` to tune them")
+    if report.sweep:
+        _print_sweep(report.sweep)
+    if reports_dir is not None:
+        console.print(f"report: {reports_dir / 'bench.json'}, plot: {reports_dir / 'bench.png'}")
+
+
+def _print_sweep(sweep: dict[str, Any]) -> None:
+    parameter = sweep["parameter"]
+    table = Table(title=f"sweep over {parameter} (each variant retrained, converted, untuned)")
+    for column in (parameter, ".onnx", "convert", "rows", "sklearn", "ort-default"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("onnxbridge", justify="right", no_wrap=True)
+    table.add_column("×sklearn", justify="right", no_wrap=True)
+    for variant in sweep["variants"]:
+        by_batch: dict[int, dict[str, Any]] = {}
+        for r in variant["results"]:
+            by_batch.setdefault(r["batch"], {})[r["engine"]] = r
+        facts = variant["facts"]
+        for i, (batch, engines) in enumerate(by_batch.items()):
+            ours = engines.get("onnxbridge", {})
+            table.add_row(
+                repr(variant["value"]) if i == 0 else "",
+                _format_bytes(facts["onnx_bytes"]) if i == 0 else "",
+                format_seconds(facts["conversion_seconds"]) if i == 0 else "",
+                f"{batch:,}",
+                format_seconds(engines.get("sklearn", {}).get("median")),
+                format_seconds(engines.get("ort-default", {}).get("median")),
+                format_seconds(ours.get("median")),
+                f"{ours['speedup_vs_sklearn']:.2f}" if ours.get("speedup_vs_sklearn") else "-",
+                end_section=i == len(by_batch) - 1,
+            )
+    console.print(table)
+
+
+def bench_command(
+    target: Annotated[
+        Path,
+        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+    ],
+    data: Annotated[
+        Path | None,
+        typer.Option(help="Rows to time on instead of the holdout (tiled to each batch size)."),
+    ] = None,
+    batch_sizes: Annotated[
+        str, typer.Option(help="Rows per call, comma-separated.")
+    ] = "1,10,100,1000,10000,100000",
+    threads: Annotated[
+        str | None,
+        typer.Option(help="Intra-op thread counts for the ort-Nt engines [default: 1..cores]."),
+    ] = None,
+    repeat: Annotated[int, typer.Option(help="Interleaved repeats per engine and size.")] = 7,
+    min_time: Annotated[
+        float, typer.Option(help="Seconds one repeat lasts at least (calls are calibrated).")
+    ] = 0.05,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PARAM=V1,V2,...",
+            help="Retrain, convert and time one variant per value, e.g. n_estimators=10,50,100.",
+        ),
+    ] = None,
+    sweep_batch_sizes: Annotated[
+        str | None, typer.Option(help="Batch sizes for the sweep [default: --batch-sizes].")
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Time scikit-learn against ONNX Runtime (default, by threads, tuned) over batch sizes.
+
+    Writes reports/bench.json and reports/bench.png (in the bundle, or beside the .onnx file).
+    """
+    from onnxbridge.bench.run import bench_model
+    from onnxbridge.bench.source import parse_batch_sizes
+
+    sizes = parse_batch_sizes(batch_sizes)
+    with _progress(progress) as update:
+        report = bench_model(
+            target,
+            data=data,
+            batch_sizes=sizes,
+            threads=_int_list(threads, "--threads"),
+            repeat=repeat,
+            min_time=min_time,
+            sweep=sweep,
+            sweep_batch_sizes=sweep_batch_sizes,
+            progress=update,
+        )
+    reports_dir = (target if target.is_dir() else target.parent) / "reports"
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_bench(report, reports_dir)
+
+
+# ----------------------------------------------------------------------------------------- tune
+def _print_tune(report: Any, stored: bool) -> None:
+    for regime in report.regimes:
+        rows = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
+        table = Table(title=f"{regime.regime}: {rows} per call, session.run")
+        table.add_column("step", justify="right", no_wrap=True)
+        table.add_column("settings")
+        table.add_column("median ±IQR/2", justify="right", no_wrap=True)
+        table.add_column("vs step's best", justify="right", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        steps = sorted({c.step for c in regime.candidates})
+        for step in steps:
+            group = [c for c in regime.candidates if c.step == step]
+            best = min(c.timing.median for c in group)
+            winner = regime.winner if step == steps[-1] else _step_winner(regime, step)
+            for i, c in enumerate(group):
+                chosen = c.settings == winner
+                table.add_row(
+                    str(step) if i == 0 else "",
+                    f"[bold]{c.settings.label()}[/bold]" if chosen else c.settings.label(),
+                    f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
+                    f"{c.timing.median / best:.2f}×",
+                    ("← chosen" if step == steps[-1] else "← to step 2") if chosen else "",
+                    end_section=i == len(group) - 1,
+                )
+        console.print(table)
+        best = regime.winner_timing.median
+        console.print(
+            f"{regime.regime}: chose {regime.winner.label()}; speed-up (step 2) "
+            f"{regime.ort_default.median / best:.2f}× over ONNX Runtime's defaults, "
+            f"{regime.onnxbridge_default.median / best:.2f}× over onnxbridge's defaults"
+        )
+    spec = report.spec
+    if report.boundary:
+        points = ", ".join(
+            f"{b['rows']:,} rows: {format_seconds(b['latency'])} vs "
+            f"{format_seconds(b['throughput'])}"
+            for b in report.boundary
+        )
+        console.print(f"boundary (latency vs throughput settings): {points}")
+    console.print(
+        f"rule: calls of at most {spec.latency_max_rows:,} rows use the latency settings "
+        f"({spec.latency.label()}), larger ones the throughput settings "
+        f"({spec.throughput.label()})"
+    )
+    for check in report.accelerators:
+        console.print(f"accelerator {check['name']}: {check['verdict']}; {check['reason']}")
+    for line in report.accelerators_skipped:
+        console.print(f"accelerator {line}")
+    if spec.accelerator:
+        acc = spec.accelerator
+        console.print(
+            f"recorded accelerator for batch scoring: {acc['engine']} ({acc['threads']} threads) "
+            f"from {acc['min_rows']:,} rows, {acc['speedup']:.2f}× ONNX Runtime"
+        )
+    if stored:
+        console.print(f"stored in {report.model} (metadata {'onnxbridge.session'}) and the card")
+    else:
+        console.print("not stored (--dry-run)")
+
+
+def _step_winner(regime: Any, step: int) -> Any:
+    """The settings step ``step`` passed on: the first candidate of the next step."""
+    later = [c for c in regime.candidates if c.step == step + 1]
+    return later[0].settings if later else None
+
+
+def tune_command(
+    target: Annotated[
+        Path,
+        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+    ],
+    regime: Annotated[
+        str, typer.Option(help="latency (small calls), throughput (large calls) or both.")
+    ] = "both",
+    engines: Annotated[
+        str,
+        typer.Option(
+            help="onnxruntime, or all: also try installed accelerators (tl2cgen, lleaves)."
+        ),
+    ] = "onnxruntime",
+    data: Annotated[
+        Path | None, typer.Option(help="Rows to time on instead of the holdout.")
+    ] = None,
+    latency_rows: Annotated[int, typer.Option(help="Rows per call for latency.")] = 1,
+    throughput_rows: Annotated[int, typer.Option(help="Rows per call for throughput.")] = 10_000,
+    repeat: Annotated[int, typer.Option(help="Interleaved repeats per candidate.")] = 7,
+    min_time: Annotated[float, typer.Option(help="Seconds one repeat lasts at least.")] = 0.05,
+    margin: Annotated[
+        float, typer.Option(help="How much faster a dearer setting must be to win (0.02: 2 %).")
+    ] = 0.02,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Measure and print; store nothing.")
+    ] = False,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Measure session settings per regime and store the winners in the model and its card.
+
+    Predictor (and so predict, serve, score) then uses them, picking the regime by batch size.
+    """
+    from onnxbridge.bench.tune import tune_model
+
+    with _progress(progress) as update:
+        report = tune_model(
+            target,
+            regime=regime,
+            engines=engines,
+            data=data,
+            latency_rows=latency_rows,
+            throughput_rows=throughput_rows,
+            repeat=repeat,
+            min_time=min_time,
+            margin=margin,
+            write=not dry_run,
+            progress=update,
+        )
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_tune(report, stored=not dry_run)

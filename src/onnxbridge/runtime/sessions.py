@@ -1,0 +1,129 @@
+"""The sessions a :class:`~onnxbridge.runtime.Predictor` runs: one per regime, each with its
+bound fast path.
+
+Without tuned settings there is one session (``Predictor``'s defaults, or what the caller asked
+for). With a :class:`~onnxbridge.runtime.settings.TuningSpec` in the model (``onnxbridge tune``)
+there are up to two: calls of at most ``latency_max_rows`` rows run on the latency session, larger
+calls on the throughput session. The session opened first (with ``Predictor``'s defaults, before
+the model's metadata could be read) is reused for whichever regime has those same settings; a
+regime with other settings gets its own session, opened on first use and kept (thread-safe).
+Settings are clamped to the cores available here (:meth:`SessionSettings.clamped`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from onnxbridge.runtime.fastpath import BoundRunner
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+
+__all__ = ["RegimeSessions"]
+
+
+class RegimeSessions:
+    """Sessions by regime for one model.
+
+    Args:
+        first: the session already opened, with ``first_settings``.
+        first_settings: its settings.
+        spec: the tuned settings, or None to run everything on ``first``.
+        open_session: opens another session of the same model with given settings.
+        fast_input: ``(name, numpy dtype, width, check_missing)`` of a single tensor input the
+            bound path can feed, or None when the model has none (multi-input, strings).
+    """
+
+    def __init__(
+        self,
+        first: Any,
+        first_settings: SessionSettings,
+        spec: TuningSpec | None,
+        open_session: Callable[[SessionSettings], Any],
+        fast_input: tuple[str, Any, int, bool] | None,
+    ) -> None:
+        self.spec = spec
+        self._open = open_session
+        self._fast_input = fast_input
+        self._lock = threading.Lock()
+        self._sessions: dict[SessionSettings, Any] = {first_settings: first}
+        self._runners: dict[SessionSettings, BoundRunner] = {}
+        self._latency_runner: BoundRunner | None = None
+        self._throughput_runner: BoundRunner | None = None
+        if spec is None:
+            self._latency = self._throughput = first_settings
+            self.latency_max_rows = 0
+        else:
+            self._latency = spec.latency.clamped()
+            self._throughput = spec.throughput.clamped()
+            self.latency_max_rows = spec.latency_max_rows
+            # Single rows are what a server waits on: open their session now, not mid-request.
+            self.session_for(1)
+            if first_settings not in (self._latency, self._throughput):
+                del self._sessions[first_settings]  # needed only to read the model's metadata
+
+    @property
+    def settings(self) -> dict[str, SessionSettings]:
+        """``{"latency": ..., "throughput": ...}`` actually used (clamped to the cores here)."""
+        return {"latency": self._latency, "throughput": self._throughput}
+
+    def settings_for(self, rows: int) -> SessionSettings:
+        """The settings a call of ``rows`` rows runs with."""
+        return self._latency if rows <= self.latency_max_rows else self._throughput
+
+    def session_for(self, rows: int) -> Any:
+        """The session for a call of ``rows`` rows (opened on first use)."""
+        settings = self._latency if rows <= self.latency_max_rows else self._throughput
+        session = self._sessions.get(settings)
+        if session is None:
+            with self._lock:
+                session = self._sessions.get(settings)
+                if session is None:
+                    session = self._open(settings)
+                    self._sessions[settings] = session
+        return session
+
+    def runner_for(self, rows: int) -> BoundRunner | None:
+        """The bound fast path of the session for ``rows`` rows, or None without one."""
+        # Cached per regime in plain attributes: this runs on every small call, and hashing the
+        # settings to look a runner up would cost a tenth of such a call.
+        if rows <= self.latency_max_rows:
+            runner = self._latency_runner
+            if runner is None and self._fast_input is not None:
+                runner = self._latency_runner = self._make_runner(self._latency, rows)
+        else:
+            runner = self._throughput_runner
+            if runner is None and self._fast_input is not None:
+                runner = self._throughput_runner = self._make_runner(self._throughput, rows)
+        return runner
+
+    def _make_runner(self, settings: SessionSettings, rows: int) -> BoundRunner:
+        assert self._fast_input is not None
+        runner = self._runners.get(settings)
+        if runner is None:
+            name, dtype, width, check_missing = self._fast_input
+            runner = BoundRunner(
+                self.session_for(rows), name, dtype, width, check_missing=check_missing
+            )
+            self._runners[settings] = runner
+        return runner
+
+    def rows_of(self, feeds: dict[str, np.ndarray]) -> int:
+        """Rows in prepared feeds (0 for none)."""
+        for value in feeds.values():
+            return len(value)
+        return 0
+
+
+def fast_input_of(
+    inputs: Sequence[Any], numpy_types: dict[str, Any], width: int | None, check_missing: bool
+) -> tuple[str, Any, int, bool] | None:
+    """What the bound path needs of a model with one numeric tensor input ``[N, width]``."""
+    if len(inputs) != 1 or width is None:
+        return None
+    dtype = numpy_types.get(inputs[0].type)
+    if dtype is None or np.dtype(dtype).kind not in "fiub":
+        return None
+    return (inputs[0].name, dtype, width, check_missing)

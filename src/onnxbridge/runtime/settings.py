@@ -1,0 +1,281 @@
+"""ONNX Runtime session settings, and the tuned pair ``onnxbridge tune`` stores in a model.
+
+A :class:`SessionSettings` is one way to open a session (threads, spinning, execution mode, graph
+optimisation level). A :class:`TuningSpec` holds the winners ``tune`` measured for the two regimes:
+
+- ``latency``: small batches (one row, a few rows), where the per-call overhead of waking extra
+  threads dominates;
+- ``throughput``: large batches, where splitting the rows across threads pays.
+
+**The rule** :class:`~onnxbridge.runtime.Predictor` applies: a call with at most
+``latency_max_rows`` rows runs on the latency settings, a larger one on the throughput settings.
+``tune`` measures ``latency_max_rows`` (the largest probed batch size at which the latency settings
+were still at least as fast as the throughput ones).
+
+The spec lives in the model's ``metadata_props`` under :data:`SESSION_KEY` as JSON, so the
+``.onnx`` file alone carries it to ``predict``, ``serve`` and ``score``; ``tune`` also copies it
+into the bundle's ``card.json``. This module imports neither scikit-learn nor ``onnx``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from onnxbridge.errors import SessionSettingsError
+
+__all__ = [
+    "EXECUTION_MODES",
+    "GRAPH_OPTIMIZATION_LEVELS",
+    "SESSION_KEY",
+    "SessionSettings",
+    "TuningSpec",
+    "available_cores",
+]
+
+SESSION_KEY = "onnxbridge.session"
+TUNING_FORMAT = "1"
+EXECUTION_MODES = ("sequential", "parallel")
+GRAPH_OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+
+
+def available_cores() -> int:
+    """How many cores this process may run on (its CPU affinity where the OS tells)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SessionSettingsError(
+            f"{name} must be an integer >= 0 (0: ONNX Runtime chooses), got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """One way to open an ONNX Runtime session.
+
+    The defaults are ONNX Runtime's own (``SessionSettings()`` opens the same session as
+    ``onnxruntime.InferenceSession(path)``).
+
+    Attributes:
+        intra_op_num_threads: threads per operator; 0 lets ONNX Runtime choose (one per core).
+        inter_op_num_threads: threads running independent nodes in ``parallel`` mode; 0: chosen.
+        allow_spinning: idle intra-op threads spin-wait for work instead of sleeping.
+        execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
+        graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
+
+    Raises:
+        SessionSettingsError: a negative or non-integer thread count, an unknown mode or level.
+    """
+
+    intra_op_num_threads: int = 0
+    inter_op_num_threads: int = 0
+    allow_spinning: bool = True
+    execution_mode: str = "sequential"
+    graph_optimization_level: str = "all"
+
+    def __post_init__(self) -> None:
+        _check_int("intra_op_num_threads", self.intra_op_num_threads)
+        _check_int("inter_op_num_threads", self.inter_op_num_threads)
+        if not isinstance(self.allow_spinning, bool):
+            raise SessionSettingsError(
+                f"allow_spinning must be true or false, got {self.allow_spinning!r}"
+            )
+        if self.execution_mode not in EXECUTION_MODES:
+            raise SessionSettingsError(
+                f"execution_mode {self.execution_mode!r} is not one of {', '.join(EXECUTION_MODES)}"
+            )
+        if self.graph_optimization_level not in GRAPH_OPTIMIZATION_LEVELS:
+            raise SessionSettingsError(
+                f"graph_optimization_level {self.graph_optimization_level!r} is not one of "
+                f"{', '.join(GRAPH_OPTIMIZATION_LEVELS)}"
+            )
+
+    @classmethod
+    def onnxbridge_default(cls) -> SessionSettings:
+        """What ``Predictor`` uses without tuned settings: one thread per core, no spinning.
+
+        Spinning is off because on a shared machine spinning threads fight other processes for
+        the cores (docs/benchmarks.md).
+        """
+        return cls(intra_op_num_threads=available_cores(), allow_spinning=False)
+
+    def label(self) -> str:
+        """A short human-readable form, e.g. ``"2 threads, no spin, sequential, opt all"``."""
+        threads = self.intra_op_num_threads
+        head = "auto threads" if threads == 0 else f"{threads} thread{'s' if threads != 1 else ''}"
+        spin = "spin" if self.allow_spinning else "no spin"
+        mode = self.execution_mode
+        if mode == "parallel" and self.inter_op_num_threads:
+            mode += f" ×{self.inter_op_num_threads}"
+        return f"{head}, {spin}, {mode}, opt {self.graph_optimization_level}"
+
+    def clamped(self, cores: int | None = None) -> SessionSettings:
+        """These settings with thread counts no larger than the cores available here.
+
+        Settings tuned on a bigger machine would otherwise oversubscribe a smaller one.
+        """
+        cores = cores or available_cores()
+        return replace(
+            self,
+            intra_op_num_threads=min(self.intra_op_num_threads, cores),
+            inter_op_num_threads=min(self.inter_op_num_threads, cores),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Any) -> SessionSettings:
+        """Read settings back from :meth:`to_dict` output.
+
+        Raises:
+            SessionSettingsError: not a mapping, unknown keys or bad values.
+        """
+        if not isinstance(values, dict):
+            raise SessionSettingsError(
+                f"session settings must be a JSON object, got {type(values).__name__}"
+            )
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise SessionSettingsError(
+                f"unknown session setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        return cls(**values)
+
+    def to_session_options(self) -> Any:
+        """An ``onnxruntime.SessionOptions`` with these settings (warnings-only logging)."""
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = self.intra_op_num_threads
+        options.inter_op_num_threads = self.inter_op_num_threads
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if self.allow_spinning else "0"
+        )
+        options.add_session_config_entry(
+            "session.inter_op.allow_spinning", "1" if self.allow_spinning else "0"
+        )
+        options.execution_mode = (
+            ort.ExecutionMode.ORT_PARALLEL
+            if self.execution_mode == "parallel"
+            else ort.ExecutionMode.ORT_SEQUENTIAL
+        )
+        options.graph_optimization_level = {
+            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        }[self.graph_optimization_level]
+        return options
+
+
+@dataclass(frozen=True)
+class TuningSpec:
+    """The session settings ``onnxbridge tune`` chose, per regime, and an optional accelerator.
+
+    Attributes:
+        latency: settings for calls of at most ``latency_max_rows`` rows.
+        throughput: settings for larger calls.
+        latency_max_rows: the regime boundary (see the module docstring for the rule).
+        accelerator: an engine faster than ONNX Runtime for batch scoring that was checked
+            equivalent to the ONNX model (``{"engine": "tl2cgen", "min_rows": 1000, ...}``),
+            or None. ONNX Runtime stays the default; ``Predictor`` never switches to it.
+        measured: where and when it was measured: ``{"cores": 2, "onnxruntime": "1.32.0", ...}``.
+    """
+
+    latency: SessionSettings
+    throughput: SessionSettings
+    latency_max_rows: int = 1
+    accelerator: dict[str, Any] | None = None
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.latency_max_rows, bool)
+            or not isinstance(self.latency_max_rows, int)
+            or self.latency_max_rows < 0
+        ):
+            raise SessionSettingsError(
+                f"latency_max_rows must be an integer >= 0, got {self.latency_max_rows!r}"
+            )
+
+    def settings_for(self, rows: int) -> SessionSettings:
+        """The settings for a call of ``rows`` rows: latency up to ``latency_max_rows``."""
+        return self.latency if rows <= self.latency_max_rows else self.throughput
+
+    def regime_for(self, rows: int) -> str:
+        """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows."""
+        return "latency" if rows <= self.latency_max_rows else "throughput"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what is stored under :data:`SESSION_KEY`)."""
+        return {
+            "format": TUNING_FORMAT,
+            "latency": self.latency.to_dict(),
+            "throughput": self.throughput.to_dict(),
+            "latency_max_rows": self.latency_max_rows,
+            "accelerator": self.accelerator,
+            "measured": self.measured,
+        }
+
+    def to_json(self) -> str:
+        """The compact JSON stored in the model's ``metadata_props``."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, values: Any) -> TuningSpec:
+        """Read a spec back from :meth:`to_dict` output.
+
+        Raises:
+            SessionSettingsError: missing regimes or bad values.
+        """
+        if not isinstance(values, dict) or "latency" not in values or "throughput" not in values:
+            raise SessionSettingsError(
+                "tuned session settings need 'latency' and 'throughput' entries; re-run "
+                "`onnxbridge tune` on the model"
+            )
+        return cls(
+            latency=SessionSettings.from_dict(values["latency"]),
+            throughput=SessionSettings.from_dict(values["throughput"]),
+            latency_max_rows=values.get("latency_max_rows", 1),
+            accelerator=values.get("accelerator"),
+            measured=dict(values.get("measured") or {}),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TuningSpec:
+        """Parse :meth:`to_json` output.
+
+        Raises:
+            SessionSettingsError: not JSON, or not a valid spec.
+        """
+        try:
+            values = json.loads(text)
+        except ValueError as exc:
+            raise SessionSettingsError(
+                f"the model's {SESSION_KEY} entry is not valid JSON ({exc}); re-run "
+                "`onnxbridge tune` on the model"
+            ) from exc
+        return cls.from_dict(values)
+
+    @classmethod
+    def find_in_props(cls, props: dict[str, str]) -> TuningSpec | None:
+        """The spec stored in ``metadata_props`` (as a dict), or None when the model has none.
+
+        Raises:
+            SessionSettingsError: an entry is there but damaged.
+        """
+        text = props.get(SESSION_KEY)
+        return None if text is None else cls.from_json(text)

@@ -1,0 +1,587 @@
+"""``score()``: batch scoring of files larger than memory with an ONNX model.
+
+The job: input files (:func:`~onnxbridge.score.inputs.list_inputs`) → parts (one per input file
+for a folder output, one for a single output file) → record batches of ``batch_size`` rows →
+:func:`~onnxbridge.score.batch.score_batch` → Parquet, written under temporary names and renamed
+into place (:mod:`onnxbridge.score.output`). The local engine runs batches on a thread pool
+(ONNX Runtime releases the GIL while it computes); the Dask engine
+(:mod:`onnxbridge.score.dask_engine`) runs one task per part on a cluster. Both go through the
+same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
+
+Only an ``.onnx`` file and ONNX Runtime are needed: nothing here imports scikit-learn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from onnxbridge.errors import BadRowError, DataError, OnnxModelError
+from onnxbridge.runtime import Predictor
+from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
+from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
+from onnxbridge.score.memory import PeakMemory
+from onnxbridge.score.output import OutputLayout, PartSink, open_part, part_identity, read_part
+from onnxbridge.score.rows import RowPlan
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "ENGINES",
+    "ON_ERROR",
+    "PartResult",
+    "PartSpec",
+    "ScoreJob",
+    "ScoreResult",
+    "available_cores",
+    "keep_schema",
+    "prepare_job",
+    "score",
+]
+
+DEFAULT_BATCH_SIZE = 65_536
+ENGINES = ("local", "dask")
+ON_ERROR = ("raise", "skip")
+ProgressCallback = Callable[[int, int | None], None]
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class PartResult:
+    """One output file of a job.
+
+    Attributes:
+        path: the part file (or the single output file).
+        sources: the input files scored into it.
+        rows: rows written (scored).
+        bad_rows: rows skipped into ``bad_rows_path`` (``--on-error skip``).
+        resumed: the part was already complete (``--resume``) and was kept, not re-scored.
+        bad_rows_path: the side file of skipped rows, if there are any.
+        seconds: time this run spent on it (0 for a resumed part).
+    """
+
+    path: Path
+    sources: list[str]
+    rows: int
+    bad_rows: int
+    resumed: bool = False
+    bad_rows_path: Path | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "path": str(self.path),
+            "sources": self.sources,
+            "rows": self.rows,
+            "bad_rows": self.bad_rows,
+            "resumed": self.resumed,
+            "bad_rows_path": str(self.bad_rows_path) if self.bad_rows_path else None,
+        }
+
+
+@dataclass
+class ScoreResult:
+    """The summary of a scoring job.
+
+    Attributes:
+        output: the output file or folder.
+        engine: ``"local"`` or ``"dask"``.
+        parts: every output part, in input order.
+        seconds: wall time of this run.
+        peak_rss_bytes: largest resident memory of this process and its children (Dask
+            LocalCluster workers included) during the run.
+        workers: threads (local) or Dask worker threads used.
+    """
+
+    output: Path
+    engine: str
+    parts: list[PartResult]
+    seconds: float
+    peak_rss_bytes: int
+    workers: int
+    batch_size: int
+    inputs: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        """Rows scored by this run (parts kept by ``--resume`` not counted)."""
+        return sum(p.rows for p in self.parts if not p.resumed)
+
+    @property
+    def rows_resumed(self) -> int:
+        """Rows of the parts that ``--resume`` kept."""
+        return sum(p.rows for p in self.parts if p.resumed)
+
+    @property
+    def bad_rows(self) -> int:
+        """Rows skipped (``--on-error skip``), in all parts."""
+        return sum(p.bad_rows for p in self.parts)
+
+    @property
+    def rows_per_second(self) -> float:
+        """Rows scored (and checked bad) per second of this run."""
+        done = self.rows + sum(p.bad_rows for p in self.parts if not p.resumed)
+        return done / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` summary."""
+        return {
+            "output": str(self.output),
+            "engine": self.engine,
+            "inputs": self.inputs,
+            "rows": self.rows,
+            "bad_rows": self.bad_rows,
+            "rows_resumed": self.rows_resumed,
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": round(self.rows_per_second, 1),
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_rss_mib": round(self.peak_rss_bytes / 2**20, 1),
+            "workers": self.workers,
+            "batch_size": self.batch_size,
+            "parts": len(self.parts),
+            "parts_resumed": sum(p.resumed for p in self.parts),
+            "bad_rows_files": [str(p.bad_rows_path) for p in self.parts if p.bad_rows_path],
+            **self.extra,
+        }
+
+
+@dataclass
+class PartSpec:
+    """One part to write: its final path, side file, input files and identity (for resume)."""
+
+    index: int | None
+    path: Path
+    bad_path: Path
+    sources: list[InputFile]
+    identity: dict[str, Any]
+
+
+@dataclass
+class ScoreJob:
+    """Everything both engines need to score: the model, the parts and the options.
+
+    Attributes:
+        model_bytes: the ``.onnx`` file's bytes (Dask workers load their session from them).
+        model_path: the ``.onnx`` file, when the model was given as a path.
+        model_sha256: content hash, recorded in every part (resume compares it).
+        layout: where the output goes.
+        parts: the parts still to write (those kept by resume are in ``done``).
+        done: parts that ``--resume`` found complete.
+        part_paths: every part's final path, in input order.
+    """
+
+    model_bytes: bytes
+    model_path: Path | None
+    model_sha256: str
+    layout: OutputLayout
+    inputs: list[InputFile]
+    keep: list[str]
+    batch_size: int
+    on_error: str
+    allow_missing: bool
+    parts: list[PartSpec] = field(default_factory=list)
+    done: list[PartResult] = field(default_factory=list)
+    part_paths: list[Path] = field(default_factory=list)
+
+    def total_rows(self) -> int | None:
+        """Rows to score when cheap to know (all inputs Parquet), else None."""
+        total = 0
+        for part in self.parts:
+            for source in part.sources:
+                n = source.num_rows()
+                if n is None:
+                    return None
+                total += n
+        return total
+
+    def plan(self, predictor: Predictor) -> RowPlan:
+        """The row checks for ``predictor``'s model."""
+        plan = RowPlan.for_model(predictor, self.keep, allow_missing=self.allow_missing)
+        outputs = set(empty_table(predictor, plan, pa.schema([])).column_names)
+        clash = [k for k in self.keep if k in outputs]
+        if clash:
+            raise DataError(
+                f"--keep column {clash[0]!r} has the name of an output column "
+                f"({', '.join(sorted(outputs))}); rename it in the input"
+            )
+        return plan
+
+
+def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes, Path | None]:
+    if isinstance(model, bytes):
+        return model, None
+    path = Path(model)
+    if path.is_dir():
+        path = path / "model.onnx"  # a bundle folder stands for its model
+    if not path.is_file():
+        raise OnnxModelError(
+            f"model file {str(path)!r} does not exist; pass a .onnx file or a bundle folder "
+            "(`onnxbridge convert` writes BUNDLE/model.onnx)"
+        )
+    return path.read_bytes(), path
+
+
+def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:
+    if engine not in ENGINES:
+        raise DataError(f"engine {engine!r} is not supported; use one of {', '.join(ENGINES)}")
+    if on_error not in ON_ERROR:
+        raise DataError(
+            f"on_error {on_error!r} is not supported; use 'raise' (stop at the first bad row) "
+            "or 'skip' (write bad rows to a side file)"
+        )
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise DataError(f"batch size must be a positive number of rows, got {batch_size!r}")
+    if workers is not None and workers < 1:
+        raise DataError(f"workers must be at least 1, got {workers}")
+
+
+def prepare_job(
+    model: str | os.PathLike[str] | bytes,
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    keep: Sequence[str],
+    batch_size: int,
+    on_error: str,
+    allow_missing: bool,
+    resume: bool,
+    overwrite: bool,
+) -> ScoreJob:
+    """Find the inputs, check the output and decide which parts are left to write."""
+    files = list_inputs(inputs)
+    model_bytes, model_path = _read_model(model)
+    layout = OutputLayout.for_output(output)
+    layout.prepare(resume=resume, overwrite=overwrite)
+    job = ScoreJob(
+        model_bytes=model_bytes,
+        model_path=model_path,
+        model_sha256=hashlib.sha256(model_bytes).hexdigest(),
+        layout=layout,
+        inputs=files,
+        keep=list(keep),
+        batch_size=batch_size,
+        on_error=on_error,
+        allow_missing=allow_missing,
+    )
+    # --on-error is not part of a part's identity: a part finished with "raise" has no bad
+    # row, so it is what "skip" would write too (the reverse is checked below).
+    options = {"keep": job.keep, "allow_missing": allow_missing}
+    groups: list[tuple[int | None, list[InputFile]]] = (
+        [(None, files)] if layout.single_file else [(i, [f]) for i, f in enumerate(files)]
+    )
+    for index, sources in groups:
+        path = layout.path if index is None else layout.part_path(index)
+        job.part_paths.append(path)
+        identity = part_identity(sources, job.model_sha256, options)
+        part = PartSpec(index, path, layout.bad_rows_path(index), sources, identity)
+        if resume and path.is_file():
+            found, rows = read_part(path)
+            if found != identity:
+                raise DataError(
+                    f"cannot resume: {str(path)!r} was not made from the same input, model and "
+                    "options as this job (an input file, the model, --keep or --allow-missing "
+                    "changed); pass --overwrite to score everything again"
+                )
+            bad = _bad_count(part.bad_path)
+            if bad and on_error == "raise":
+                raise BadRowError(
+                    f"cannot resume with --on-error raise: {str(path)!r} was finished with "
+                    f"{bad} bad row{'s' if bad != 1 else ''} skipped into "
+                    f"{str(part.bad_path)!r}; resume with --on-error skip, or pass --overwrite",
+                    file=str(sources[0].path),
+                    row=None,
+                    column="",
+                )
+            job.done.append(
+                PartResult(
+                    path,
+                    [str(s.path) for s in sources],
+                    rows,
+                    bad,
+                    resumed=True,
+                    bad_rows_path=part.bad_path if bad else None,
+                )
+            )
+            continue
+        job.parts.append(part)
+    return job
+
+
+def _bad_count(path: Path) -> int:
+    if not path.is_file():
+        return 0
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(path).num_rows)
+
+
+def score(
+    model: str | os.PathLike[str] | bytes,
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    engine: str = "local",
+    keep: Sequence[str] = (),
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_error: str = "raise",
+    allow_missing: bool = False,
+    resume: bool = False,
+    overwrite: bool = False,
+    workers: int | None = None,
+    session_threads: int | None = None,
+    scheduler: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> ScoreResult:
+    """Score CSV / Parquet files larger than memory with an ONNX model; write Parquet.
+
+    Args:
+        model: a ``.onnx`` file, a bundle folder (its ``model.onnx``) or the model's bytes.
+        inputs: files, folders or globs of ``.csv`` / ``.tsv`` / ``.parquet`` files.
+        output: a ``.parquet`` file (all inputs in one file), or a folder that gets one
+            ``part-NNNNN.parquet`` per input file.
+        engine: ``"local"`` (a thread pool) or ``"dask"`` (a Dask cluster).
+        keep: input columns copied to the output before the predictions (row keys).
+        batch_size: rows per record batch; memory grows with it.
+        on_error: ``"raise"``: the first bad row raises :class:`BadRowError` naming its file,
+            row and column; ``"skip"``: bad rows go to a side file with the reason.
+        allow_missing: score rows with missing values even if the source model refused them.
+        resume: keep the parts a previous run of the same job completed; write the rest.
+        overwrite: replace an existing output (only one that score wrote).
+        workers: local: threads in the pool [default: cores]; dask: workers of the
+            LocalCluster started when no ``scheduler`` is given [default: cores].
+        session_threads: ONNX Runtime intra-op threads per session [default: 1: parallelism
+            comes from ``workers``, and results then do not depend on ``batch_size``].
+        scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
+            the Dask engine starts a LocalCluster for the job.
+        progress: called with ``(rows done, total rows or None)`` as rows are written.
+
+    Returns:
+        The summary: rows, bad rows, seconds, rows/s, peak memory and every part.
+
+    Raises:
+        DataError: bad inputs, options or output; BadRowError for a bad row.
+        OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
+    """
+    _check_options(engine, batch_size, on_error, workers)
+    if engine == "local" and scheduler is not None:
+        raise DataError("--scheduler is for --engine dask; add --engine dask or drop it")
+    if engine == "dask" and OutputLayout.for_output(output).single_file:
+        raise DataError(
+            f"--engine dask writes a folder of part files, one per input, but --output "
+            f"{os.fspath(output)!r} names one file; pass a folder name (without .parquet)"
+        )
+    started = time.perf_counter()
+    with PeakMemory() as memory:
+        job = prepare_job(
+            model,
+            inputs,
+            output,
+            keep=keep,
+            batch_size=batch_size,
+            on_error=on_error,
+            allow_missing=allow_missing,
+            resume=resume,
+            overwrite=overwrite,
+        )
+        if engine == "local":
+            n_workers = workers or available_cores()
+            written = _run_local(job, n_workers, session_threads, progress)
+            extra: dict[str, Any] = {}
+        else:
+            from onnxbridge.score.dask_engine import run_dask
+
+            written, n_workers, extra = run_dask(
+                job,
+                scheduler=scheduler,
+                workers=workers,
+                session_threads=session_threads,
+                progress=progress,
+            )
+    order = {p: i for i, p in enumerate(job.part_paths)}
+    parts = sorted([*job.done, *written], key=lambda p: order[p.path])
+    result = ScoreResult(
+        output=job.layout.path,
+        engine=engine,
+        parts=parts,
+        seconds=time.perf_counter() - started,
+        peak_rss_bytes=memory.peak_bytes,
+        workers=n_workers,
+        batch_size=batch_size,
+        inputs=len(job.inputs),
+        extra=extra,
+    )
+    if not job.layout.single_file:
+        job.layout.write_manifest(
+            {
+                "format": 1,
+                "complete": True,
+                "model_sha256": job.model_sha256,
+                "rows": sum(p.rows for p in parts),
+                "bad_rows": result.bad_rows,
+                "parts": [
+                    {**p.to_dict(), "path": p.path.name}
+                    | (
+                        {"bad_rows_path": str(p.bad_rows_path.relative_to(job.layout.path))}
+                        if p.bad_rows_path
+                        else {}
+                    )
+                    for p in parts
+                ],
+            }
+        )
+    return result
+
+
+def part_batches(
+    part: PartSpec, plan: RowPlan, batch_size: int
+) -> Iterator[tuple[InputFile, int, pa.RecordBatch, tuple[str, str] | None]]:
+    """Every record batch of a part: ``(source, first row (1-based), batch, missing column)``."""
+    for source in part.sources:
+        columns = source.column_names()
+        missing = plan.check_columns(str(source.path), columns)
+        first = 1
+        for batch in iter_batches(
+            source,
+            batch_size=batch_size,
+            columns=plan.read_columns(columns),
+            text_columns=[c for c in plan.text_columns() if c in columns],
+        ):
+            yield source, first, batch, missing
+            first += batch.num_rows
+
+
+def _run_local(
+    job: ScoreJob,
+    workers: int,
+    session_threads: int | None,
+    progress: ProgressCallback | None,
+) -> list[PartResult]:
+    """The local engine: batches of every part go through one thread pool, in order."""
+    if not job.parts:
+        return []
+    # One thread per session by default: parallelism comes from the pool, and tree votes are
+    # then added in one order whatever the batch size (results do not depend on --batch-size).
+    predictor = Predictor(
+        job.model_path or job.model_bytes, intra_op_num_threads=session_threads or 1
+    )
+    plan = job.plan(predictor)
+    total = job.total_rows()
+    done_rows = 0
+    results: list[PartResult] = []
+
+    def run(source: InputFile, first: int, batch: pa.RecordBatch, missing: Any) -> ScoredBatch:
+        return score_batch(
+            predictor,
+            batch,
+            plan,
+            file=str(source.path),
+            first_row=first,
+            on_error=job.on_error,
+            allow_missing=job.allow_missing,
+            missing=missing,
+        )
+
+    def events() -> Iterator[Any]:
+        for part in job.parts:
+            yield ("open", part)
+            for source, first, batch, missing in part_batches(part, plan, job.batch_size):
+                yield (run, source, first, batch, missing)
+            yield ("close", part)
+
+    window = max(2, 2 * workers)  # batches in flight: bounds memory, keeps the pool busy
+    pending: deque[Any] = deque()
+    in_flight = 0
+    stream = events()
+    current: contextlib.AbstractContextManager[PartSink] | None = None
+    sink: PartSink | None = None
+    started = 0.0
+    if progress is not None:
+        progress(0, total)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="score") as pool:
+        try:
+            exhausted = False
+            while True:
+                while not exhausted and in_flight < window:
+                    event = next(stream, None)
+                    if event is None:
+                        exhausted = True
+                    elif callable(event[0]):
+                        pending.append(pool.submit(*event))
+                        in_flight += 1
+                    else:
+                        pending.append(event)
+                if not pending:
+                    break
+                item = pending.popleft()
+                if isinstance(item, Future):
+                    in_flight -= 1
+                    scored: ScoredBatch = item.result()
+                    assert sink is not None
+                    sink.write(scored.table, scored.bad)
+                    done_rows += scored.table.num_rows + scored.n_bad
+                    if progress is not None:
+                        progress(done_rows, total)
+                elif item[0] == "open":
+                    part = item[1]
+                    empty = empty_table(predictor, plan, keep_schema(part, plan))
+                    current = open_part(part.path, part.bad_path, part.identity, empty)
+                    sink = current.__enter__()
+                    started = time.perf_counter()
+                else:
+                    part = item[1]
+                    assert current is not None and sink is not None
+                    current.__exit__(None, None, None)
+                    results.append(_part_result(part, sink, time.perf_counter() - started))
+                    current = sink = None
+        except BaseException as exc:
+            for item in pending:
+                if isinstance(item, Future):
+                    item.cancel()
+            if current is not None:
+                current.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+    return results
+
+
+def keep_schema(part: PartSpec, plan: RowPlan) -> pa.Schema:
+    """The types of the ``--keep`` columns in the part's first input (for an empty part)."""
+    if not plan.keep:
+        return pa.schema([])
+    source = part.sources[0]
+    if source.fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(source.path)
+        return pa.schema([schema.field(name) for name in plan.keep])
+    return pa.schema([pa.field(name, pa.string()) for name in plan.keep])
+
+
+def _part_result(part: PartSpec, sink: PartSink, seconds: float) -> PartResult:
+    if part.index is None and not sink.bad_rows:
+        part.bad_path.unlink(missing_ok=True)  # a side file left by an earlier run
+    return PartResult(
+        part.path,
+        [str(s.path) for s in part.sources],
+        sink.rows,
+        sink.bad_rows,
+        bad_rows_path=part.bad_path if sink.bad_rows else None,
+        seconds=seconds,
+    )

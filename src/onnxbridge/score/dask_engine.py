@@ -1,0 +1,250 @@
+"""The Dask engine of ``score``: the same job on a Dask distributed cluster.
+
+Each input file is read by ``dask.dataframe`` as one partition (``dd.read_parquet`` /
+``dd.read_csv``); one task per partition scores it in record batches of ``batch_size`` rows with
+:func:`~onnxbridge.score.batch.score_batch` — the local engine's code — and writes its part file
+itself, under a temporary name renamed into place, so the output never travels back through the
+client. The model travels once per worker, as bytes: a worker plugin loads one ONNX Runtime
+session per worker process when the worker joins (workers need not see the client's files, only
+the input and output paths).
+
+Without a scheduler address a LocalCluster (one single-threaded worker process per core) is
+started for the job and closed after it. ``ONNXBRIDGE_DASK_CONNECT_TIMEOUT`` (seconds, default 10)
+bounds the wait for a given scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from distributed import Client, LocalCluster, as_completed
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from onnxbridge.errors import ClusterError, DataError, OnnxbridgeError, first_line
+from onnxbridge.runtime import Predictor
+from onnxbridge.score.batch import empty_table, score_batch
+from onnxbridge.score.core import (
+    PartResult,
+    PartSpec,
+    ProgressCallback,
+    ScoreJob,
+    available_cores,
+    keep_schema,
+)
+from onnxbridge.score.inputs import CSV_NULL_VALUES, InputFile, rechunk
+from onnxbridge.score.output import open_part
+from onnxbridge.score.rows import RowPlan
+
+__all__ = ["run_dask"]
+
+# One Predictor per worker process and model, created by the plugin when the worker starts.
+_PREDICTORS: dict[str, Predictor] = {}
+_LOCK = threading.Lock()
+
+
+class SessionPlugin(WorkerPlugin):
+    """Loads the model's ONNX Runtime session once on every worker, from the model's bytes."""
+
+    def __init__(self, key: str, model: bytes, session_threads: int) -> None:
+        self.key = key
+        self.model = model
+        self.session_threads = session_threads
+
+    def setup(self, worker: Any) -> None:
+        """Create the worker's session (worker threads share it: ``run`` is thread-safe)."""
+        with _LOCK:
+            if self.key not in _PREDICTORS:
+                _PREDICTORS[self.key] = Predictor(
+                    self.model, intra_op_num_threads=self.session_threads
+                )
+
+    def teardown(self, worker: Any) -> None:
+        """Drop the session when the plugin is removed or the worker stops."""
+        with _LOCK:
+            _PREDICTORS.pop(self.key, None)
+
+
+def _score_partition(
+    frame: pd.DataFrame,
+    key: str,
+    part: PartSpec,
+    plan: RowPlan,
+    empty: pa.Table,
+    batch_size: int,
+    on_error: str,
+    allow_missing: bool,
+) -> dict[str, Any]:
+    """Score one partition (one input file) on a worker and write its part file."""
+    started = time.perf_counter()
+    predictor = _PREDICTORS.get(key)
+    if predictor is None:
+        raise ClusterError(
+            "this Dask worker has no ONNX Runtime session for the model (the worker plugin did "
+            "not run); restart the workers and run the job again"
+        )
+    source = part.sources[0]
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    missing = plan.check_columns(str(source.path), table.column_names)
+    first = 1
+    with open_part(part.path, part.bad_path, part.identity, empty) as sink:
+        for batch in rechunk(table.to_batches(), batch_size):
+            scored = score_batch(
+                predictor,
+                batch,
+                plan,
+                file=str(source.path),
+                first_row=first,
+                on_error=on_error,
+                allow_missing=allow_missing,
+                missing=missing,
+            )
+            sink.write(scored.table, scored.bad)
+            first += batch.num_rows
+    return {
+        "rows": sink.rows,
+        "bad_rows": sink.bad_rows,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _partition(source: InputFile, plan: RowPlan) -> Any:
+    """The file as a one-partition dask DataFrame, as a Delayed object."""
+    import dask.dataframe as dd
+
+    columns = source.column_names()
+    wanted = plan.read_columns(columns)
+    if source.fmt == "parquet":
+        frame = dd.read_parquet(str(source.path), columns=wanted, split_row_groups=False)
+    else:
+        text = [c for c in plan.text_columns() if c in columns]
+        frame = dd.read_csv(
+            str(source.path),
+            sep="\t" if source.fmt == "tsv" else ",",
+            blocksize=None,
+            usecols=wanted,
+            dtype={c: "str" for c in text},
+            na_values=CSV_NULL_VALUES,
+            keep_default_na=False,
+        )
+    (delayed,) = frame.to_delayed()
+    return delayed
+
+
+def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalCluster | None]:
+    if scheduler is None:
+        cluster = LocalCluster(
+            n_workers=workers or available_cores(),
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            # Our own cluster: its shutdown chatter (workers killed after a grace period on a
+            # busy machine) is not the user's business.
+            silence_logs=logging.ERROR,
+        )
+        return Client(cluster), cluster
+    timeout = os.environ.get("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", "10")
+    try:
+        seconds = float(timeout)
+    except ValueError as exc:
+        raise DataError(
+            f"ONNXBRIDGE_DASK_CONNECT_TIMEOUT={timeout!r} is not a number of seconds"
+        ) from exc
+    try:
+        return Client(scheduler, timeout=seconds), None
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {scheduler!r} ({first_line(exc)}); check the "
+            "address (tcp://HOST:8786) and that the scheduler is running, or leave --scheduler "
+            "out to start a local cluster"
+        ) from exc
+
+
+def run_dask(
+    job: ScoreJob,
+    *,
+    scheduler: str | None,
+    workers: int | None,
+    session_threads: int | None,
+    progress: ProgressCallback | None,
+) -> tuple[list[PartResult], int, dict[str, Any]]:
+    """Run ``job``'s parts as Dask tasks; returns the parts written, the worker threads and
+    extra summary fields (the scheduler address)."""
+    import dask
+
+    local = Predictor(job.model_path or job.model_bytes, intra_op_num_threads=1)
+    plan = job.plan(local)
+    total = job.total_rows()
+    if progress is not None:
+        progress(0, total)
+    client, cluster = _connect(scheduler, workers)
+    key = f"onnxbridge-score-{job.model_sha256[:16]}"
+    written: list[PartResult] = []
+    try:
+        n_threads = sum(client.nthreads().values())
+        address = client.scheduler.address
+        if not job.parts:
+            return written, n_threads, {"scheduler": address}
+        client.register_plugin(SessionPlugin(key, job.model_bytes, session_threads or 1), name=key)
+        tasks = []
+        for part in job.parts:
+            empty = empty_table(local, plan, keep_schema(part, plan))
+            tasks.append(
+                dask.delayed(_score_partition, pure=False)(
+                    _partition(part.sources[0], plan),
+                    key,
+                    part,
+                    plan,
+                    empty,
+                    job.batch_size,
+                    job.on_error,
+                    job.allow_missing,
+                )
+            )
+        futures = client.compute(tasks)
+        by_future = dict(zip(futures, job.parts, strict=True))
+        done_rows = 0
+        try:
+            for future in as_completed(futures):
+                stats = future.result()
+                part = by_future[future]
+                written.append(
+                    PartResult(
+                        part.path,
+                        [str(s.path) for s in part.sources],
+                        stats["rows"],
+                        stats["bad_rows"],
+                        bad_rows_path=part.bad_path if stats["bad_rows"] else None,
+                        seconds=stats["seconds"],
+                    )
+                )
+                done_rows += stats["rows"] + stats["bad_rows"]
+                if progress is not None:
+                    progress(done_rows, total)
+        except OnnxbridgeError:
+            client.cancel(futures)
+            raise
+        except OSError:
+            client.cancel(futures)
+            raise
+        except Exception as exc:  # KilledWorker, CommClosedError, a worker without onnxbridge...
+            client.cancel(futures)
+            raise ClusterError(
+                f"the Dask job failed: {type(exc).__name__}: {first_line(exc)}; check the "
+                "workers' logs (they need onnxbridge and onnxruntime installed, and must see "
+                "the input and output paths)"
+            ) from exc
+        return written, n_threads, {"scheduler": address}
+    finally:
+        try:
+            client.unregister_worker_plugin(key)
+        except Exception:  # the plugin was never registered, or the cluster is gone
+            pass
+        client.close()
+        if cluster is not None:
+            cluster.close()

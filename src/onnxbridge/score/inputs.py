@@ -1,0 +1,218 @@
+"""Input discovery and streaming for ``score``: files, folders and globs of CSV / TSV / Parquet,
+read as pyarrow record batches of a fixed number of rows so memory stays bounded.
+
+Only the columns the job needs are read (the model's features and the ``--keep`` columns). In
+CSV files the model's numeric columns are read as text and cast by :mod:`onnxbridge.score.rows`,
+so one bad value is reported with its row instead of stopping the reader.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from onnxbridge.errors import DataError, first_line
+
+__all__ = ["SUPPORTED_SUFFIXES", "InputFile", "iter_batches", "list_inputs", "rechunk"]
+
+SUPPORTED_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+_GLOB_CHARS = set("*?[")
+# One list of missing-value spellings for CSV, used by both engines (pyarrow and pandas readers),
+# so that the same text becomes a missing value whichever engine reads it.
+CSV_NULL_VALUES = ["", "NA", "N/A", "n/a", "NaN", "nan", "-nan", "NULL", "null", "#N/A", "None"]
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file of a scoring job.
+
+    Attributes:
+        path: the file.
+        fmt: ``"csv"``, ``"tsv"`` or ``"parquet"``.
+        size: its size in bytes when the job started (resume checks it).
+        mtime_ns: its modification time when the job started (resume checks it).
+    """
+
+    path: Path
+    fmt: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> InputFile:
+        """Describe ``path`` (which must be a supported file)."""
+        stat = path.stat()
+        return cls(path, SUPPORTED_SUFFIXES[path.suffix.lower()], stat.st_size, stat.st_mtime_ns)
+
+    def column_names(self) -> list[str]:
+        """The file's column names (the CSV header, or the Parquet schema).
+
+        Raises:
+            DataError: the file cannot be read as its format.
+        """
+        try:
+            if self.fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                return [str(n) for n in pq.read_schema(self.path).names]
+            with self.path.open(newline="", encoding="utf-8") as fh:
+                header = next(csv.reader(fh, delimiter="\t" if self.fmt == "tsv" else ","), None)
+        except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
+            raise DataError(
+                f"cannot read {str(self.path)!r} as {self.fmt}: {first_line(exc)}; check that "
+                f"the file is a valid {self.fmt} file (the format is taken from the extension)"
+            ) from exc
+        if not header:
+            raise DataError(f"{str(self.path)!r} is empty: a CSV file needs a header line")
+        return header
+
+    def num_rows(self) -> int | None:
+        """Rows in the file when cheap to know (Parquet footers), else None (CSV)."""
+        if self.fmt != "parquet":
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            return int(pq.read_metadata(self.path).num_rows)
+        except (OSError, pa.ArrowException) as exc:
+            raise DataError(
+                f"cannot read {str(self.path)!r} as parquet: {first_line(exc)}; check that the "
+                "file is a valid Parquet file"
+            ) from exc
+
+
+def _supported(path: Path) -> bool:
+    return path.suffix.lower() in SUPPORTED_SUFFIXES and not path.name.startswith((".", "_"))
+
+
+def list_inputs(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+) -> list[InputFile]:
+    """Expand INPUT arguments into files, in order.
+
+    Each argument is a file, a folder (its ``.csv``, ``.tsv``, ``.parquet`` and ``.pq`` files,
+    not recursive, names starting with ``.`` or ``_`` left out, sorted by name) or a glob
+    (``data/*.parquet``, ``data/**/*.csv``; matches sorted). A file named twice is scored once.
+
+    Raises:
+        DataError: an argument that matches nothing, or a file of an unsupported type.
+    """
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    allowed = ", ".join(sorted(SUPPORTED_SUFFIXES))
+    found: list[Path] = []
+    for item in inputs:
+        text = os.fspath(item)
+        path = Path(text)
+        if path.is_dir():
+            matches = sorted(p for p in path.iterdir() if p.is_file() and _supported(p))
+            if not matches:
+                raise DataError(
+                    f"the folder {text!r} holds no {allowed} files; pass files, a folder of "
+                    "them or a glob"
+                )
+        elif path.is_file():
+            if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                raise DataError(
+                    f"cannot score {text!r}: unknown file type {path.suffix or '(none)'!r}; "
+                    f"use one of {allowed}"
+                )
+            matches = [path]
+        elif _GLOB_CHARS & set(text):
+            matches = sorted(
+                Path(p) for p in glob.glob(text, recursive=True) if _supported(Path(p))
+            )
+            if not matches:
+                raise DataError(f"the pattern {text!r} matches no {allowed} files; check it")
+        else:
+            raise DataError(
+                f"input {text!r} does not exist; pass CSV / Parquet files, a folder of them "
+                "or a glob such as 'data/*.parquet'"
+            )
+        found.extend(matches)
+    seen: set[Path] = set()
+    files = []
+    for path in found:
+        key = path.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(InputFile.of(path))
+    if not files:
+        raise DataError("no input files given; pass CSV / Parquet files, a folder or a glob")
+    return files
+
+
+def rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """Re-cut a stream of record batches into batches of exactly ``size`` rows (the last may be
+    shorter), keeping row order."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        while count >= size:
+            table = pa.Table.from_batches(pending)
+            head, rest = table.slice(0, size), table.slice(size)
+            yield head.combine_chunks().to_batches()[0]
+            pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+            count = rest.num_rows
+    if count:
+        yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
+def iter_batches(
+    source: InputFile,
+    *,
+    batch_size: int,
+    columns: Sequence[str] | None,
+    text_columns: Sequence[str] = (),
+) -> Iterator[pa.RecordBatch]:
+    """Stream ``source`` as record batches of ``batch_size`` rows.
+
+    Args:
+        source: the file.
+        batch_size: rows per batch.
+        columns: the columns to read (None: all), in the file's order.
+        text_columns: CSV columns to read as text whatever they look like (the model's numeric
+            features: cast later, row by row, so a bad value names its row).
+
+    Raises:
+        DataError: the file cannot be read or parsed.
+    """
+    try:
+        if source.fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            reader = pq.ParquetFile(source.path)
+            raw: Iterable[pa.RecordBatch] = reader.iter_batches(
+                batch_size=batch_size, columns=list(columns) if columns is not None else None
+            )
+        else:
+            import pyarrow.csv as pcsv
+
+            text = set(text_columns)
+            raw = pcsv.open_csv(
+                source.path,
+                read_options=pcsv.ReadOptions(block_size=1 << 22),
+                parse_options=pcsv.ParseOptions(delimiter="\t" if source.fmt == "tsv" else ","),
+                convert_options=pcsv.ConvertOptions(
+                    include_columns=list(columns) if columns is not None else None,
+                    column_types={c: pa.string() for c in text},
+                    null_values=CSV_NULL_VALUES,
+                    strings_can_be_null=True,
+                ),
+            )
+        yield from rechunk(raw, batch_size)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(
+            f"cannot read {str(source.path)!r} as {source.fmt}: {first_line(exc)}; check that "
+            f"the file is a valid {source.fmt} file"
+        ) from exc

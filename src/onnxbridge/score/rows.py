@@ -1,0 +1,310 @@
+"""Row checks for ``score``: find the rows of a record batch that cannot be scored, and say why.
+
+A row is bad when one of the model's numeric columns holds text that is not a number, when a
+required column is missing from its file, or when it has a missing value (NaN) and the source
+model refuses missing values (recorded at conversion; ``--allow-missing`` lets them through, as
+in ``predict``). Everything else — column matching, the cast to the graph's element type, class
+names — is left to :class:`onnxbridge.runtime.Predictor`, so ``score`` and ``predict`` agree.
+
+Rows are numbered from 1 within their file, the CSV header not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from onnxbridge.data import preview_names
+from onnxbridge.errors import BadRowError
+from onnxbridge.runtime import Predictor
+
+__all__ = ["BAD_ROW_COLUMNS", "CheckedBatch", "RowPlan"]
+
+# Columns of the side file that holds skipped rows (then the --keep columns).
+BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
+# What pyarrow's string -> float64 cast accepts (after trimming spaces); RE2 syntax.
+_NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
+_MISSING_REASON = (
+    "missing value: the source model refuses missing values, so ONNX results for such rows are "
+    "not validated (fill them, or pass --allow-missing)"
+)
+_SKIP_HINT = "pass --on-error skip to write such rows to a side file and score the rest"
+
+
+@dataclass
+class RowPlan:
+    """What a scoring job reads and checks, taken from the model.
+
+    Attributes:
+        features: the model's feature columns in training order (None: a model without
+            onnxbridge metadata, whose columns are the file's, in order, minus ``keep``).
+        numeric: the features the model takes as numbers.
+        booleans: the numeric features that were booleans in training (CSV text true/false).
+        keep: the key columns copied to the output.
+        refuse_missing: whether a missing value makes a row bad.
+    """
+
+    features: list[str] | None
+    numeric: set[str]
+    booleans: set[str]
+    keep: list[str]
+    refuse_missing: bool
+
+    @classmethod
+    def for_model(
+        cls, predictor: Predictor, keep: Sequence[str], *, allow_missing: bool
+    ) -> RowPlan:
+        """The plan for ``predictor``'s model."""
+        meta = predictor.metadata
+        if meta is None:
+            return cls(None, set(), set(), list(keep), refuse_missing=False)
+        numeric = {f.name for f in meta.features.features if f.is_numeric}
+        booleans = {f.name for f in meta.features.features if f.dtype.lower().startswith("bool")}
+        return cls(
+            meta.features.names,
+            numeric,
+            booleans,
+            list(keep),
+            refuse_missing=meta.missing_values == "refused" and not allow_missing,
+        )
+
+    def features_of(self, columns: Sequence[str]) -> list[str]:
+        """The feature columns of a file with ``columns``."""
+        if self.features is not None:
+            return self.features
+        return [c for c in columns if c not in self.keep]
+
+    def read_columns(self, columns: Sequence[str]) -> list[str] | None:
+        """The columns to read from a file with ``columns`` (None: all of them)."""
+        if self.features is None:
+            return None
+        wanted = set(self.features) | set(self.keep)
+        return [c for c in columns if c in wanted]
+
+    def text_columns(self) -> list[str]:
+        """CSV columns read as text: every feature. Numeric ones are cast here (so a bad value
+        names its row); text ones stay text even when they look like numbers (zip codes)."""
+        return list(self.features or [])
+
+    def check_columns(self, file: str, columns: Sequence[str]) -> tuple[str, str] | None:
+        """The first missing required column of a file and why it matters, or None.
+
+        Raises:
+            DataError: a ``--keep`` column is not in the file (a usage error, never skipped).
+        """
+        from onnxbridge.errors import DataError
+
+        for name in self.keep:
+            if name not in columns:
+                raise DataError(
+                    f"--keep column {name!r} is not in {file!r}; its columns are: "
+                    f"{preview_names(columns)}"
+                )
+        for name in self.features or []:
+            if name not in columns:
+                return name, (
+                    f"missing required column {name!r}; the model expects "
+                    f"{len(self.features or [])} columns: {preview_names(self.features, 10)}"
+                )
+        return None
+
+
+@dataclass
+class CheckedBatch:
+    """A record batch split into the rows to score and the bad rows.
+
+    Attributes:
+        features: ``[n_good, F]`` the feature columns of the good rows, ready for Predictor.
+        keep: the ``--keep`` columns of the good rows.
+        bad: one row per bad row, columns :data:`BAD_ROW_COLUMNS` then the ``--keep`` columns
+            (None when there are none).
+    """
+
+    features: pd.DataFrame
+    keep: pa.Table
+    bad: pa.Table | None = None
+    n_bad: int = 0
+
+    @classmethod
+    def check(
+        cls,
+        batch: pa.RecordBatch,
+        plan: RowPlan,
+        *,
+        file: str,
+        first_row: int,
+        on_error: str,
+        missing: tuple[str, str] | None = None,
+    ) -> CheckedBatch:
+        """Check ``batch`` (rows ``first_row``.. of ``file``, 1-based).
+
+        Args:
+            missing: a missing required column of this file and its reason: every row is bad.
+            on_error: ``"raise"`` (the first bad row raises) or ``"skip"``.
+
+        Raises:
+            BadRowError: a bad row, when ``on_error`` is ``"raise"``.
+        """
+        n = batch.num_rows
+        keep = pa.Table.from_batches([batch.select(plan.keep)])  # no columns: still n rows
+        if missing is not None:
+            column, reason = missing
+            if on_error == "raise":
+                raise BadRowError(
+                    f"cannot score {file!r}: {reason}; add the column, or {_SKIP_HINT}",
+                    file=file,
+                    row=None,
+                    column=column,
+                )
+            bad = _bad_table(
+                file, np.arange(n), first_row, [column] * n, [None] * n, [reason] * n, keep
+            )
+            return cls(pd.DataFrame(), keep.slice(0, 0), bad, n)
+        names = plan.features_of(batch.schema.names)
+        columns: dict[str, pa.Array] = {}
+        # Per row: the first feature at fault (-1: none) and whether its value is missing
+        # (rather than not castable); per feature: why its values could not be cast.
+        bad_column = np.full(n, -1, dtype=np.int64)
+        bad_missing = np.zeros(n, dtype=bool)
+        cast_reasons: dict[int, str] = {}
+        for j, name in enumerate(names):
+            array = batch.column(name)
+            if name in plan.numeric:
+                array, invalid, why = _to_number(array, bool_feature=name in plan.booleans)
+                if invalid is not None:
+                    bad_column[invalid & (bad_column < 0)] = j
+                    cast_reasons[j] = why
+            if plan.refuse_missing and (array.null_count or pa.types.is_floating(array.type)):
+                fresh = _missing(array) & (bad_column < 0)
+                bad_column[fresh] = j
+                bad_missing[fresh] = True
+            columns[name] = array
+        bad_rows = np.flatnonzero(bad_column >= 0)
+
+        def reason(i: int) -> str:
+            return _MISSING_REASON if bad_missing[i] else cast_reasons[int(bad_column[i])]
+
+        if bad_rows.size and on_error == "raise":
+            i = int(bad_rows[0])
+            name = names[int(bad_column[i])]
+            what = reason(i) if bad_missing[i] else f"value {_shown(batch.column(name), i)} is "
+            what += "" if bad_missing[i] else reason(i)
+            raise BadRowError(
+                f"bad row in {file!r}, row {first_row + i}, column {name!r}: {what}; "
+                f"fix the file, or {_SKIP_HINT}",
+                file=file,
+                row=first_row + i,
+                column=name,
+            )
+        frame = pa.table(columns).to_pandas() if columns else pd.DataFrame(index=range(n))
+        if not bad_rows.size:
+            return cls(frame, keep)
+        good = bad_column < 0
+        row_columns = [names[int(bad_column[i])] for i in bad_rows]
+        row_values = [
+            _raw(batch.column(c), int(i)) for c, i in zip(row_columns, bad_rows, strict=True)
+        ]
+        row_reasons = [reason(int(i)) for i in bad_rows]
+        bad = _bad_table(file, bad_rows, first_row, row_columns, row_values, row_reasons, keep)
+        return cls(
+            frame[good].reset_index(drop=True),
+            keep.filter(pa.array(good)),
+            bad,
+            int(bad_rows.size),
+        )
+
+
+def _to_number(array: pa.Array, *, bool_feature: bool) -> tuple[pa.Array, np.ndarray | None, str]:
+    """Cast a numeric feature to numbers; returns (array, rows that are not numbers, reason)."""
+    kind = array.type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return array, None, ""
+    if pa.types.is_dictionary(kind):
+        array = array.dictionary_decode()
+        kind = array.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        n = len(array)
+        reason = f"of type {kind}, not a number: the model takes numbers in this column"
+        return pa.nulls(n, pa.float64()), np.ones(n, dtype=bool), reason
+    text = pc.utf8_trim_whitespace(array)
+    target = pa.bool_() if bool_feature else pa.float64()
+    what = "true/false/1/0" if bool_feature else "a number"
+    reason = f"not {what}: the model takes {'booleans' if bool_feature else 'numbers'} here"
+    try:
+        return pc.cast(text, target), None, reason
+    except pa.ArrowInvalid:
+        pass
+    if not bool_feature:
+        # A boolean column read from text (True/False, as pandas reads it) holds 1/0.
+        lower = pc.utf8_lower(text)
+        text = pc.if_else(
+            pc.equal(lower, "true"), "1", pc.if_else(pc.equal(lower, "false"), "0", text)
+        )
+        try:
+            return pc.cast(text, target), None, reason
+        except pa.ArrowInvalid:
+            pass
+    if bool_feature:
+        ok = pc.is_in(pc.utf8_lower(text), pa.array(["true", "false", "1", "0"]))
+    else:
+        ok = pc.match_substring_regex(text, _NUMBER)
+    ok = pc.fill_null(ok, True)  # missing values are not cast errors
+    invalid = ~np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
+    cleaned = pc.if_else(ok, text, pa.scalar(None, pa.string()))
+    try:
+        return pc.cast(cleaned, target), invalid, reason
+    except pa.ArrowInvalid:
+        # The pattern let through something the cast refuses: cast value by value.
+        out: list[object] = []
+        for k, value in enumerate(cleaned.to_pylist()):
+            try:
+                out.append(pc.cast(pa.array([value], pa.string()), target)[0].as_py())
+            except pa.ArrowInvalid:
+                invalid[k] = True
+                out.append(None)
+        return pa.array(out, target), invalid, reason
+
+
+def _missing(array: pa.Array) -> np.ndarray:
+    mask = pc.is_null(array, nan_is_null=pa.types.is_floating(array.type))
+    return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _raw(array: pa.Array, i: int) -> str | None:
+    value = array[i].as_py()
+    return None if value is None else str(value)
+
+
+def _shown(array: pa.Array, i: int) -> str:
+    value = _raw(array, i)
+    if value is None:
+        return "(missing)"
+    return repr(value if len(value) <= 40 else value[:40] + "…")
+
+
+def _bad_table(
+    file: str,
+    rows: np.ndarray,
+    first_row: int,
+    columns: Sequence[str],
+    values: Sequence[str | None],
+    reasons: Sequence[str],
+    keep: pa.Table,
+) -> pa.Table:
+    data = {
+        "file": pa.array([file] * len(rows), pa.string()),
+        "row": pa.array(np.asarray(rows, dtype=np.int64) + first_row, pa.int64()),
+        "column": pa.array(list(columns), pa.string()),
+        "value": pa.array(list(values), pa.string()),
+        "reason": pa.array(list(reasons), pa.string()),
+    }
+    table = pa.table(data)
+    kept = keep.take(pa.array(rows, pa.int64())) if keep.num_columns else keep
+    for name in kept.column_names:
+        table = table.append_column(name, kept.column(name))
+    return table

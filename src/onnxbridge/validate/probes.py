@@ -1,0 +1,453 @@
+"""Probe sets: the rows a model is validated on, each aimed at one way a conversion goes wrong.
+
+=============  ===========================================================================
+probe set      rows
+=============  ===========================================================================
+``holdout``    the held-out rows (or the ``--data`` rows), as given
+``range``      random rows, each feature uniform in its training range (from the holdout)
+``thresholds`` tree models: rows placed exactly on every split threshold and one float32
+               step either side, one feature at a time, on top of held-out rows
+``edge``       0, -0.0, tiny (±1e-38), large (±1e9, ±1e30) per feature, and rows of each
+``missing``    held-out rows with NaN injected per column (only when the model accepts NaN)
+``strings``    unseen, empty and non-ASCII values per string column (string inputs only)
+``batch``      the same rows scored one at a time and in one batch: a row's result must not
+               depend on its batch
+=============  ===========================================================================
+
+Every generator is deterministic for a given :class:`ProbeSpec` (sizes and seed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from onnxbridge.data import FeatureSchema
+from onnxbridge.errors import DataError
+
+__all__ = [
+    "PROBE_NAMES",
+    "ProbeSet",
+    "ProbeSpec",
+    "SplitThreshold",
+    "build_probe_sets",
+    "tree_thresholds",
+]
+
+PROBE_NAMES = ("holdout", "range", "thresholds", "edge", "missing", "strings", "batch")
+EDGE_VALUES = (0.0, -0.0, 1e-38, -1e-38, 1e9, -1e9, 1e30, -1e30)
+# Unseen and awkward strings: never a training category, empty, non-ASCII, padded.
+STRING_VALUES = ("__onnxbridge_unseen__", "", "é日本語🙂", " padded ", "NULL")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """Sizes and seed of the probe sets.
+
+    Attributes:
+        probes: which probe sets to build (names from :data:`PROBE_NAMES`).
+        seed: seed of every random choice.
+        range_rows: rows in ``range``.
+        max_threshold_rows: cap on ``thresholds`` rows (thresholds are sampled beyond it).
+        missing_rows: held-out rows copied per column in ``missing``.
+        batch_rows: rows scored one at a time in ``batch``.
+    """
+
+    probes: tuple[str, ...] = PROBE_NAMES
+    seed: int = 0
+    range_rows: int = 200
+    max_threshold_rows: int = 3000
+    missing_rows: int = 20
+    batch_rows: int = 20
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.probes if p not in PROBE_NAMES]
+        if unknown:
+            raise DataError(
+                f"unknown probe set {', '.join(map(repr, unknown))}; choose from "
+                f"{', '.join(PROBE_NAMES)}"
+            )
+        for name in ("range_rows", "max_threshold_rows", "missing_rows", "batch_rows"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise DataError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass
+class ProbeSet:
+    """One probe set: its rows and what they aim at.
+
+    Attributes:
+        name: one of :data:`PROBE_NAMES`.
+        description: one line for the report.
+        frame: ``[N, F]`` rows, as the source model takes them.
+        skipped: why the set is not compared (then ``frame`` is empty), else None.
+        meta: per-row detail, e.g. for ``thresholds`` the feature and threshold each row probes.
+    """
+
+    name: str
+    description: str
+    frame: pd.DataFrame
+    skipped: str | None = None
+    meta: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SplitThreshold:
+    """A split of a fitted tree: ``feature`` (column position) and its ``threshold``.
+
+    ``left_is_le`` records the comparison: True when rows with ``x <= threshold`` go left
+    (scikit-learn, LightGBM), False when rows with ``x < threshold`` go left (XGBoost).
+    """
+
+    feature: int
+    threshold: float
+    left_is_le: bool = True
+
+
+# ------------------------------------------------------------------------------ tree walking
+def _final_step(estimator: Any) -> Any:
+    while hasattr(estimator, "steps"):
+        estimator = estimator.steps[-1][1]
+    return estimator
+
+
+def _sklearn_tree(tree: Any) -> list[SplitThreshold]:
+    inner = tree.tree_
+    split = inner.children_left >= 0
+    return [
+        SplitThreshold(int(f), float(t))
+        for f, t in zip(inner.feature[split], inner.threshold[split], strict=True)
+    ]
+
+
+def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
+    """Splits of a tree model on its own input columns, or None for a non-tree model."""
+    name = type(estimator).__name__
+    if hasattr(estimator, "tree_"):  # DecisionTree*, ExtraTree*
+        return _sklearn_tree(estimator)
+    if hasattr(estimator, "_predictors"):  # HistGradientBoosting*
+        found: list[SplitThreshold] = []
+        for iteration in estimator._predictors:
+            for predictor in iteration:
+                nodes = predictor.nodes
+                numeric = (nodes["is_leaf"] == 0) & (nodes["is_categorical"] == 0)
+                found.extend(
+                    SplitThreshold(int(f), float(t))
+                    for f, t in zip(
+                        nodes["feature_idx"][numeric], nodes["num_threshold"][numeric], strict=True
+                    )
+                )
+        return found
+    if name.startswith("XGB") and hasattr(estimator, "get_booster"):
+        frame = estimator.get_booster().trees_to_dataframe()
+        frame = frame[frame["Feature"] != "Leaf"]
+        names = list(getattr(estimator, "feature_names_in_", []) or [])
+        found = []
+        for feature, split in zip(frame["Feature"], frame["Split"], strict=True):
+            if feature in names:
+                index = names.index(feature)
+            elif str(feature).startswith("f") and str(feature)[1:].isdigit():
+                index = int(str(feature)[1:])
+            else:
+                continue
+            found.append(SplitThreshold(index, float(split), left_is_le=False))
+        return found
+    if name.startswith("LGBM") and hasattr(estimator, "booster_"):
+        found = []
+
+        def walk(node: dict[str, Any]) -> None:
+            if "split_feature" not in node:
+                return
+            if node.get("decision_type", "<=") == "<=":
+                found.append(SplitThreshold(int(node["split_feature"]), float(node["threshold"])))
+            walk(node.get("left_child", {}))
+            walk(node.get("right_child", {}))
+
+        for tree in estimator.booster_.dump_model().get("tree_info", []):
+            walk(tree.get("tree_structure", {}))
+        return found
+    members = getattr(estimator, "estimators_", None)
+    if members is not None:  # forests, GradientBoosting (a 2-D array of trees), bagging
+        flat = list(np.asarray(members, dtype=object).reshape(-1))
+        if flat and all(hasattr(m, "tree_") for m in flat):
+            if hasattr(estimator, "estimators_features_"):  # bagging on feature subsets
+                found = []
+                for tree, columns in zip(flat, estimator.estimators_features_, strict=True):
+                    found.extend(
+                        SplitThreshold(int(columns[s.feature]), s.threshold)
+                        for s in _sklearn_tree(tree)
+                    )
+                return found
+            return [s for tree in flat for s in _sklearn_tree(tree)]
+    return None
+
+
+def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
+    """Every numeric split of a tree model, deduplicated, in a stable order.
+
+    Walks scikit-learn trees, forests, gradient boosting and HistGradientBoosting (its
+    ``_predictors``), XGBoost (``get_booster().trees_to_dataframe()``) and LightGBM
+    (``booster_.dump_model()``). A pipeline's trees see transformed columns, not the input's,
+    so only a tree model that takes the input directly has thresholds here.
+
+    Returns:
+        The splits, or None when the model is not a tree model on its input columns.
+    """
+    if hasattr(estimator, "steps"):
+        steps = [s for _, s in estimator.steps if s not in (None, "passthrough")]
+        if len(steps) != 1:
+            return None
+        estimator = steps[0]
+    found = _estimator_trees(estimator)
+    if found is None:
+        return None
+    unique = sorted(set(found), key=lambda s: (s.feature, s.threshold, s.left_is_le))
+    return unique
+
+
+# ------------------------------------------------------------------------------- generators
+def _numeric_columns(schema: FeatureSchema) -> list[str]:
+    return [f.name for f in schema.features if f.is_numeric]
+
+
+def _string_columns(schema: FeatureSchema) -> list[str]:
+    return [f.name for f in schema.features if not f.is_numeric]
+
+
+def _base_rows(holdout: pd.DataFrame, n: int) -> pd.DataFrame:
+    """``n`` held-out rows, cycling through them."""
+    index = np.arange(n) % len(holdout)
+    return holdout.iloc[index].reset_index(drop=True).copy()
+
+
+def _range_rows(holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec) -> pd.DataFrame:
+    rng = np.random.RandomState(spec.seed)
+    rows = _base_rows(holdout, spec.range_rows)
+    for name in _numeric_columns(schema):
+        column = pd.to_numeric(holdout[name], errors="coerce").astype(np.float64)
+        low, high = np.nanmin(column), np.nanmax(column)
+        if not np.isfinite(low):
+            continue
+        if pd.api.types.is_bool_dtype(holdout[name]):
+            rows[name] = rng.rand(spec.range_rows) < 0.5
+        elif pd.api.types.is_integer_dtype(holdout[name]):
+            rows[name] = rng.randint(int(low), int(high) + 1, spec.range_rows).astype(
+                holdout[name].dtype
+            )
+        else:
+            rows[name] = rng.uniform(low, high, spec.range_rows)
+    for name in _string_columns(schema):
+        seen = holdout[name].dropna().unique()
+        if len(seen):
+            rows[name] = rng.choice(seen, spec.range_rows)
+    return rows
+
+
+def _as_float_column(rows: pd.DataFrame, name: str) -> None:
+    if not pd.api.types.is_float_dtype(rows[name]):
+        rows[name] = rows[name].astype(np.float64)
+
+
+def _threshold_rows(
+    holdout: pd.DataFrame, schema: FeatureSchema, splits: list[SplitThreshold], spec: ProbeSpec
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    names = schema.names
+    per_split = 3
+    if len(splits) * per_split > spec.max_threshold_rows:
+        rng = np.random.RandomState(spec.seed)
+        keep = np.sort(rng.choice(len(splits), spec.max_threshold_rows // per_split, replace=False))
+        splits = [splits[i] for i in keep]
+    rows = _base_rows(holdout, len(splits) * per_split)
+    for name in {names[s.feature] for s in splits if s.feature < len(names)}:
+        _as_float_column(rows, name)
+    meta: list[dict[str, Any]] = []
+    position = 0
+    for split in splits:
+        if split.feature >= len(names):
+            continue
+        name = names[split.feature]
+        as32 = np.float32(split.threshold)
+        values = (
+            ("on", float(split.threshold)),
+            ("below", float(np.nextafter(as32, np.float32(-np.inf)))),
+            ("above", float(np.nextafter(as32, np.float32(np.inf)))),
+        )
+        for where, value in values:
+            rows.loc[position, name] = value
+            meta.append(
+                {"feature": name, "threshold": split.threshold, "where": where, "value": value}
+            )
+            position += 1
+    return rows.iloc[:position].reset_index(drop=True), meta
+
+
+def _edge_rows(
+    holdout: pd.DataFrame, schema: FeatureSchema
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    numeric = _numeric_columns(schema)
+    n = len(numeric) * len(EDGE_VALUES) + len(EDGE_VALUES)
+    rows = _base_rows(holdout, n)
+    for name in numeric:
+        _as_float_column(rows, name)
+    meta: list[dict[str, Any]] = []
+    position = 0
+    for name in numeric:
+        for value in EDGE_VALUES:
+            rows.loc[position, name] = value
+            meta.append({"feature": name, "value": value})
+            position += 1
+    for value in EDGE_VALUES:  # every feature at once
+        for name in numeric:
+            rows.loc[position, name] = value
+        meta.append({"feature": "*", "value": value})
+        position += 1
+    return rows, meta
+
+
+def _missing_rows(
+    holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    numeric = _numeric_columns(schema)
+    per_column = min(spec.missing_rows, len(holdout))
+    parts, meta = [], []
+    for name in numeric:
+        block = _base_rows(holdout, per_column)
+        _as_float_column(block, name)
+        block[name] = np.nan
+        parts.append(block)
+        meta.extend({"feature": name} for _ in range(per_column))
+    everything = _base_rows(holdout, 1)
+    for name in numeric:
+        _as_float_column(everything, name)
+        everything[name] = np.nan
+    parts.append(everything)
+    meta.append({"feature": "*"})
+    frame = pd.concat(parts, ignore_index=True)
+    for name in numeric:
+        _as_float_column(frame, name)
+    return frame, meta
+
+
+def _string_rows(
+    holdout: pd.DataFrame, schema: FeatureSchema
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    strings = _string_columns(schema)
+    rows = _base_rows(holdout, len(strings) * len(STRING_VALUES))
+    meta: list[dict[str, Any]] = []
+    position = 0
+    for name in strings:
+        rows[name] = rows[name].astype(object)
+        for value in STRING_VALUES:
+            rows.loc[position, name] = value
+            meta.append({"feature": name, "value": value})
+            position += 1
+    return rows, meta
+
+
+def build_probe_sets(
+    holdout: pd.DataFrame,
+    schema: FeatureSchema,
+    *,
+    estimator: Any = None,
+    accepts_missing: bool,
+    spec: ProbeSpec | None = None,
+) -> list[ProbeSet]:
+    """Build the probe sets ``spec.probes`` asks for, in :data:`PROBE_NAMES` order.
+
+    Args:
+        holdout: ``[N, F]`` rows the model was not trained on; every other set starts from them.
+        schema: the model's input columns.
+        estimator: the source model (tree thresholds come from it); None skips ``thresholds``.
+        accepts_missing: whether the source model predicts on NaN (else ``missing`` is skipped).
+        spec: sizes and seed.
+
+    Raises:
+        DataError: ``holdout`` has no rows.
+    """
+    spec = spec or ProbeSpec()
+    if len(holdout) == 0:
+        raise DataError("the rows to validate on are empty; pass a data file with rows")
+    holdout = holdout[schema.names].reset_index(drop=True)
+    empty = holdout.iloc[:0]
+    # The generated sets start from complete rows, so that each one tests what it aims at
+    # (missing values are the missing set's job); held-out rows with NaN stay in holdout.
+    complete = holdout.dropna().reset_index(drop=True)
+    base = complete if len(complete) else holdout
+    sets: list[ProbeSet] = []
+    for name in PROBE_NAMES:
+        if name not in spec.probes:
+            continue
+        if name == "holdout":
+            sets.append(ProbeSet(name, "the held-out rows, as given", holdout.copy()))
+        elif name == "range":
+            sets.append(
+                ProbeSet(
+                    name,
+                    f"{spec.range_rows} random rows inside each feature's range (seed {spec.seed})",
+                    _range_rows(base, schema, spec),
+                )
+            )
+        elif name == "thresholds":
+            splits = tree_thresholds(estimator) if estimator is not None else None
+            if not splits:
+                reason = (
+                    "not a tree model on its input columns"
+                    if splits is None
+                    else "the trees have no numeric splits"
+                )
+                sets.append(ProbeSet(name, "rows on every split threshold", empty, reason))
+                continue
+            frame, meta = _threshold_rows(base, schema, splits, spec)
+            described = (
+                f"rows on each of {len(meta) // 3} split thresholds and one float32 step "
+                "either side"
+            )
+            sets.append(ProbeSet(name, described, frame, meta=meta))
+        elif name == "edge":
+            if not _numeric_columns(schema):
+                sets.append(ProbeSet(name, "edge values", empty, "no numeric columns"))
+                continue
+            frame, meta = _edge_rows(base, schema)
+            values = ", ".join(f"{v:g}" for v in EDGE_VALUES)
+            sets.append(ProbeSet(name, f"edge values {values} per feature", frame, meta=meta))
+        elif name == "missing":
+            if not accepts_missing:
+                sets.append(
+                    ProbeSet(
+                        name,
+                        "NaN per column",
+                        empty,
+                        "the source model refuses missing values (NaN)",
+                    )
+                )
+                continue
+            frame, meta = _missing_rows(base, schema, spec)
+            sets.append(
+                ProbeSet(name, "held-out rows with NaN injected per column", frame, meta=meta)
+            )
+        elif name == "strings":
+            if not _string_columns(schema):
+                sets.append(
+                    ProbeSet(name, "unseen / empty / non-ASCII strings", empty, "no string columns")
+                )
+                continue
+            frame, meta = _string_rows(base, schema)
+            sets.append(
+                ProbeSet(
+                    name, "unseen, empty and non-ASCII values per string column", frame, meta=meta
+                )
+            )
+        elif name == "batch":
+            n = min(spec.batch_rows, len(holdout))
+            sets.append(
+                ProbeSet(
+                    name,
+                    f"{n} held-out rows scored one at a time and in one batch",
+                    holdout.head(n).copy(),
+                )
+            )
+    return sets

@@ -1,0 +1,199 @@
+"""The validation report: per probe set, per pair of runtimes, per output; the verdict.
+
+``reports/validation.json`` is :meth:`ValidationReport.to_dict`; its layout is versioned by
+:data:`REPORT_SCHEMA_VERSION` and documented in ``docs/validate.md``. The top-level ``outputs``,
+``n_rows``, ``rows``, ``atol`` and ``rtol`` keep the layout of schema 1 (scikit-learn against
+ONNX Runtime on the held-out rows), so readers of the old report keep working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from onnxbridge.bundle import library_versions, now_iso
+from onnxbridge.validate.compare import EQUIVALENT, OutputComparison
+
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "Diagnosis",
+    "PairComparison",
+    "ProbeSetResult",
+    "ValidationReport",
+]
+
+REPORT_SCHEMA_VERSION = 2
+
+
+@dataclass
+class PairComparison:
+    """Two runtimes compared on one probe set.
+
+    Attributes:
+        a: the reference side (``sklearn``, ``onnxruntime``, ...).
+        b: the other side (``onnxruntime``, ``reference``, ``onnxruntime[1-row]``, ...).
+        outputs: one comparison per output role.
+        ok: every output passes and neither side failed.
+        status: the worst status bucket of its outputs (``error`` when a side failed).
+        error: why the comparison could not run (a runtime raised), else None.
+        gating: whether a failure counts for the verdict. Pairs that involve only
+            ``onnx.reference`` on one side (``sklearn~reference``, ``onnxruntime~reference``,
+            ``reference~reference[1-row]``) tell a conversion error from a runtime problem but
+            do not gate when ONNX Runtime — the deployment runtime — is compared too.
+    """
+
+    a: str
+    b: str
+    outputs: list[OutputComparison] = field(default_factory=list)
+    ok: bool = True
+    status: str = "OK"
+    error: str | None = None
+    gating: bool = True
+
+    @property
+    def name(self) -> str:
+        """``a~b``."""
+        return f"{self.a}~{self.b}"
+
+
+@dataclass
+class ProbeSetResult:
+    """One probe set's rows and comparisons.
+
+    Attributes:
+        name: the probe set (``holdout``, ``range``, ``thresholds``, ...).
+        description: what its rows are.
+        n_rows: rows compared (rows scikit-learn refused are left out; see ``n_refused``).
+        skipped: why the set was not compared, else None.
+        pairs: the runtime pairs compared.
+        ok: every pair passes (True for a skipped set).
+        cause: for a failing set, what the pattern of pairs says: ``conversion`` (the ONNX
+            runtimes agree with each other and differ from scikit-learn), ``onnxruntime`` /
+            ``reference`` (that runtime departs from the other and from scikit-learn, which
+            agree), ``runtime`` (the ONNX runtimes differ from each other only),
+            ``conversion+runtime`` (all three differ), ``batch`` (results depend on the
+            batch), else None.
+        n_refused: rows scikit-learn raised on (not compared).
+        refused: scikit-learn's message for the first refused row.
+        gating: whether a failure makes the verdict DIVERGENT (False: reported as a warning;
+            see ``missing_values`` in :func:`onnxbridge.validate.validate_model`).
+    """
+
+    name: str
+    description: str
+    n_rows: int
+    skipped: str | None = None
+    pairs: list[PairComparison] = field(default_factory=list)
+    ok: bool = True
+    cause: str | None = None
+    n_refused: int = 0
+    refused: str | None = None
+    gating: bool = True
+
+    @property
+    def fails_verdict(self) -> bool:
+        """Whether this set makes the verdict DIVERGENT (a gating pair failed in a gating set)."""
+        return self.gating and any(not p.ok and p.gating for p in self.pairs)
+
+
+@dataclass
+class Diagnosis:
+    """What a divergence is, the evidence, and what to do next.
+
+    Attributes:
+        kind: ``pipeline``, ``trees``, ``missing-values``, ``runtime``, ``batch``, ``golden``
+            or ``unexplained``.
+        summary: one line.
+        details: the evidence, one line each.
+        next_step: the concrete next step.
+        data: machine-readable evidence (first diverging step, features, thresholds, ...).
+    """
+
+    kind: str
+    summary: str
+    details: list[str] = field(default_factory=list)
+    next_step: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ValidationReport:
+    """The verdict of a validation, with every probe set's detail.
+
+    Attributes:
+        verdict: ``EQUIVALENT`` or ``DIVERGENT``.
+        outputs: scikit-learn vs ONNX Runtime on the held-out rows (schema 1's table).
+        atol, rtol: the tolerance given for every numeric output (per-role values are in
+            ``tolerances``).
+        n_rows, rows: held-out rows compared, and their name.
+        model: the ONNX file validated.
+        reference: the source model (class name).
+        runtimes: runtime → ``{"available": bool, "version": str, "error": str | None}``.
+        tolerances: role → ``{"atol", "rtol"}`` used.
+        probe_sets: every probe set.
+        diagnoses: for a DIVERGENT verdict, what went wrong and what to do.
+        golden: the golden-predictions check, when asked for.
+        seed: the probe seed.
+        duration_s: wall time of the validation.
+        schema_version: :data:`REPORT_SCHEMA_VERSION`.
+    """
+
+    verdict: str
+    outputs: list[OutputComparison]
+    atol: float
+    rtol: float
+    n_rows: int
+    rows: str = "holdout"
+    model: str | None = None
+    reference: str | None = None
+    runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tolerances: dict[str, dict[str, float]] = field(default_factory=dict)
+    probe_sets: list[ProbeSetResult] = field(default_factory=list)
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    golden: dict[str, Any] | None = None
+    seed: int = 0
+    duration_s: float = 0.0
+    created_at: str = field(default_factory=now_iso)
+    versions: dict[str, str] = field(default_factory=library_versions)
+    schema_version: int = REPORT_SCHEMA_VERSION
+    # Per probe set, |Δ| of every numeric value of its first pair (for the HTML histograms);
+    # not written to validation.json.
+    diff_samples: dict[str, list[float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def equivalent(self) -> bool:
+        """True when the verdict is EQUIVALENT."""
+        return self.verdict == EQUIVALENT
+
+    def probe_set(self, name: str) -> ProbeSetResult:
+        """The result of probe set ``name``.
+
+        Raises:
+            KeyError: no such probe set in this report.
+        """
+        for probe in self.probe_sets:
+            if probe.name == name:
+                return probe
+        raise KeyError(f"no probe set {name!r}; the report has {[p.name for p in self.probe_sets]}")
+
+    @property
+    def failing_probe_sets(self) -> list[str]:
+        """Names of the probe sets that caught a divergence."""
+        return [p.name for p in self.probe_sets if p.fails_verdict]
+
+    @property
+    def warning_probe_sets(self) -> list[str]:
+        """Names of the probe sets that differ without making the verdict DIVERGENT."""
+        return [p.name for p in self.probe_sets if not p.ok and not p.fails_verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``reports/validation.json``)."""
+        payload = asdict(self)
+        payload.pop("diff_samples", None)
+        for probe, raw in zip(self.probe_sets, payload["probe_sets"], strict=True):
+            raw["fails_verdict"] = probe.fails_verdict
+            for pair, raw_pair in zip(probe.pairs, raw["pairs"], strict=True):
+                raw_pair["name"] = pair.name
+        payload["failing_probe_sets"] = self.failing_probe_sets
+        payload["warning_probe_sets"] = self.warning_probe_sets
+        return payload

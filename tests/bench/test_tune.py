@@ -1,0 +1,217 @@
+"""onnxbridge tune: measured winners stored in the model and card, used by Predictor and
+predict; accelerators recorded only when equivalent and faster."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnxbridge.bench.accelerators as accelerators
+from onnxbridge import Bundle, Predictor, tune_model, validate_bundle
+from onnxbridge.bench import read_tuning
+from onnxbridge.bench.accelerators import (
+    AcceleratorCandidate,
+    AcceleratorCheck,
+    check_candidate,
+    choose_accelerator,
+    probe_rows,
+)
+from onnxbridge.bundle import ONNX_NAME
+from onnxbridge.errors import DataError
+from onnxbridge.runtime.settings import SessionSettings
+
+from .conftest import FAST
+
+TUNE = {**FAST, "throughput_rows": 200}
+
+
+def test_tune_stores_the_winners_where_predictor_reads_them(any_bundle: Bundle) -> None:
+    report = tune_model(any_bundle.path, **TUNE)
+    spec = report.spec
+    assert [r.regime for r in report.regimes] == ["latency", "throughput"]
+    for regime in report.regimes:
+        assert regime.winner in {c.settings for c in regime.candidates}
+        assert regime.winner_timing.median > 0
+        labels = {c.settings.label() for c in regime.candidates}
+        # Threads 1..cores × spinning, ORT's defaults, then modes and optimisation levels.
+        assert "1 thread, no spin, sequential, opt all" in labels
+        assert "auto threads, spin, sequential, opt all" in labels
+        assert any(label.endswith("opt disabled") for label in labels)
+    assert spec.latency == report.regimes[0].winner
+    assert spec.throughput == report.regimes[1].winner
+    assert 1 <= spec.latency_max_rows <= 200
+    # The model carries it, the card carries it, the card's hash of model.onnx is current.
+    assert read_tuning(any_bundle.onnx_path) == spec
+    bundle = Bundle.open(any_bundle.path)
+    bundle.check_file(ONNX_NAME)
+    assert bundle.card["tuning"]["latency"] == spec.latency.to_dict()
+    assert bundle.card["tuning"]["report"] == "reports/tune.json"
+    saved = json.loads((bundle.reports_dir / "tune.json").read_text())
+    assert saved["spec"] == spec.to_dict()
+    predictor = Predictor(any_bundle.onnx_path)
+    assert predictor.tuning == spec
+    assert predictor.settings_for(1) == spec.latency.clamped()
+    assert predictor.settings_for(10_000) == spec.throughput.clamped()
+    # Only metadata changed: the model still validates.
+    assert validate_bundle(any_bundle.path).verdict == "EQUIVALENT"
+
+
+def test_one_regime_keeps_the_other(iris_bundle: Bundle) -> None:
+    first = tune_model(iris_bundle.path, regime="throughput", **TUNE).spec
+    assert first.latency == SessionSettings.onnxbridge_default()
+    assert first.latency_max_rows == 100  # not measured: the documented default
+    second = tune_model(iris_bundle.path, regime="latency", **TUNE).spec
+    assert second.throughput == first.throughput
+    assert [
+        r.regime
+        for r in tune_model(iris_bundle.path, regime="latency", write=False, **TUNE).regimes
+    ] == ["latency"]
+
+
+def test_dry_run_stores_nothing(iris_bundle: Bundle) -> None:
+    before = iris_bundle.onnx_path.read_bytes()
+    report = tune_model(iris_bundle.path, write=False, **TUNE)
+    assert report.spec.latency is not None
+    assert iris_bundle.onnx_path.read_bytes() == before
+    assert "tuning" not in Bundle.open(iris_bundle.path).card
+    assert not (iris_bundle.reports_dir / "tune.json").exists()
+
+
+def test_bare_onnx_file_is_tuned_in_place(iris_bundle: Bundle, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    shutil.copy(iris_bundle.onnx_path, model)
+    report = tune_model(model, **TUNE)
+    assert read_tuning(model) == report.spec
+    assert (tmp_path / "reports" / "tune.json").is_file()
+    X = np.random.RandomState(0).uniform(0, 8, size=(5, 4))
+    np.testing.assert_array_equal(
+        Predictor(model).predict(X).labels, Predictor(iris_bundle.onnx_path).predict(X).labels
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"regime": "fast"}, r"--regime 'fast' is not one of latency, throughput, both"),
+        ({"engines": "gpu"}, r"--engines 'gpu' is not one of onnxruntime, all"),
+        ({"latency_rows": 0}, r"--latency-rows must be a whole number >= 1, got 0"),
+        (
+            {"latency_rows": 500, "throughput_rows": 100},
+            r"--latency-rows \(500\) must be smaller than --throughput-rows \(100\)",
+        ),
+        ({"margin": 2.0}, r"--margin must be between 0 and 1, got 2.0"),
+    ],
+)
+def test_bad_options_are_named(iris_bundle: Bundle, kwargs: dict, pattern: str) -> None:
+    with pytest.raises(DataError, match=pattern):
+        tune_model(iris_bundle.path, **{**TUNE, **kwargs})
+
+
+def test_accelerators_need_the_source_model(iris_bundle: Bundle, tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    shutil.copy(iris_bundle.onnx_path, model)
+    with pytest.raises(DataError, match=r"--engines all builds accelerators from the source"):
+        tune_model(model, engines="all", **TUNE)
+
+
+# ------------------------------------------------------------------------------- accelerators
+def _fast_but_wrong(n_classes: int) -> AcceleratorCandidate:
+    """An engine that is faster than any real one and wrong: it always says class 0."""
+
+    def predict(X: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(X), n_classes))
+        out[:, 0] = 1.0
+        return out
+
+    return AcceleratorCandidate(engine="always-zero", predict=predict)
+
+
+def test_a_non_equivalent_accelerator_is_never_chosen(iris_bundle: Bundle) -> None:
+    predictor = Predictor(iris_bundle.onnx_path)
+    X, _ = iris_bundle.load_holdout()
+    check = check_candidate(_fast_but_wrong(3), predictor, probe_rows(X))
+    assert check.equivalent is False
+    assert check.label_mismatches > 0 and check.max_abs_diff == pytest.approx(1.0)
+    check.speedups = {1000: 50.0, 10_000: 80.0}  # far faster than ONNX Runtime
+    slow_but_right = AcceleratorCheck(
+        name="right",
+        equivalent=True,
+        label_mismatches=0,
+        max_abs_diff=0.0,
+        probe_rows=10,
+        speedups={10_000: 1.01},
+    )
+    assert choose_accelerator([check, slow_but_right]) is None
+    assert check.chosen is False and check.reason.startswith("not chosen: ")
+    assert "labels differ" in check.reason
+    assert "equivalent but not faster (1.01×" in slow_but_right.reason
+
+
+def test_tune_refuses_a_forced_non_equivalent_candidate(
+    iris_bundle: Bundle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def build(estimator, workdir, *, n_classes, threads):
+        return [_fast_but_wrong(n_classes)], ["forced: the test's own candidate only"]
+
+    monkeypatch.setattr(accelerators, "build_candidates", build)
+    report = tune_model(iris_bundle.path, engines="all", **TUNE)
+    assert report.spec.accelerator is None
+    assert read_tuning(iris_bundle.onnx_path).accelerator is None
+    (check,) = report.accelerators
+    assert check["verdict"] == "DIVERGENT" and check["chosen"] is False
+    # It was timed, and it was faster: only equivalence kept it out.
+    assert all(s > 1.0 for s in check["speedups"].values())
+    assert not (iris_bundle.path / "accelerators").exists()
+
+
+def test_equivalent_and_faster_is_chosen() -> None:
+    fast = AcceleratorCheck(
+        name="a",
+        equivalent=True,
+        label_mismatches=0,
+        max_abs_diff=1e-8,
+        probe_rows=10,
+        speedups={1000: 0.8, 10_000: 2.5},
+    )
+    faster = AcceleratorCheck(
+        name="b",
+        equivalent=True,
+        label_mismatches=0,
+        max_abs_diff=1e-8,
+        probe_rows=10,
+        speedups={1000: 1.5, 10_000: 3.0},
+    )
+    assert choose_accelerator([fast, faster]) is faster
+    assert faster.chosen and not fast.chosen
+    assert accelerators.min_rows_of(faster) == 1000
+    assert accelerators.min_rows_of(fast) == 10_000
+
+
+def test_installed_compilers_are_checked_for_real(iris_bundle: Bundle) -> None:
+    report = tune_model(iris_bundle.path, engines="all", **TUNE)
+    assert any(line.startswith("lleaves: ") for line in report.accelerators_skipped)
+    if importlib.util.find_spec("tl2cgen") is None:
+        assert "tl2cgen: not installed (pip install tl2cgen)" in report.accelerators_skipped
+        assert report.spec.accelerator is None
+        return
+    names = {c["name"]: c for c in report.accelerators}
+    assert "tl2cgen-1t" in names
+    for check in names.values():
+        # Compiled trees on float32 rows: the same decisions, probabilities within 1e-5.
+        assert check["verdict"] == "EQUIVALENT", check
+        assert check["max_abs_diff"] < 1e-5
+    chosen = [c for c in names.values() if c["chosen"]]
+    accelerator = report.spec.accelerator
+    if chosen:
+        assert accelerator is not None and accelerator["engine"] == "tl2cgen"
+        assert accelerator["verdict"] == "EQUIVALENT"
+        library = iris_bundle.path / accelerator["library"]
+        assert library.is_file()
+        Bundle.open(iris_bundle.path).check_file(accelerator["library"])
+    else:
+        assert accelerator is None

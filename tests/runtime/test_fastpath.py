@@ -1,0 +1,142 @@
+"""The bound fast path gives exactly what the plain session.run path gives, per thread."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_diabetes, load_iris
+from sklearn.ensemble import GradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression
+
+from onnxbridge import Bundle, Predictor, convert_estimator
+from onnxbridge.errors import SchemaMismatchError
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
+
+
+def _plain(predictor: Predictor, X: np.ndarray) -> list[np.ndarray]:
+    return predictor.session_for(len(X)).run(None, {"input": X.astype(np.float32)})
+
+
+@pytest.fixture
+def iris_predictor(iris_bundle: Bundle) -> Predictor:
+    return Predictor(iris_bundle.onnx_path)
+
+
+@pytest.mark.parametrize("rows", [1, 3, DEFAULT_MAX_ROWS, DEFAULT_MAX_ROWS + 1, 1000])
+def test_small_and_large_calls_match_session_run(iris_predictor: Predictor, rows: int) -> None:
+    X = np.random.RandomState(0).uniform(0, 8, size=(rows, 4)).astype(np.float32)
+    labels, probabilities = _plain(iris_predictor, X)
+    result = iris_predictor.predict(X)
+    np.testing.assert_array_equal(result.labels, labels)
+    np.testing.assert_array_equal(result.probabilities, probabilities)
+    assert result.classes == [0, 1, 2]
+    runner = iris_predictor._sessions.runner_for(rows)
+    bound = getattr(runner._local, "bindings", {})
+    # Calls up to DEFAULT_MAX_ROWS rows were served by the bound path, larger ones were not.
+    assert (rows in bound) == (rows <= DEFAULT_MAX_ROWS)
+
+
+def test_results_are_the_callers_own(iris_predictor: Predictor) -> None:
+    a = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)
+    b = np.array([[6.7, 3.0, 5.2, 2.3]], dtype=np.float32)
+    first = iris_predictor.predict(a)
+    kept = first.probabilities.copy()
+    second = iris_predictor.predict(b)
+    # The second call reuses the bound buffers; the first result must not change with them.
+    np.testing.assert_array_equal(first.probabilities, kept)
+    assert first.labels[0] == 0 and second.labels[0] == 2
+    first.probabilities[:] = -1
+    np.testing.assert_array_equal(iris_predictor.predict(a).probabilities, kept)
+
+
+def test_casts_rows_and_1d_input_like_the_plain_path(iris_predictor: Predictor) -> None:
+    X = load_iris().data[:5]
+    as_float64 = iris_predictor.predict(X)
+    as_float32 = iris_predictor.predict(X.astype(np.float32))
+    np.testing.assert_array_equal(as_float64.probabilities, as_float32.probabilities)
+    one = iris_predictor.predict(X[0])
+    np.testing.assert_array_equal(one.probabilities, as_float32.probabilities[:1])
+    as_int = iris_predictor.predict(X.round().astype(np.int64))
+    np.testing.assert_array_equal(as_int.labels, _plain(iris_predictor, X.round())[0])
+
+
+def test_bad_arrays_still_raise_the_plain_paths_errors(iris_predictor: Predictor) -> None:
+    with pytest.raises(SchemaMismatchError, match=r"data has 3 columns but the model expects 4"):
+        iris_predictor.predict(np.zeros((1, 3), dtype=np.float32))
+    with pytest.raises(SchemaMismatchError, match=r"cannot cast the data to tensor\(float\)"):
+        iris_predictor.predict(np.array([["a", "b", "c", "d"]]))
+
+
+def test_missing_values_are_refused_for_models_that_refuse_them(tmp_path: Path) -> None:
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    path = convert_estimator(model, X[:20]).save(tmp_path / "lr.onnx")
+    predictor = Predictor(path)
+    row = X[:1].astype(np.float32).copy()
+    predictor.predict(row)  # binds the one-row buffers
+    row[0, 2] = np.nan
+    with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+        predictor.predict(row)
+    inf_row = np.array([[np.inf, -np.inf, 1.0, 1.0]], dtype=np.float32)
+    # inf - inf sums to NaN; the exact check must still let the row through.
+    assert len(predictor.predict(inf_row)) == 1
+    allowed = predictor.predict(row, allow_missing=True)
+    assert len(allowed) == 1
+
+
+def test_regressor_values_through_the_bound_path(tmp_path: Path) -> None:
+    X, y = load_diabetes(return_X_y=True)
+    model = GradientBoostingRegressor(n_estimators=20, random_state=0).fit(X, y)
+    path = convert_estimator(model, X[:20]).save(tmp_path / "gbr.onnx")
+    predictor = Predictor(path)
+    for rows in (1, 7):
+        values = predictor.predict(X[:rows]).values
+        assert values.shape == (rows,)
+        np.testing.assert_allclose(values, model.predict(X[:rows]), rtol=1e-5, atol=1e-3)
+
+
+def test_threads_get_their_own_buffers(iris_predictor: Predictor) -> None:
+    rows = np.random.RandomState(1).uniform(0, 8, size=(64, 4)).astype(np.float32)
+    # One-row plain runs: a 64-row call may sum the trees in another order (last-bit changes).
+    expected = [_plain(iris_predictor, rows[k : k + 1])[1][0] for k in range(len(rows))]
+    errors: list[str] = []
+
+    def worker(offset: int) -> None:
+        for i in range(300):
+            k = (offset + i) % len(rows)
+            got = iris_predictor.predict(rows[k : k + 1]).probabilities
+            if not np.array_equal(got[0], expected[k]):
+                errors.append(f"thread {offset} row {k}: {got[0]} != {expected[k]}")
+
+    threads = [threading.Thread(target=worker, args=(t * 7,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    runner = iris_predictor._sessions.runner_for(1)
+    assert runner is not None and not runner.disabled
+
+
+def test_zipmap_models_take_the_plain_path(tmp_path: Path) -> None:
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    path = convert_estimator(model, X[:20], zipmap=True).save(tmp_path / "zipmap.onnx")
+    predictor = Predictor(path)
+    result = predictor.predict(X[:2])
+    np.testing.assert_allclose(result.probabilities, model.predict_proba(X[:2]), atol=1e-5)
+    assert predictor._sessions.runner_for(2).disabled
+
+
+def test_runner_refuses_what_it_cannot_serve(iris_predictor: Predictor) -> None:
+    runner = BoundRunner(iris_predictor.session, "input", np.float32, 4, max_rows=2)
+    assert runner.try_run([[1.0, 2.0, 3.0, 4.0]]) is None  # not an ndarray
+    assert runner.try_run(np.zeros((3, 4), dtype=np.float32)) is None  # more than max_rows
+    assert runner.try_run(np.zeros((1, 5), dtype=np.float32)) is None  # wrong width
+    assert runner.try_run(np.zeros((0, 4), dtype=np.float32)) is None  # no rows
+    assert runner.try_run(np.array([["a"] * 4])) is None  # not numeric
+    outputs = runner.try_run(np.zeros((2, 4), dtype=np.float32))
+    assert outputs is not None and outputs[1].shape == (2, 3)
