@@ -35,6 +35,7 @@ from onnxbridge.convert import (
     register_converter,
     registered_converters,
 )
+from onnxbridge.coverage import CoverageReport, CoverageResult, run_coverage
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
     BadRowError,
@@ -42,6 +43,7 @@ from onnxbridge.errors import (
     ClusterError,
     ConversionError,
     ConverterRegistryError,
+    CoverageError,
     DataError,
     InferenceError,
     MissingConverterError,
@@ -85,6 +87,9 @@ __all__ = [
     "ConversionResult",
     "ConverterRegistryError",
     "ConverterSpec",
+    "CoverageError",
+    "CoverageReport",
+    "CoverageResult",
     "DataError",
     "Dataset",
     "FeatureSchema",
@@ -134,6 +139,7 @@ __all__ = [
     "read_table",
     "register_converter",
     "registered_converters",
+    "run_coverage",
     "save_estimator",
     "score",
     "train_bundle",
