@@ -12,7 +12,7 @@ Groups:
 
 An estimator is built with its defaults except where it cannot be (meta-estimators get an inner
 estimator) or where the default does not suit small data (see :data:`_BUILDERS`); then every
-``random_state`` is set to 0 and every ``n_jobs`` to 1.
+``random_state`` is set to 0 (and any ``n_jobs`` above one to 1).
 """
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ class CoverageCase:
 
 
 def _seeded(estimator: Any) -> Any:
-    """Fix every ``random_state`` (nested ones too) to 0 and every ``n_jobs`` to 1."""
+    """Fix every ``random_state`` (nested ones too) to 0, and any ``n_jobs`` that asks for
+    more than one job to 1 (``None``, the default, is one job already; setting it would only
+    trigger scikit-learn's deprecation warnings)."""
     params = estimator.get_params(deep=True)
     fixed = {k: 0 for k, v in params.items() if k.endswith("random_state") and v is None}
-    fixed.update({k: 1 for k in params if k.endswith("n_jobs")})
+    fixed.update({k: 1 for k, v in params.items() if k.endswith("n_jobs") and v not in (None, 1)})
     if fixed:
         estimator.set_params(**fixed)
     return estimator

@@ -326,7 +326,7 @@ class CoverageReport:
             out += [
                 "## Non-default parameters",
                 "",
-                "Every `random_state` is 0 and every `n_jobs` 1; besides:",
+                "Every `random_state` is 0 (nested ones too), `n_jobs` one job; besides:",
                 "",
                 "| estimator | parameters |",
                 "|---|---|",
