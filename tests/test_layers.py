@@ -25,7 +25,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench", "score"},
+    {"validate", "bench", "score", "serve"},
     {"coverage"},
     {"cli"},
     {"__init__"},

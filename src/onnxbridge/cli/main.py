@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.exceptions import TyperException
 
 from onnxbridge.cli.bench import bench_command, tune_command
+from onnxbridge.cli.serve import serve
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -408,6 +409,9 @@ def demo(
 # ---------------------------------------------------------------------------------- bench, tune
 app.command("bench")(bench_command)
 app.command("tune")(tune_command)
+
+# --------------------------------------------------------------------------------------- serve
+app.command("serve")(serve)
 
 
 # ------------------------------------------------------------------------------------ coverage
