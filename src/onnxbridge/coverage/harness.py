@@ -292,7 +292,8 @@ class _WorkerProcess:
         self.connection.close()
 
 
-def _timed_out(case: CoverageCase, stage: str, timeout: float, why: str) -> CoverageResult:
+def _failed_in_worker(case: CoverageCase, stage: str, seconds: float, why: str) -> CoverageResult:
+    """The result of an estimator whose worker timed out or died during ``stage``."""
     result = CoverageResult(name=case.name, group=case.group, data=case.data, params=case.params)
     for earlier in STAGES[: STAGES.index(stage)]:
         result.stages[earlier] = "ok"
@@ -300,7 +301,7 @@ def _timed_out(case: CoverageCase, stage: str, timeout: float, why: str) -> Cove
     result.verdict = FAILED
     result.failed_stage = stage
     result.reason = why
-    result.seconds = timeout
+    result.seconds = seconds
     return result
 
 
@@ -310,18 +311,22 @@ def _run_isolated(
     """One case in the worker; returns the result and whether the worker is still usable."""
     started = time.monotonic()
     stage = STAGES[0]
-    worker.connection.send(case.name)
+    try:
+        worker.connection.send(case.name)
+    except OSError as exc:  # the worker died since its last answer
+        why = f"WorkerCrash: the worker process could not take the estimator ({exc})"
+        return _failed_in_worker(case, stage, 0.0, why), False
     while True:
         left = timeout - (time.monotonic() - started)
         if left <= 0 or not worker.connection.poll(left):
             why = f"TimeoutError: no result within the {timeout:g} s limit (killed during {stage})"
-            return _timed_out(case, stage, timeout, why), False
+            return _failed_in_worker(case, stage, timeout, why), False
         try:
             kind, payload = worker.connection.recv()
         except (EOFError, OSError):
             code = worker.process.exitcode
             why = f"WorkerCrash: the worker process died during {stage} (exit code {code})"
-            return _timed_out(case, stage, time.monotonic() - started, why), False
+            return _failed_in_worker(case, stage, time.monotonic() - started, why), False
         if kind == "stage":
             stage = payload
         else:
@@ -380,7 +385,10 @@ def run_coverage(
     worker: _WorkerProcess | None = None
     try:
         for position, case in enumerate(cases, start=1):
-            if worker is None:
+            if worker is None or not worker.process.is_alive():
+                # A worker that died between two estimators is replaced, not reused.
+                if worker is not None:
+                    worker.stop()
                 worker = _WorkerProcess(atol, rtol)
             result, usable = _run_isolated(case, worker, timeout)
             if not usable:
