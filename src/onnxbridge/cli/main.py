@@ -28,7 +28,7 @@ __all__ = ["app", "main", "run"]
 app = typer.Typer(
     name="onnxbridge",
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
-    "train → convert → inspect → predict → validate.",
+    "train → convert → inspect → predict → validate → bench / tune → serve → score.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
