@@ -8,7 +8,7 @@ Groups:
 - ``outlier``: the outlier detectors, which that filter leaves out (``IsolationForest``, ...);
 - ``booster``: XGBoost, LightGBM and CatBoost classifiers and regressors, when installed;
 - ``other``: estimators users convert often that the filter also leaves out (mixtures, text
-  vectorizers).
+  vectorizers, NearestNeighbors).
 
 An estimator is built with its defaults except where it cannot be (meta-estimators get an inner
 estimator) or where the default does not suit small data (see :data:`_BUILDERS`); then every
@@ -340,6 +340,9 @@ def _other_cases() -> list[CoverageCase]:
         for cls in (BayesianGaussianMixture, GaussianMixture)
     ]
     cases += [_case(cls.__name__, cls, "other") for cls in (CountVectorizer, TfidfVectorizer)]
+    from sklearn.neighbors import NearestNeighbors
+
+    cases.append(_case("NearestNeighbors", NearestNeighbors, "other"))
     return cases
 
 

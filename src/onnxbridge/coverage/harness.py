@@ -62,8 +62,13 @@ def _fit(estimator: Any, data: Any) -> Any:
     return estimator.fit(data.X_fit, data.y_fit)
 
 
-def _onnx_outputs(result: Any) -> dict[str, np.ndarray]:
-    """The predictor's results by role."""
+def _onnx_outputs(predictor: Any, X: Any) -> dict[str, np.ndarray]:
+    """ONNX Runtime's results by role, as ``Predictor.predict`` gives them.
+
+    Roles ``PredictionResult`` has no field for (``indices`` and ``distances`` of
+    NearestNeighbors) are read from the raw outputs, by the names the metadata records.
+    """
+    result = predictor.predict(X)
     by_role = {
         "label": result.labels,
         "probabilities": result.probabilities,
@@ -71,7 +76,14 @@ def _onnx_outputs(result: Any) -> dict[str, np.ndarray]:
         "value": result.values,
         "transformed": result.transformed,
     }
-    return {role: np.asarray(v) for role, v in by_role.items() if v is not None}
+    outputs = {role: np.asarray(v) for role, v in by_role.items() if v is not None}
+    roles = dict(predictor.metadata.outputs) if predictor.metadata else {}
+    others = {role: name for role, name in roles.items() if role not in by_role}
+    if others:
+        names = [o.name for o in predictor.outputs]
+        raw = dict(zip(names, predictor.run(predictor.prepare(X)), strict=True))
+        outputs.update({role: np.asarray(raw[name]) for role, name in others.items()})
+    return outputs
 
 
 def _compare_labels(role: str, expected: np.ndarray, actual: np.ndarray) -> RoleComparison:
@@ -202,7 +214,7 @@ def run_case(
 
             progress.enter("run")
             predictor = Predictor(converted.model.SerializeToString())
-            onnx = _onnx_outputs(predictor.predict(data.X_onnx))
+            onnx = _onnx_outputs(predictor, data.X_onnx)
             result.stages["run"] = "ok"
 
             progress.enter("compare")
@@ -210,7 +222,7 @@ def run_case(
             expected = expected_outputs(estimator, data.X_sklearn, roles, like=onnx)
             comparisons = [
                 _compare_labels(role, expected[role], onnx[role])
-                if role == "label"
+                if role in ("label", "indices")
                 else _compare_values(role, expected[role], onnx[role], atol, rtol)
                 for role in roles
             ]

@@ -51,8 +51,8 @@ loaded and run in ONNX Runtime, and compared with scikit-learn on 100 rows it wa
 labels must be identical, values within the tolerance below. A verdict is `EQUIVALENT`,
 `DIVERGENT` (it runs, the numbers differ) or `FAILED at <stage>` with the one-line reason.
 Columns `train`, `convert`, `load/run` and `compare` give each stage's status; `max abs Δ` and
-`max rel Δ` are over the numeric outputs (probabilities, scores, values, transformed), `labels`
-is the share of identical labels.
+`max rel Δ` are over the numeric outputs (probabilities, scores, values, transformed,
+distances), `labels` is the share of identical labels (neighbour indices for NearestNeighbors).
 
 Regenerate it (from the repository root, about 5 minutes) after changing a converter:
 
