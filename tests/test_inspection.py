@@ -28,6 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge.cli._inspect_view import render_inspection
+from onnxbridge.convert.registry import upstream_converters
 from onnxbridge.errors import OnnxModelError
 from onnxbridge.inspection import (
     ModelSummary,
@@ -53,6 +54,14 @@ def iris_train() -> tuple[np.ndarray, np.ndarray]:
 def forest(iris_train: tuple[np.ndarray, np.ndarray]) -> RandomForestClassifier:
     X_train, y_train = iris_train
     return RandomForestClassifier(n_estimators=10, random_state=42).fit(X_train, y_train)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _skl2onnx_own_converters():
+    """These tests inspect files as skl2onnx itself writes them, whatever onnxbridge installed
+    into skl2onnx's registry earlier in the process."""
+    with upstream_converters():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,16 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
     │                                       damaged onnxbridge.session entry in a model
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
-    └── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
+    ├── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
+    ├── CoverageError (RuntimeError)        the coverage run itself could not proceed
+    ├── ServeSettingsError (ValueError)     a server flag / ONNXBRIDGE_SERVE_* value out of range
+    ├── RepositoryError (ValueError)        a model repository path or model name that is unusable
+    │   └── ModelLoadError                  a model of the repository failed to load
+    ├── ModelNotFoundError (ValueError)     the server has no such model or version (HTTP 404)
+    ├── ModelNotReadyError (RuntimeError)   the model is known but not loaded (HTTP 503)
+    └── InferenceRequestError (ValueError)  a request that does not fit the protocol or model (422)
+        ├── MalformedRequestError           a body that does not parse: bad JSON, framing (400)
+        └── RequestTooLargeError            a body over the server's size limit (413)
 
 The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
 part of a third-party error worth quoting in a wrapped message.
@@ -35,14 +44,23 @@ __all__ = [
     "ClusterError",
     "ConversionError",
     "ConverterRegistryError",
+    "CoverageError",
     "DataError",
     "InferenceError",
+    "InferenceRequestError",
+    "MalformedRequestError",
     "MissingConverterError",
+    "ModelLoadError",
     "ModelNotFittedError",
+    "ModelNotFoundError",
+    "ModelNotReadyError",
     "ModelSpecError",
     "OnnxModelError",
     "OnnxbridgeError",
+    "RepositoryError",
+    "RequestTooLargeError",
     "SchemaMismatchError",
+    "ServeSettingsError",
     "SessionSettingsError",
     "UnsafeModelFileError",
 ]
@@ -123,6 +141,43 @@ class InferenceError(OnnxbridgeError, RuntimeError):
 
 class ClusterError(OnnxbridgeError, RuntimeError):
     """A Dask cluster that cannot be reached, or that failed while running a scoring job."""
+
+
+class CoverageError(OnnxbridgeError, RuntimeError):
+    """The coverage run could not go on (its worker process would not start)."""
+
+
+class ServeSettingsError(OnnxbridgeError, ValueError):
+    """A server setting (a flag or an ``ONNXBRIDGE_SERVE_*`` variable) that does not validate."""
+
+
+class RepositoryError(OnnxbridgeError, ValueError):
+    """A model repository path or model name that cannot be used (``onnxbridge serve``)."""
+
+
+class ModelLoadError(RepositoryError):
+    """A model of the repository that failed to load; the other models keep serving."""
+
+
+class ModelNotFoundError(OnnxbridgeError, ValueError):
+    """The server has no model (or no version) of that name."""
+
+
+class ModelNotReadyError(OnnxbridgeError, RuntimeError):
+    """A model the repository knows but that is not loaded (it failed to load)."""
+
+
+class InferenceRequestError(OnnxbridgeError, ValueError):
+    """An inference request that does not fit the protocol or the model: an input missing, a wrong
+    name, datatype or shape, values the model cannot take."""
+
+
+class MalformedRequestError(InferenceRequestError):
+    """A request body that cannot be parsed at all: bad JSON, bad binary framing."""
+
+
+class RequestTooLargeError(InferenceRequestError):
+    """A request body over the server's size limit."""
 
 
 def first_line(exc: BaseException) -> str:

@@ -36,6 +36,7 @@ def _example():
 
 @pytest.fixture
 def clean_registry(monkeypatch):
+    registry.load_converters()  # the real converters first, so the copy holds them
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     return registry
 
@@ -72,3 +73,24 @@ def test_get_raises_find_returns_none() -> None:
     assert find_converter(_Doubler) is None
     with pytest.raises(MissingConverterError, match="no converter of its own for _Doubler"):
         get_converter(_Doubler)
+
+
+def test_upstream_converters_gives_skl2onnx_its_own_back() -> None:
+    import numpy as np
+    from skl2onnx import to_onnx
+    from sklearn.dummy import DummyRegressor
+    from sklearn.ensemble import RandomForestClassifier
+
+    from onnxbridge.convert.registry import load_converters, upstream_converters
+
+    load_converters()
+    X = np.random.RandomState(0).rand(30, 3).astype(np.float32)
+    forest = RandomForestClassifier(n_estimators=2, random_state=0).fit(X, X[:, 0] > 0.5)
+    ours = {n.op_type for n in to_onnx(forest, X[:2], options={"zipmap": False}).graph.node}
+    with upstream_converters():
+        theirs = {n.op_type for n in to_onnx(forest, X[:2], options={"zipmap": False}).graph.node}
+        with pytest.raises(RuntimeError, match="DummyRegressor"):
+            to_onnx(DummyRegressor().fit(X, X[:, 0]), X[:2])
+    assert "ArgMax" in ours and "ArgMax" not in theirs  # our head picks the label itself
+    assert find_converter(DummyRegressor) is not None
+    assert {n.op_type for n in to_onnx(forest, X[:2], options={"zipmap": False}).graph.node} == ours

@@ -20,6 +20,8 @@ ROLE_KINDS = {
     "scores": "f",
     "value": "f",
     "transformed": "fO",
+    "indices": "i",
+    "distances": "f",
 }
 
 

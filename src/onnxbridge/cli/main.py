@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.exceptions import TyperException
 
 from onnxbridge.cli.bench import bench_command, tune_command
+from onnxbridge.cli.serve import serve
 from onnxbridge.errors import DataError, OnnxbridgeError
 
 __all__ = ["app", "main", "run"]
@@ -27,7 +28,7 @@ __all__ = ["app", "main", "run"]
 app = typer.Typer(
     name="onnxbridge",
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
-    "train → convert → inspect → predict → validate.",
+    "train → convert → inspect → predict → validate → bench / tune → serve → score.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -408,6 +409,19 @@ def demo(
 # ---------------------------------------------------------------------------------- bench, tune
 app.command("bench")(bench_command)
 app.command("tune")(tune_command)
+
+# --------------------------------------------------------------------------------------- serve
+app.command("serve")(serve)
+
+
+# ------------------------------------------------------------------------------------ coverage
+def _register_coverage() -> None:
+    from onnxbridge.cli.coverage import coverage
+
+    app.command()(coverage)
+
+
+_register_coverage()
 
 
 # ---------------------------------------------------------------------------------- entry point

@@ -19,9 +19,10 @@ types, ``converter(scope, operator, container)`` adds the nodes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "register_default_options",
     "registered_converters",
     "tree_default_options",
+    "upstream_converters",
 ]
 
 # (fitted estimator, X) where X is a DataFrame or 2-D array the estimator takes.
@@ -87,6 +89,8 @@ _REGISTRY: dict[type, ConverterSpec] = {}
 # skl2onnx options onnxbridge passes for every instance of a class, wherever it sits in a model.
 _DEFAULT_OPTIONS: dict[type, dict[str, Any]] = {}
 _INSTALLED: set[type] = set()
+# What skl2onnx had for an estimator before ours was installed: (alias or None, parser or None).
+_UPSTREAM: dict[type, tuple[str | None, Any]] = {}
 _LOADED = False
 
 
@@ -237,7 +241,13 @@ def _install(spec: ConverterSpec) -> None:
     if spec.estimator in _INSTALLED:
         return
     from skl2onnx import update_registered_converter
+    from skl2onnx._parse import sklearn_parsers_map
+    from skl2onnx._supported_operators import sklearn_operator_name_map
 
+    _UPSTREAM[spec.estimator] = (
+        sklearn_operator_name_map.get(spec.estimator),
+        sklearn_parsers_map.get(spec.estimator),
+    )
     update_registered_converter(
         spec.estimator,
         spec.operator_alias,
@@ -259,6 +269,41 @@ def load_converters() -> None:
     _LOADED = True
     for spec in list(_REGISTRY.values()):
         _install(spec)
+
+
+@contextlib.contextmanager
+def upstream_converters() -> Iterator[None]:
+    """Within the block, skl2onnx converts with its own converters only.
+
+    onnxbridge installs its converters into skl2onnx's registry, so once onnxbridge has converted
+    anything in a process, a plain ``skl2onnx.convert_sklearn`` call uses them too. Use this to
+    get skl2onnx's own behaviour (e.g. to compare with it).
+    """
+    from skl2onnx._parse import sklearn_parsers_map
+    from skl2onnx._supported_operators import sklearn_operator_name_map
+
+    saved = {
+        cls: (sklearn_operator_name_map.get(cls), sklearn_parsers_map.get(cls)) for cls in _UPSTREAM
+    }
+    try:
+        for cls, (alias, parser) in _UPSTREAM.items():
+            _set_entries(cls, alias, parser)
+        yield
+    finally:
+        for cls, (alias, parser) in saved.items():
+            _set_entries(cls, alias, parser)
+
+
+def _set_entries(cls: type, alias: str | None, parser: Any) -> None:
+    """Point skl2onnx's tables for ``cls`` at ``alias`` and ``parser`` (None: no entry)."""
+    from skl2onnx._parse import sklearn_parsers_map
+    from skl2onnx._supported_operators import sklearn_operator_name_map
+
+    for table, value in ((sklearn_operator_name_map, alias), (sklearn_parsers_map, parser)):
+        if value is None:
+            table.pop(cls, None)
+        else:
+            table[cls] = value
 
 
 def registered_converters() -> list[ConverterSpec]:

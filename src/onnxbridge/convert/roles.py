@@ -11,10 +11,13 @@ role               holds                                       scikit-learn's si
                                                                 ``transform`` (KMeans distances)
 ``value``          ``[N]`` or ``[N, T]`` regression output      ``predict``
 ``transformed``    ``[N, K]`` a transformer's output            ``transform``
+``indices``        ``[N, k]`` int64 nearest training rows       ``kneighbors()[1]``
+``distances``      ``[N, k]`` their distances, ascending        ``kneighbors()[0]``
 =================  ==========================================  ===============================
 
 Tasks: ``classification``, ``regression``, ``cluster`` (clusterers and mixtures that predict),
-``outlier`` (outlier detectors) and ``transform`` (everything else that has ``transform``).
+``outlier`` (outlier detectors), ``transform`` (everything else that has ``transform``) and
+``neighbors`` (NearestNeighbors: only ``kneighbors``).
 """
 
 from __future__ import annotations
@@ -34,8 +37,16 @@ __all__ = [
     "reference_method",
 ]
 
-TASKS = ("classification", "regression", "cluster", "outlier", "transform")
-ROLE_ORDER = ("label", "probabilities", "scores", "value", "transformed")
+TASKS = ("classification", "regression", "cluster", "outlier", "transform", "neighbors")
+ROLE_ORDER = (
+    "label",
+    "probabilities",
+    "scores",
+    "value",
+    "transformed",
+    "indices",
+    "distances",
+)
 
 
 def _final_step(estimator: Any) -> Any:
@@ -64,6 +75,8 @@ def model_task(estimator: Any) -> str:
         return "cluster"
     if hasattr(estimator, "transform"):
         return "transform"
+    if hasattr(final, "kneighbors"):
+        return "neighbors"
     raise ConversionError(
         f"{type(estimator).__name__} has neither predict nor transform; there is nothing to "
         "convert (pass a fitted classifier, regressor, clusterer, outlier detector or transformer)"
@@ -74,7 +87,10 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
     """Role → graph output name, from the graph's outputs in order.
 
     Predicting models put the label first, then probabilities (when the estimator has
-    ``predict_proba``) or scores; regressors and transformers have one output.
+    ``predict_proba``) or scores; regressors and transformers have one output. A classifier
+    with only ``predict`` (OutputCodeClassifier) has only the label role, and so has a clusterer
+    with neither ``transform`` nor ``decision_function`` (MeanShift, AffinityPropagation):
+    scikit-learn gives nothing to compare scores with.
 
     Raises:
         ConversionError: the graph has fewer outputs than the task needs.
@@ -83,13 +99,30 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
         if not output_names:
             raise ConversionError("the converted graph has no outputs")
         return {"value" if task == "regression" else "transformed": output_names[0]}
+    if task == "neighbors":
+        # skl2onnx's parser declares NearestNeighbors' outputs as (indices, distances).
+        if len(output_names) < 2:
+            raise ConversionError(
+                f"the neighbors graph has outputs {output_names}; expected indices and distances"
+            )
+        return {"indices": output_names[0], "distances": output_names[1]}
+    final = _final_step(estimator)
+    if task == "cluster" and len(output_names) == 1:
+        return {"label": output_names[0]}
+    if (
+        task == "classification"
+        and output_names
+        and not any(hasattr(final, m) for m in ("predict_proba", "decision_function", "transform"))
+    ):
+        # Label-only classifiers (OutputCodeClassifier): a second output, if any, has no
+        # scikit-learn method to be compared with.
+        return {"label": output_names[0]}
     if len(output_names) < 2:
         raise ConversionError(
             f"the {task} graph has outputs {output_names}; expected a label and scores"
         )
     # Without predict_proba (SVC(), RidgeClassifier, KMeans, IsolationForest, ...) the second
     # output holds decision scores (or distances), not probabilities.
-    final = _final_step(estimator)
     second = "probabilities" if hasattr(final, "predict_proba") else "scores"
     return {"label": output_names[0], second: output_names[1]}
 
@@ -104,6 +137,8 @@ def reference_method(estimator: Any, role: str) -> str:
         return "transform"
     if role == "scores":
         return "decision_function" if hasattr(estimator, "decision_function") else "transform"
+    if role in ("indices", "distances"):
+        return "kneighbors"
     raise ConversionError(f"unknown output role {role!r}; expected one of {', '.join(ROLE_ORDER)}")
 
 
@@ -157,6 +192,9 @@ def expected_outputs(
     results: dict[str, np.ndarray] = {}
     for role in roles:
         method = getattr(estimator, reference_method(estimator, role))
-        value = _dense(method(X))
+        value = method(X)
+        if role in ("indices", "distances"):
+            value = value[0 if role == "distances" else 1]
+        value = _dense(value)
         results[role] = _align(value, None if like is None else like.get(role))
     return results

@@ -56,6 +56,14 @@ def test_functions(assert_converts, func, inverse) -> None:
     assert_converts(model, X, "double")
 
 
+@pytest.mark.parametrize("transformer", [None, MaxAbsScaler()], ids=["identity", "maxabs"])
+def test_two_targets_with_a_linear_model(assert_converts, transformer) -> None:
+    targets = np.column_stack([POSITIVE, 3 * POSITIVE - 1])
+    model = TransformedTargetRegressor(regressor=Ridge(), transformer=transformer)
+    got = assert_converts(model.fit(X, targets), X, "double")
+    assert got["value"].shape == (len(X), 2)
+
+
 def test_two_targets_with_a_forest(assert_converts) -> None:
     targets = np.column_stack([POSITIVE, 2 * POSITIVE + 5])
     model = TransformedTargetRegressor(

@@ -49,7 +49,16 @@ _SUPPORTED = (
 
 
 def _n_targets(model: Any) -> int:
-    return 1 if model._training_dim == 1 else int(model.regressor_.n_outputs_)
+    if model._training_dim == 1:
+        return 1
+    fitted = getattr(model.transformer_, "n_features_in_", None)
+    if fitted is not None:
+        return int(fitted)
+    # FunctionTransformer(validate=False) does not record its width: ask the regressor.
+    final = model.regressor_
+    while hasattr(final, "steps"):
+        final = final.steps[-1][1]
+    return int(getattr(final, "n_outputs_", None) or np.shape(final.coef_)[0])
 
 
 def _refuse(model: Any, what: str) -> ConversionError:

@@ -1,0 +1,129 @@
+"""``onnxbridge serve PATH``: run the Open Inference Protocol server (see docs/serve.md)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from onnxbridge.errors import ServeSettingsError
+
+__all__ = ["serve"]
+
+
+def serve(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="PATH",
+            help="A .onnx file, a bundle folder, or a model repository folder (one sub-folder "
+            "per model, optional numbered version folders).",
+        ),
+    ],
+    host: Annotated[
+        str | None,
+        typer.Option(help="Interface to bind [default: 127.0.0.1; 0.0.0.0 for all]."),
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="TCP port [default: 8000].")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Server processes [default: 1]; see docs/serve.md for cores."),
+    ] = None,
+    max_request_bytes: Annotated[
+        int | None,
+        typer.Option(help="Largest request body; larger ones get 413 [default: 16 MiB]."),
+    ] = None,
+    inference_threads: Annotated[
+        int | None,
+        typer.Option(help="Threads running ONNX Runtime per process [default: the cores]."),
+    ] = None,
+    intra_op_threads: Annotated[
+        int | None,
+        typer.Option(help="ONNX Runtime intra-op threads per session [default: Predictor's]."),
+    ] = None,
+    strict_readiness: Annotated[
+        bool | None,
+        typer.Option(
+            "--strict-readiness/--no-strict-readiness",
+            help="Ready only when every model loaded [default: strict].",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(help="critical, error, warning, info or debug [default: warning]."),
+    ] = None,
+    access_log: Annotated[
+        bool | None, typer.Option("--access-log/--no-access-log", help="Log every request.")
+    ] = None,
+) -> None:
+    """Serve ONNX models over the Open Inference Protocol (KServe v2) REST API."""
+    import uvicorn
+
+    from onnxbridge.serve.repository import ModelRepository
+    from onnxbridge.serve.settings import ENV_PREFIX, load_settings
+
+    settings = load_settings(
+        model_path=path.resolve(),
+        host=host,
+        port=port,
+        workers=workers,
+        max_request_bytes=max_request_bytes,
+        inference_threads=inference_threads,
+        intra_op_threads=intra_op_threads,
+        strict_readiness=strict_readiness,
+        log_level=log_level,
+        access_log=access_log,
+    )
+    repository = ModelRepository(path)  # checks the layout before anything starts
+    if repository.layout != "repository":
+        # One model: refuse to start rather than serve nothing.
+        from onnxbridge.runtime import Predictor
+
+        Predictor(repository.path if repository.layout == "file" else path / "model.onnx")
+    _check_port(settings.host, settings.port)
+    # Every worker process builds its app from the environment: hand the settings over there.
+    for name, value in settings.model_dump(exclude_none=True).items():
+        os.environ[f"{ENV_PREFIX}{name.upper()}"] = str(value)
+    names = ", ".join(repository.model_names()) or "none yet"
+    shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(
+        f"serving {names} from {path} on http://{shown}:{settings.port}/v2 "
+        f"({settings.workers} worker{'s' if settings.workers > 1 else ''}; docs at /docs)",
+        file=sys.stderr,
+    )
+    uvicorn.run(
+        "onnxbridge.serve.app:create_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+        access_log=settings.access_log,
+        timeout_keep_alive=settings.timeout_keep_alive,
+        loop=_best("uvloop", "asyncio"),
+        http=_best("httptools", "h11"),
+    )
+
+
+def _best(module: str, fallback: str) -> str:
+    import importlib.util
+
+    return module if importlib.util.find_spec(module) is not None else fallback
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail with one line, before the models load, when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ServeSettingsError(
+                f"cannot listen on {host}:{port} ({exc.strerror}); pass another --port or stop "
+                "the process using it"
+            ) from exc

@@ -1,0 +1,86 @@
+"""Server settings: every field can come from an ``ONNXBRIDGE_SERVE_<FIELD>`` environment variable.
+
+``onnxbridge serve`` sets them from its flags; ``uvicorn --factory onnxbridge.serve.app:create_app``
+reads them from the environment alone (that is how every worker process of ``--workers N`` gets
+the same settings).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from onnxbridge.errors import ServeSettingsError
+
+__all__ = ["ENV_PREFIX", "ServeSettings", "load_settings"]
+
+ENV_PREFIX = "ONNXBRIDGE_SERVE_"
+
+
+class ServeSettings(BaseSettings):
+    """How ``onnxbridge serve`` runs."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    model_path: Path | None = None
+    """What to serve: one .onnx file, one bundle folder (card.json + model.onnx) or a model
+    repository folder (one sub-folder per model, optional numbered version folders)."""
+
+    host: str = "127.0.0.1"
+    """Interface to bind. The loopback interface by default: pass 0.0.0.0 to be reachable from
+    other machines, behind your own TLS and authentication."""
+
+    port: int = Field(default=8000, ge=0, le=65535)
+    """TCP port to listen on (0: any free port)."""
+
+    workers: int = Field(default=1, ge=1, le=64)
+    """Server processes. Each loads every model and keeps its own metrics and repository state;
+    see docs/serve.md for how many to run on how many cores."""
+
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """Largest request body accepted; a larger one is answered 413 without being read."""
+
+    inference_threads: int | None = Field(default=None, ge=1, le=256)
+    """Threads that run ONNX Runtime sessions off the event loop (default: the cores this
+    process may use)."""
+
+    intra_op_threads: int | None = Field(default=None, ge=1, le=256)
+    """ONNX Runtime intra-op threads per session; unset: what ``Predictor`` chooses (the
+    model's tuned settings when present, else one per core)."""
+
+    allow_spinning: bool | None = None
+    """Let idle ONNX Runtime threads spin; unset: what ``Predictor`` chooses (off)."""
+
+    strict_readiness: bool = True
+    """``/v2/health/ready`` is true only when every model of the repository is ready; off:
+    when at least one is."""
+
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
+    """uvicorn's log level."""
+
+    access_log: bool = False
+    """Log every request (costs throughput)."""
+
+    timeout_keep_alive: int = Field(default=5, ge=1)
+    """Seconds an idle keep-alive connection stays open."""
+
+
+def load_settings(**overrides: object) -> ServeSettings:
+    """Settings from the environment, with ``overrides`` on top (None values are ignored).
+
+    Raises:
+        ServeSettingsError: a value that does not validate (names the field and what is allowed).
+    """
+    values = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return ServeSettings(**values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{'.'.join(map(str, e['loc'])).upper()}: {e['msg']} "
+            f"(got {e.get('input')!r})"
+            for e in exc.errors()
+        )
+        raise ServeSettingsError(f"invalid server settings: {problems}") from exc

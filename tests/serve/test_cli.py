@@ -1,0 +1,97 @@
+"""``onnxbridge serve``: the real command in a subprocess, and its one-line errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from onnxbridge.cli.main import main
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "onnxbridge.cli.main",
+            "serve",
+            str(iris_bundle.path),
+            "--port",
+            str(port),
+            "--max-request-bytes",
+            "2048",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                if httpx.get(f"{url}/v2/health/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not become ready"
+            time.sleep(0.1)
+        body = {
+            "inputs": [
+                {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [6.7, 3.0, 5.2, 2.3]}
+            ]
+        }
+        answer = httpx.post(f"{url}/v2/models/iris-rf/infer", json=body).json()
+        assert answer["outputs"][0]["data"] == [2]
+        too_big = httpx.post(f"{url}/v2/models/iris-rf/infer", content=b" " * 4096)
+        assert too_big.status_code == 413
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert f"serving iris-rf from {iris_bundle.path} on http://127.0.0.1:{port}/v2" in err
+    assert process.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "/no/such/path"], "error: '/no/such/path' does not exist"),
+        (["serve", "{bundle}", "--port", "70000"], "ONNXBRIDGE_SERVE_PORT: Input should be less"),
+        (["serve", "{bundle}", "--workers", "0"], "ONNXBRIDGE_SERVE_WORKERS"),
+        (["serve", "{broken}"], "is not a loadable ONNX model"),
+        (["serve", "{bundle}", "--port", "{busy}"], "Address already in use"),
+    ],
+)
+def test_serve_errors_are_one_line_exit_2(args, message, iris_bundle, tmp_path, capsys) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"junk")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        values = {
+            "bundle": str(iris_bundle.path),
+            "broken": str(broken),
+            "busy": str(busy.getsockname()[1]),
+        }
+        code = main([a.format(**values) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.startswith("error: ") and err.count("\n") == 1, err
