@@ -50,7 +50,11 @@ _MODULES: tuple[str, ...] = (
 )
 
 # Imported when the library named first is installed.
-_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
+_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = (
+    ("catboost", "catboost"),
+    ("lightgbm", "lightgbm"),
+    ("xgboost", "xgboost"),
+)
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")
