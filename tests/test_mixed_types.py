@@ -79,9 +79,13 @@ def test_unseen_category_and_records(mixed_csv, tmp_path) -> None:
     records = [
         {"age years": 30.0, "rooms": 2, "city": "Tōkyō", "has garden": True, "income": 1e4},
         {"age years": None, "rooms": 5, "city": None, "has garden": None, "income": 5e4},
+        # An empty string is a missing value for onnxbridge, on both sides.
+        {"age years": 50.0, "rooms": 3, "city": "", "has garden": False, "income": 3e4},
     ]
     predicted = Predictor(bundle.onnx_path).predict(records)
-    expected = result.estimator.predict_proba(normalize_features(pd.DataFrame(records)))
+    normalized = normalize_features(pd.DataFrame(records))
+    assert normalized["city"].isna().tolist() == [False, True, True]
+    expected = result.estimator.predict_proba(normalized)
     np.testing.assert_allclose(predicted.probabilities, expected, atol=1e-5)
 
 

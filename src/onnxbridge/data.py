@@ -159,8 +159,9 @@ def normalize_features(X: pd.DataFrame) -> pd.DataFrame:
 
     Numbers and booleans stay as they are (a column of True/False with missing values, which
     pandas keeps as objects, becomes float 1/0/NaN); text and categories become ``object``
-    columns of ``str`` with ``NaN`` for missing values. Training, the held-out rows, validation
-    and prediction all go through this function, so scikit-learn and ONNX see the same values.
+    columns of ``str`` with ``NaN`` for missing values (an empty string counts as missing).
+    Training, the held-out rows, validation and prediction all go through this function, so
+    scikit-learn and ONNX see the same values.
 
     Raises:
         DataError: columns of dates, durations, nested values or other types no model takes,
@@ -186,7 +187,11 @@ def normalize_features(X: pd.DataFrame) -> pd.DataFrame:
             )
         elif kind == "string":
             text = column.astype(object)
-            missing = text.isna().to_numpy()
+            # ONNX string tensors have no missing value, so "" stands for one there: read it as
+            # missing here too, so that scikit-learn and ONNX see the same row.
+            missing = (
+                text.isna() | (text.map(lambda v: isinstance(v, str) and v == ""))
+            ).to_numpy()
             values = np.where(missing, np.nan, text.map(str).to_numpy(dtype=object))
             columns[name] = pd.Series(values, index=X.index, dtype=object, name=name)
         else:

@@ -28,7 +28,7 @@ __all__ = ["app", "main", "run"]
 app = typer.Typer(
     name="onnxbridge",
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
-    "train → convert → inspect → predict → validate.",
+    "train → convert → inspect → predict → validate → bench / tune → serve → score.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -412,6 +412,16 @@ app.command("tune")(tune_command)
 
 # --------------------------------------------------------------------------------------- serve
 app.command("serve")(serve)
+
+
+# ------------------------------------------------------------------------------------ coverage
+def _register_coverage() -> None:
+    from onnxbridge.cli.coverage import coverage
+
+    app.command()(coverage)
+
+
+_register_coverage()
 
 
 # ---------------------------------------------------------------------------------- entry point

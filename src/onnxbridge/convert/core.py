@@ -267,6 +267,23 @@ def convert_estimator(
     if names is not None:
         # The graph takes columns in training order, whatever the sample's order.
         frame = frame[[str(n) for n in names]]
+    if precision == "auto":
+        # Float32 unless that flips tree decisions (onnxbridge.convert.precision).
+        from onnxbridge.convert.precision import convert_auto
+
+        def convert_as(chosen: str) -> ConversionResult:
+            return convert_estimator(
+                estimator,
+                frame,
+                opset=opset,
+                ml_opset=ml_opset,
+                zipmap=zipmap,
+                precision=chosen,
+                target=target,
+                description=description,
+            )
+
+        return convert_auto(estimator, frame, convert_as)
     schema = FeatureSchema.from_frame(frame)
     load_converters()
     float_name = "float64" if precision == "double" else "float32"

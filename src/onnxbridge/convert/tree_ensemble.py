@@ -20,8 +20,9 @@ Two graphs are built from a spec, ``x [N, F] -> raw scores [N, K]``:
   Models that compare in float32 get ``Cast(float) -> Cast(double)`` in front, which is exactly
   what they do to their own input.
 
-Both use ``ai.onnx.ml`` opset 3 (what skl2onnx's and onnxmltools' guards accept) and write every
-integer attribute as ``int`` (protobuf 7 refuses ``bool`` in an int list).
+The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
+skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
+``bool`` in an int list, which is how skl2onnx's HistGradientBoosting converter fails).
 """
 
 from __future__ import annotations
@@ -160,41 +161,60 @@ class _Builder:
 # -- readers ---------------------------------------------------------------------------------
 
 
-def _sklearn_tree(
-    builder: _Builder, index: int, tree: Any, value_of: Any, missing: np.ndarray | None
-) -> None:
-    t = tree.tree_
-    for node in range(t.node_count):
-        left, right = int(t.children_left[node]), int(t.children_right[node])
-        if left < 0:
-            builder.leaf(index, node, value_of(t.value[node]))
-        else:
-            nan_left = bool(missing[node]) if missing is not None else False
-            builder.split(
-                index, node, int(t.feature[node]), float(t.threshold[node]), left, right, nan_left
-            )
-
-
 def from_sklearn_trees(
-    trees: list[Any], value_of: Any, n_outputs: int, base: Any, **kwargs: Any
+    trees: list[Any], values_of: Any, n_outputs: int, base: Any, **kwargs: Any
 ) -> TreeEnsembleSpec:
     """Read scikit-learn ``tree_`` objects (trees compare ``float32(x) <= threshold``).
 
     Args:
         trees: fitted DecisionTree*/ExtraTree* estimators.
-        value_of: ``f(tree_.value[node]) -> [K]`` leaf value.
+        values_of: ``f(tree_.value[leaves]) -> [L, K]`` leaf values, vectorized.
         n_outputs: how many values each leaf holds (``K``, or 1 with ``tree_output``).
         base: ``[K]`` initial raw score.
         **kwargs: extra :class:`TreeEnsembleSpec` fields (``average``, ``tree_output``).
     """
-    builder = _Builder(n_outputs)
-    for index, tree in enumerate(trees):
-        missing = getattr(tree.tree_, "missing_go_to_left", None)
-        _sklearn_tree(
-            builder, index, tree, value_of, None if missing is None else np.asarray(missing)
+    columns: dict[str, list[np.ndarray]] = {
+        k: []
+        for k in ("tree", "node", "feature", "threshold", "left", "right", "missing", "values")
+    }
+    for index, estimator in enumerate(trees):
+        t = estimator.tree_
+        count = int(t.node_count)
+        leaf = np.asarray(t.children_left) < 0
+        values = np.zeros((count, n_outputs))
+        values[leaf] = np.asarray(values_of(np.asarray(t.value)[leaf]), dtype=np.float64).reshape(
+            -1, n_outputs
         )
+        missing = getattr(t, "missing_go_to_left", None)
+        columns["tree"].append(np.full(count, index, dtype=np.int64))
+        columns["node"].append(np.arange(count, dtype=np.int64))
+        columns["feature"].append(np.where(leaf, -1, np.asarray(t.feature)).astype(np.int64))
+        columns["threshold"].append(np.where(leaf, 0.0, np.asarray(t.threshold, dtype=np.float64)))
+        columns["left"].append(np.where(leaf, -1, np.asarray(t.children_left)).astype(np.int64))
+        columns["right"].append(np.where(leaf, -1, np.asarray(t.children_right)).astype(np.int64))
+        columns["missing"].append(
+            np.zeros(count, dtype=bool)
+            if missing is None
+            else (np.asarray(missing).astype(bool) & ~leaf)
+        )
+        columns["values"].append(values)
+    joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
     n_features = int(getattr(trees[0], "n_features_in_", 0)) if trees else 0
-    return builder.build(base, rule="leq", native="float32", n_features=n_features, **kwargs)
+    return TreeEnsembleSpec(
+        tree=joined["tree"],
+        node=joined["node"],
+        feature=joined["feature"],
+        threshold=joined["threshold"],
+        left=joined["left"],
+        right=joined["right"],
+        missing_left=joined["missing"],
+        values=joined["values"].reshape(-1, n_outputs),
+        base=np.asarray(base, dtype=np.float64).reshape(-1),
+        rule="leq",
+        native="float32",
+        n_features=n_features,
+        **kwargs,
+    )
 
 
 def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
@@ -284,12 +304,10 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     tree_output = [int(c) for c in trees_model["tree_info"]]
     limit = len(trees_model["trees"])
     best = getattr(model, "best_iteration", None)
-    if best is not None and getattr(model, "early_stopping_rounds", None):
+    indptr = trees_model.get("iteration_indptr")
+    if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
         # predict() stops at the best iteration when early stopping was used.
-        per_iteration = max(
-            len(tree_output) // max(len(trees_model.get("iteration_indptr", [0, 1])) - 1, 1), 1
-        )
-        limit = min(limit, (int(best) + 1) * per_iteration)
+        limit = min(limit, int(indptr[int(best) + 1]))
     for index, tree in enumerate(trees_model["trees"][:limit]):
         if any(int(s) != 0 for s in tree.get("split_type", [])):
             raise ConversionError(
@@ -319,9 +337,8 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     base = _parse_base_score(params.get("base_score", "0"))
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
-    if objective in ("binary:logistic", "reg:logistic", "binary:logitraw") and objective != (
-        "binary:logitraw"
-    ):
+    if objective in ("binary:logistic", "reg:logistic"):
+        # base_score is a probability there; the trees add to its logit.
         base = np.log(base / (1 - base))
     elif objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"):
         base = np.log(base)
@@ -408,6 +425,9 @@ def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: 
 def floor_float32(values: np.ndarray) -> np.ndarray:
     """The largest float32 not above each value (``x32 <= t`` iff ``x32 <= floor32(t)``)."""
     values = np.asarray(values, dtype=np.float64)
+    largest = float(np.finfo(np.float32).max)
+    # Beyond float32's range (LightGBM splits at 1e300): every finite float32 is below it.
+    values = np.where(values > largest, largest, np.where(values < -largest, -np.inf, values))
     rounded = values.astype(np.float32)
     above = rounded.astype(np.float64) > values
     rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
@@ -469,7 +489,7 @@ def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out
         [x],
         [summed],
         op_domain=ML_DOMAIN,
-        op_version=3,
+        op_version=1,
         name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
         **attrs,
     )
@@ -492,6 +512,12 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
         container.add_node("Cast", [x], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
         container.add_node("Cast", [as_float], [back], to=TensorProto.DOUBLE, name=op("Cast"))
         x = back
+    ml_target = container.target_opset_any_domain(ML_DOMAIN)
+    if ml_target < 3:
+        raise ConversionError(
+            f"double precision for trees needs ai.onnx.ml 3 (float64 thresholds), but the "
+            f"target is {ml_target}; leave --ml-opset out or pass 3, or use --precision float"
+        )
     leaf_rows = np.flatnonzero(spec.is_leaf)
     n_leaves = len(leaf_rows)
     if n_leaves >= 2**24:
@@ -598,7 +624,7 @@ def add_float_forest_classifier(
         [x],
         [label, probabilities],
         op_domain=ML_DOMAIN,
-        op_version=3,
+        op_version=1,
         name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
         **attrs,
     )

@@ -14,11 +14,14 @@ import importlib.util
 _MODULES: tuple[str, ...] = (
     "chains",
     "cluster",
+    "covariance",
     "cross_decomposition",
     "decomposition",
     "delegates",
+    "dictionary",
     "discretization",
     "dummy",
+    "ensemble_embedding",
     "feature_selection",
     "gaussian_process",
     "hist_gradient_boosting",
@@ -26,10 +29,15 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "lda",
+    "manifold",
     "multiclass",
     "neighbors_centroid",
     "neighbors_radius",
     "neighbors_search",
+    "neural_network",
+    "nmf",
+    "random_projection",
     "semi_supervised",
     "sklearn_trees",
     "spline",
@@ -42,7 +50,11 @@ _MODULES: tuple[str, ...] = (
 )
 
 # Imported when the library named first is installed.
-_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = ()
+_OPTIONAL_MODULES: tuple[tuple[str, str], ...] = (
+    ("catboost", "catboost"),
+    ("lightgbm", "lightgbm"),
+    ("xgboost", "xgboost"),
+)
 
 for _name in _MODULES:
     importlib.import_module(f"{__name__}.{_name}")

@@ -195,7 +195,11 @@ def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) 
 def write_regressor(
     scope: Any, operator: Any, container: Any, spec: TreeEnsembleSpec, *, link: str = "identity"
 ) -> None:
-    """Add the ensemble and a regressor head (``link``: ``"identity"`` or ``"exp"``)."""
+    """Add the ensemble and a regressor head.
+
+    ``link`` is the inverse link applied to the raw score: ``"identity"``, ``"exp"`` or
+    ``"logistic"``.
+    """
     _import_target_opset(container)
     double = is_double(operator)
     raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
@@ -203,6 +207,8 @@ def write_regressor(
     op = scope.get_unique_operator_name
     if link == "exp":
         container.add_node("Exp", [raw], [out], name=op("Exp"))
+    elif link == "logistic":
+        container.add_node("Sigmoid", [raw], [out], name=op("Sigmoid"))
     elif link == "identity":
         container.add_node("Identity", [raw], [out], name=op("Identity"))
     else:  # pragma: no cover - converters pass one of the above

@@ -85,10 +85,11 @@ def _handled(model: Any, operator: Any = None, container: Any = None) -> bool:
     return True
 
 
-def _proba(value: np.ndarray) -> np.ndarray:
-    row = np.asarray(value[0], dtype=np.float64)
-    total = row.sum()
-    return row / total if total > 0 else row
+def _proba(values: np.ndarray) -> np.ndarray:
+    """``[L, 1, C]`` leaf class weights -> ``[L, C]`` probabilities, as predict_proba divides."""
+    rows = np.asarray(values[:, 0, :], dtype=np.float64)
+    total = rows.sum(axis=1, keepdims=True)
+    return rows / np.where(total > 0, total, 1.0)
 
 
 def forest_spec(model: Any) -> TreeEnsembleSpec:
@@ -100,7 +101,7 @@ def forest_spec(model: Any) -> TreeEnsembleSpec:
         rate = float(model.learning_rate)
         return from_sklearn_trees(
             list(stages.ravel()),
-            lambda v: [rate * float(v[0, 0])],
+            lambda v: rate * np.asarray(v[:, 0, 0], dtype=np.float64),
             1,
             base.reshape(-1),
             tree_output=np.tile(np.arange(k), stages.shape[0]),
@@ -112,7 +113,7 @@ def forest_spec(model: Any) -> TreeEnsembleSpec:
         return from_sklearn_trees(trees, _proba, n_classes, np.zeros(n_classes), average=average)
     k = int(getattr(model, "n_outputs_", 1))
     return from_sklearn_trees(
-        trees, lambda v: np.asarray(v[:, 0], float), k, np.zeros(k), average=average
+        trees, lambda v: np.asarray(v[:, :, 0], float), k, np.zeros(k), average=average
     )
 
 

@@ -1,0 +1,115 @@
+"""LGBMClassifier and LGBMRegressor (registered when lightgbm is installed).
+
+Read from ``booster_.dump_model()`` (no onnxmltools): ``[N, F] -> label [N], probabilities
+[N, C]`` (binary: logistic with LightGBM's ``sigmoid`` scale, multiclass: softmax, multiclassova:
+a logistic per class) / ``value [N, 1]`` (identity; exp for poisson / gamma / tweedie; logistic
+for cross_entropy). LightGBM compares ``x <= t`` in float64. onnxmltools' converter rounds the
+thresholds to nearest float32, which flips decisions on large-magnitude features; here float
+graphs round them down (exact on float32 data) and double graphs keep them as they are. NaN goes
+where each node learned (``default_left``), or where 0 goes when the model saw no missing values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from lightgbm import LGBMClassifier, LGBMRegressor
+
+from onnxbridge.convert.converters._tree_heads import (
+    CLASSIFIER_OPTIONS,
+    classifier_shape,
+    regressor_shape,
+    write_classifier,
+    write_regressor,
+)
+from onnxbridge.convert.registry import ConverterSpec, register_converter
+from onnxbridge.convert.tree_ensemble import from_lightgbm
+from onnxbridge.errors import ConversionError
+
+_IDENTITY = ("regression", "regression_l1", "huber", "fair", "quantile", "mape")
+_EXP = ("poisson", "gamma", "tweedie")
+
+
+def _objective(header: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The objective's name and its ``key:value`` parameters (``"binary sigmoid:1"``)."""
+    words = str(header.get("objective", "")).split()
+    if not words:
+        raise ConversionError(
+            "the LightGBM model has no objective (a custom objective function?); onnxbridge "
+            "converts models fitted with a built-in objective"
+        )
+    params = dict(w.split(":", 1) for w in words[1:] if ":" in w)
+    return words[0], params
+
+
+def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
+    spec, header = from_lightgbm(operator.raw_operator)
+    objective, params = _objective(header)
+    scale = float(params.get("sigmoid", 1.0))
+    if objective in ("binary", "cross_entropy"):
+        write_classifier(scope, operator, container, spec, transform="logistic", scale=scale)
+    elif objective == "multiclass":
+        write_classifier(scope, operator, container, spec, transform="softmax")
+    elif objective == "multiclassova":
+        write_classifier(scope, operator, container, spec, transform="ova", scale=scale)
+    else:
+        raise ConversionError(
+            f"LGBMClassifier(objective={objective!r}) cannot be converted; use binary, "
+            "multiclass or multiclassova"
+        )
+
+
+def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
+    spec, header = from_lightgbm(operator.raw_operator)
+    objective, _ = _objective(header)
+    if objective in _IDENTITY:
+        link = "identity"
+    elif objective in _EXP:
+        link = "exp"
+    elif objective == "cross_entropy":
+        link = "logistic"
+    else:
+        raise ConversionError(
+            f"LGBMRegressor(objective={objective!r}) cannot be converted; use one of "
+            f"{', '.join(_IDENTITY + _EXP)} or cross_entropy"
+        )
+    write_regressor(scope, operator, container, spec, link=link)
+
+
+def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.RandomState(0)
+    # float32-representable values: float precision is then exact too.
+    X = rng.normal(size=(300, 5)).astype(np.float32).astype(np.float64)
+    X[rng.rand(*X.shape) < 0.1] = np.nan
+    score = np.nan_to_num(X[:, 0]) + 0.6 * np.nan_to_num(X[:, 2]) - np.isnan(X[:, 1])
+    if classes is None:
+        return X, score + rng.normal(scale=0.1, size=len(X))
+    return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+_PARAMS = {"n_estimators": 15, "num_leaves": 8, "min_child_samples": 5, "random_state": 0}
+
+
+def _classifier_example() -> tuple[Any, Any]:
+    X, y = _data(3)
+    return LGBMClassifier(**_PARAMS, n_jobs=1, verbose=-1).fit(X, y), X
+
+
+def _regressor_example() -> tuple[Any, Any]:
+    X, y = _data(None)
+    return LGBMRegressor(**_PARAMS, n_jobs=1, verbose=-1).fit(X, y), X
+
+
+register_converter(
+    ConverterSpec(
+        LGBMClassifier,
+        classifier_shape,
+        _classifier_convert,
+        _classifier_example,
+        options=CLASSIFIER_OPTIONS,
+    )
+)
+register_converter(
+    ConverterSpec(LGBMRegressor, regressor_shape, _regressor_convert, _regressor_example)
+)

@@ -1,0 +1,114 @@
+"""XGBClassifier and XGBRegressor (registered when xgboost is installed).
+
+Read from the booster's JSON model (no onnxmltools): ``[N, F] -> label [N], probabilities [N, C]``
+(``binary:logistic``: logistic, ``multi:softprob`` / ``multi:softmax``: softmax) / ``value [N, 1]``
+(identity, or exp for the poisson / gamma / tweedie objectives, logistic for ``reg:logistic``).
+XGBoost compares ``float32(x) < t`` with float32 thresholds and sends NaN where each node learned
+(``default_left``); both graphs keep that exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xgboost import XGBClassifier, XGBRegressor
+
+from onnxbridge.convert.converters._tree_heads import (
+    CLASSIFIER_OPTIONS,
+    classifier_shape,
+    regressor_shape,
+    write_classifier,
+    write_regressor,
+)
+from onnxbridge.convert.registry import ConverterSpec, register_converter
+from onnxbridge.convert.tree_ensemble import from_xgboost
+from onnxbridge.errors import ConversionError
+
+_IDENTITY = (
+    "reg:squarederror",
+    "reg:squaredlogerror",
+    "reg:absoluteerror",
+    "reg:pseudohubererror",
+    "reg:quantileerror",
+)
+_EXP = ("count:poisson", "reg:gamma", "reg:tweedie")
+
+
+def _check_missing(model: Any) -> None:
+    missing = getattr(model, "missing", np.nan)
+    if missing is not None and not (isinstance(missing, float) and np.isnan(missing)):
+        raise ConversionError(
+            f"{type(model).__name__}(missing={missing!r}) cannot be converted: ONNX trees only "
+            "route NaN as missing; fit with missing=np.nan (the default)"
+        )
+
+
+def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    _check_missing(model)
+    spec, objective = from_xgboost(model)
+    if objective == "binary:logistic":
+        transform = "logistic"
+    elif objective in ("multi:softprob", "multi:softmax"):
+        transform = "softmax"
+    else:
+        raise ConversionError(
+            f"XGBClassifier(objective={objective!r}) cannot be converted; use binary:logistic "
+            "or multi:softprob"
+        )
+    write_classifier(scope, operator, container, spec, transform=transform)
+
+
+def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    _check_missing(model)
+    spec, objective = from_xgboost(model)
+    if objective in _IDENTITY:
+        link = "identity"
+    elif objective in _EXP:
+        link = "exp"
+    elif objective == "reg:logistic":
+        link = "logistic"
+    else:
+        raise ConversionError(
+            f"XGBRegressor(objective={objective!r}) cannot be converted; use one of "
+            f"{', '.join(_IDENTITY + _EXP)} or reg:logistic"
+        )
+    write_regressor(scope, operator, container, spec, link=link)
+
+
+def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 5))
+    X[rng.rand(*X.shape) < 0.1] = np.nan
+    score = np.nan_to_num(X[:, 0]) - 0.7 * np.nan_to_num(X[:, 1]) + np.isnan(X[:, 3])
+    if classes is None:
+        return X, score + rng.normal(scale=0.1, size=len(X))
+    return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+
+
+def _classifier_example() -> tuple[Any, Any]:
+    X, y = _data(3)
+    model = XGBClassifier(n_estimators=10, max_depth=3, random_state=0, n_jobs=1)
+    return model.fit(X, y), X
+
+
+def _regressor_example() -> tuple[Any, Any]:
+    X, y = _data(None)
+    model = XGBRegressor(n_estimators=10, max_depth=3, random_state=0, n_jobs=1)
+    return model.fit(X, y), X
+
+
+register_converter(
+    ConverterSpec(
+        XGBClassifier,
+        classifier_shape,
+        _classifier_convert,
+        _classifier_example,
+        options=CLASSIFIER_OPTIONS,
+    )
+)
+register_converter(
+    ConverterSpec(XGBRegressor, regressor_shape, _regressor_convert, _regressor_example)
+)

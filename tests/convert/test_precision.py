@@ -1,0 +1,138 @@
+"""precision="auto": probe rows at the split thresholds decide between float32 and float64."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from lightgbm import LGBMRegressor
+from sklearn.decomposition import PCA
+from sklearn.ensemble import (
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+)
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeRegressor
+from xgboost import XGBClassifier
+
+from onnxbridge import convert_estimator
+from onnxbridge.convert.precision import find_tree_ensemble, threshold_probe_rows
+from onnxbridge.convert.tree_ensemble import floor_float32
+from onnxbridge.errors import ConversionError
+
+NOTE = (
+    r"^(switched to double|kept float) precision: (\d[\d ]*) of (\d[\d ]*) probe rows "
+    r"\(\d[\d ]* at split thresholds\) flipped in float32"
+)
+
+
+def _large(n: int = 1200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.RandomState(seed)
+    X = 1e6 + rng.rand(n, 3) * 50
+    return X, ((X[:, 0] - 1e6) % 5 > 2.5).astype(int)
+
+
+def test_floor_float32_rounds_down_and_keeps_float32_values() -> None:
+    values = np.array([1e6 + 0.01, 1e6 + 0.0625, -1e6 - 0.01, 0.1, 1e300, -1e300])
+    floors = floor_float32(values).astype(np.float64)
+    assert np.all(floors[:4] <= values[:4])
+    assert np.all(np.nextafter(floors[:4].astype(np.float32), np.float32(np.inf)) > values[:4])
+    assert floors[1] == values[1]  # a float32 value stays as it is
+    assert floors[4] == np.finfo(np.float32).max and floors[5] == -np.inf
+
+
+def test_probe_rows_sit_on_each_threshold_and_one_float32_step_either_side() -> None:
+    X, y = _large(300)
+    model = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, y.astype(float))
+    spec = find_tree_ensemble(model)
+    rows = threshold_probe_rows(spec, X[:10])
+    tree = model.tree_
+    inner = np.flatnonzero(tree.children_left >= 0)
+    assert rows.shape == (3 * len(inner), 3)
+    paths = model.decision_path(rows).toarray()
+    for number, node in enumerate(inner):  # one node per distinct threshold, in node order
+        below, at, above = rows[3 * number : 3 * number + 3]
+        f, t = tree.feature[node], tree.threshold[node]
+        step = float(np.spacing(np.float32(t)))
+        assert (below[f], at[f], above[f]) == (t - step, t, t + step)
+        # The row really reaches the node it probes.
+        assert paths[3 * number + 1, node] == 1, f"node {node} not reached"
+
+
+def test_probe_rows_are_capped() -> None:
+    X, y = _large(2000)
+    model = RandomForestClassifier(n_estimators=30, random_state=0).fit(X, y)
+    rows = threshold_probe_rows(find_tree_ensemble(model), X[:5], max_rows=600)
+    assert rows.shape == (600, 3)
+
+
+def test_auto_switches_to_double_when_float32_flips_and_says_so() -> None:
+    X, y = _large()
+    model = HistGradientBoostingClassifier(max_iter=30, random_state=0).fit(X, y)
+    result = convert_estimator(model, X[:40])
+    assert result.precision == "double"
+    assert len(result.notes) == 1 and result.notes[0].startswith("switched to double precision")
+    assert result.model.graph.input[0].type.tensor_type.elem_type == 11  # DOUBLE
+    match = re.match(NOTE, result.notes[0])
+    assert match, result.notes[0]
+    flipped, total = (int(v.replace(" ", "")) for v in match.group(2, 3))
+    assert 0 < flipped < total
+
+
+def test_auto_keeps_float_for_models_that_compare_in_float32() -> None:
+    X, y = _large()
+    for model in (
+        RandomForestClassifier(n_estimators=20, random_state=0),
+        XGBClassifier(n_estimators=30, n_jobs=1),
+    ):
+        model.fit(X, y)
+        result = convert_estimator(model, X[:40])
+        assert result.precision == "float", result.notes
+        assert result.notes[0].startswith("kept float precision: 0 of"), result.notes
+
+
+def test_auto_leaves_models_without_trees_alone() -> None:
+    X, y = _large()
+    model = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, y)
+    result = convert_estimator(model, X[:40])
+    assert result.precision == "float" and result.notes == []
+
+
+def test_auto_probes_through_an_invertible_pipeline() -> None:
+    X, _ = _large()
+    model = make_pipeline(StandardScaler(), LGBMRegressor(n_estimators=30, verbose=-1, n_jobs=1))
+    model.fit(X, (X[:, 0] - 1e6) % 5)
+    result = convert_estimator(model, X[:40])
+    assert result.precision == "double"
+    note = result.notes[0]
+    assert "at split thresholds" in note and "skipped" not in note
+
+
+def test_auto_says_when_a_step_cannot_be_inverted() -> None:
+    X, _ = _large()
+    model = make_pipeline(PCA(n_components=3), HistGradientBoostingRegressor(max_iter=10))
+    model.fit(X, (X[:, 0] - 1e6) % 5)
+    result = convert_estimator(model, X[:40])
+    assert (
+        "threshold probes skipped: pipeline step 'pca' (PCA) cannot be inverted"
+        in (result.notes[0])
+    )
+
+
+def test_explicit_precisions_are_not_probed() -> None:
+    X, y = _large()
+    model = HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(X, y)
+    for precision in ("float", "double"):
+        result = convert_estimator(model, X[:40], precision=precision)
+        assert result.precision == precision and result.notes == []
+
+
+def test_unknown_precision_is_refused() -> None:
+    X, y = _large(100)
+    model = DecisionTreeRegressor(max_depth=2).fit(X, y)
+    with pytest.raises(ConversionError, match=r"precision 'half' is not supported; use one of"):
+        convert_estimator(model, X[:5], precision="half")
