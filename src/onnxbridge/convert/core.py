@@ -295,6 +295,10 @@ def convert_estimator(
         ml_opset,
         zipmap=zipmap and task == "classification",
     )
+    if precision == "double":
+        from onnxbridge.convert.precision import fix_double_graph
+
+        model = fix_double_graph(model, estimator)
     # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
     graph_names = [i.name for i in model.graph.input]
     if len(graph_names) == len(inputs):
