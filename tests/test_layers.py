@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 
 # Lowest first. train sits above data (it loads datasets); bundle above train (it trains into a
 # bundle); runtime above convert (it reads the metadata convert writes); score above runtime
-# (it feeds Predictor), beside validate and bench.
+# (it feeds Predictor), beside validate and bench; coverage above validate (it trains,
+# converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
     {"_files"},
@@ -25,6 +26,7 @@ LAYERS = [
     {"convert"},
     {"runtime", "inspection"},
     {"validate", "bench", "score", "serve"},
+    {"coverage"},
     {"cli"},
     {"__init__"},
 ]

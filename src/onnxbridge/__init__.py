@@ -35,6 +35,7 @@ from onnxbridge.convert import (
     register_converter,
     registered_converters,
 )
+from onnxbridge.coverage import CoverageReport, CoverageResult, run_coverage
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
     BadRowError,
@@ -42,6 +43,7 @@ from onnxbridge.errors import (
     ClusterError,
     ConversionError,
     ConverterRegistryError,
+    CoverageError,
     DataError,
     InferenceError,
     InferenceRequestError,
@@ -93,6 +95,9 @@ __all__ = [
     "ConversionResult",
     "ConverterRegistryError",
     "ConverterSpec",
+    "CoverageError",
+    "CoverageReport",
+    "CoverageResult",
     "DataError",
     "Dataset",
     "FeatureSchema",
@@ -150,6 +155,7 @@ __all__ = [
     "read_table",
     "register_converter",
     "registered_converters",
+    "run_coverage",
     "save_estimator",
     "score",
     "train_bundle",

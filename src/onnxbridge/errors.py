@@ -22,6 +22,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │                                       damaged onnxbridge.session entry in a model
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
     ├── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
+    ├── CoverageError (RuntimeError)        the coverage run itself could not proceed
     ├── ServeSettingsError (ValueError)     a server flag / ONNXBRIDGE_SERVE_* value out of range
     ├── RepositoryError (ValueError)        a model repository path or model name that is unusable
     │   └── ModelLoadError                  a model of the repository failed to load
@@ -43,6 +44,7 @@ __all__ = [
     "ClusterError",
     "ConversionError",
     "ConverterRegistryError",
+    "CoverageError",
     "DataError",
     "InferenceError",
     "InferenceRequestError",
@@ -139,6 +141,10 @@ class InferenceError(OnnxbridgeError, RuntimeError):
 
 class ClusterError(OnnxbridgeError, RuntimeError):
     """A Dask cluster that cannot be reached, or that failed while running a scoring job."""
+
+
+class CoverageError(OnnxbridgeError, RuntimeError):
+    """The coverage run could not go on (its worker process would not start)."""
 
 
 class ServeSettingsError(OnnxbridgeError, ValueError):

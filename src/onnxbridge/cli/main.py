@@ -414,6 +414,16 @@ app.command("tune")(tune_command)
 app.command("serve")(serve)
 
 
+# ------------------------------------------------------------------------------------ coverage
+def _register_coverage() -> None:
+    from onnxbridge.cli.coverage import coverage
+
+    app.command()(coverage)
+
+
+_register_coverage()
+
+
 # ---------------------------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""

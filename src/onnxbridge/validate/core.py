@@ -259,6 +259,12 @@ def _run_probe(
     run.frame = frame
     result.n_rows = len(frame)
     names = ([SKLEARN] if sklearn is not None else []) + [r.name for r in onnx_runtimes]
+    if REFERENCE in errors and (ONNXRUNTIME in names or sklearn is None):
+        # The specification's evaluator does not implement everything ONNX Runtime runs (e.g.
+        # float64 tree ensembles): that is no divergence; compare without it and say so.
+        result.unavailable[REFERENCE] = errors.pop(REFERENCE)
+        names = [n for n in names if n != REFERENCE]
+        onnx_runtimes = [r for r in onnx_runtimes if r.name != REFERENCE]
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             if a in errors or b in errors:
@@ -444,6 +450,13 @@ def validate_model(
         spec=spec,
     )
     runs = [_run_probe(p, sklearn, onnx_runtimes, resolved, worst_rows) for p in sets]
+    failed_on = [r.result.name for r in runs if REFERENCE in r.result.unavailable]
+    if failed_on and REFERENCE in runtime_info:
+        first = next(
+            r.result.unavailable[REFERENCE] for r in runs if REFERENCE in r.result.unavailable
+        )
+        runtime_info[REFERENCE]["error"] = first
+        runtime_info[REFERENCE]["failed_on"] = failed_on
     gate_missing = missing_values == "gate" or (
         missing_values == "auto" and bool(frame.isna().to_numpy().any())
     )
@@ -598,7 +611,10 @@ def validate_bundle(
 
 
 def write_reports(report: ValidationReport, folder: str | Path, *, html: bool = True) -> list[Path]:
-    """Write ``validation.json`` (and ``validation.html``) into ``folder``, atomically."""
+    """Write ``validation.json`` and ``validation.html`` into ``folder``, atomically.
+
+    With ``html=False`` an older ``validation.html`` there is removed.
+    """
     import json
 
     from onnxbridge.bundle import atomic_write_path
@@ -609,10 +625,12 @@ def write_reports(report: ValidationReport, folder: str | Path, *, html: bool = 
     with atomic_write_path(target) as tmp:
         tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     written.append(target)
+    page = folder / "validation.html"
+    if not html and page.exists():
+        page.unlink()  # it would describe an older run than validation.json
     if html:
         from onnxbridge.validate.html import render_html
 
-        page = folder / "validation.html"
         bench = folder / "bench.png"
         with atomic_write_path(page) as tmp:
             tmp.write_text(render_html(report, bench_png=bench if bench.is_file() else None))
