@@ -391,8 +391,11 @@ def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str,
         }
     )
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
+    from threadpoolctl import threadpool_limits
+
     try:
-        with warnings.catch_warnings():
+        # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy machine.
+        with warnings.catch_warnings(), threadpool_limits(1):
             warnings.simplefilter("ignore")
             method(probe)
     except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
