@@ -299,34 +299,24 @@ def validate_command(
                 "--reference, --data, --target, --trust and --allow-pickle are for an ONNX file; "
                 "a bundle carries its own model.skops and holdout.parquet"
             )
+        # With --report-dir the reports go there and the bundle is left as it is.
+        report = validate_bundle(
+            target,
+            atol=atol,
+            rtol=rtol,
+            tolerances=per_role,
+            probes=spec,
+            runtimes=chosen,
+            golden=golden,
+            diagnose=not no_diagnosis,
+            missing_values=missing_values,
+            write_report=report_dir is None,
+            html=not no_html,
+        )
         if report_dir is not None:
-            report = validate_bundle(
-                target,
-                atol=atol,
-                rtol=rtol,
-                tolerances=per_role,
-                probes=spec,
-                runtimes=chosen,
-                golden=golden,
-                diagnose=not no_diagnosis,
-                missing_values=missing_values,
-                write_report=False,
-            )
             write_reports(report, report_dir, html=not no_html)
             where = report_dir / "validation.json"
         else:
-            report = validate_bundle(
-                target,
-                atol=atol,
-                rtol=rtol,
-                tolerances=per_role,
-                probes=spec,
-                runtimes=chosen,
-                golden=golden,
-                diagnose=not no_diagnosis,
-                missing_values=missing_values,
-                html=not no_html,
-            )
             where = target / "reports" / "validation.json"
     else:
         from onnxbridge.cli._source import load_model_and_rows
