@@ -173,10 +173,11 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
 
         shutil.rmtree(out)
     command = [
-        sys.executable, __file__, "--child", run, "--data", str(args.data), "--files",
-        str(args.files), "--out", str(out), "--skops", str(skops), "--onnx", str(onnx),
-        "--batch-size", str(args.batch_size),
+        sys.executable, __file__, "--child", run, "--data", str(args.data), "--out", str(out),
+        "--skops", str(skops), "--onnx", str(onnx), "--batch-size", str(args.batch_size),
     ]  # fmt: skip
+    if args.files is not None:
+        command += ["--files", str(args.files)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched = psutil.Process(proc.pid)
     peak = 0
