@@ -24,6 +24,7 @@ every engine's median per call and its ratio to the fastest engine of that line 
 
     PYTHONPATH=src .venv/bin/python benchmarks/engines.py [--sizes 1,100,10000,100000]
         [--repeat 5] [--min-time 0.05] [--models rf10,rf100,...] [--json out.json]
+        [--no-accelerators]
 """
 
 from __future__ import annotations
@@ -135,16 +136,25 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     workdir = tmp / f"{name}-accel"
     workdir.mkdir()
     start = time.perf_counter()
-    candidates, skipped = build_candidates(
-        estimator, workdir, n_classes=len(classes) if classes else None, threads=[1, 2]
-    )
+    if args.no_accelerators:
+        candidates, skipped = [], ["tl2cgen / lleaves: not built (--no-accelerators)"]
+    else:
+        candidates, skipped = build_candidates(
+            estimator, workdir, n_classes=len(classes) if classes else None, threads=[1, 2]
+        )
     build = time.perf_counter() - start
     for line in skipped:
         print(f"   accelerator {line}")
     import pandas as pd
 
     names = predictor.feature_names or [f"x{i}" for i in range(rows.shape[1])]
-    probes = probe_rows(pd.DataFrame(rows[:2000], columns=names))
+    meta = predictor.metadata
+    probes = probe_rows(
+        pd.DataFrame(rows[:2000], columns=names),
+        schema=meta.features if meta is not None else None,
+        estimator=estimator,
+        accepts_missing=meta is not None and meta.missing_values == "accepted",
+    )
     accelerators = []
     for candidate in candidates:
         check = check_candidate(candidate, predictor, probes)
@@ -205,6 +215,11 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.05)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--no-accelerators",
+        action="store_true",
+        help="do not build tl2cgen / lleaves (compiling a 100-tree model can take minutes)",
+    )
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     print(

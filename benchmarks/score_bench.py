@@ -118,6 +118,43 @@ def run_child(args: argparse.Namespace) -> None:
     print(json.dumps({"rows": rows, "seconds": seconds, "workers": workers}))
 
 
+# ------------------------------------------------------------------------- kernel efficiency
+def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
+    """Rows per CPU-second of the two kernels alone (scikit-learn predict_proba, the ONNX Runtime
+    session by threads) on one 32 768-row batch: less sensitive to other processes than wall
+    time, it says how fast each side could go with the machine to itself."""
+    import numpy as np
+    import onnxruntime as ort
+    import pyarrow.parquet as pq
+
+    from onnxbridge import load_estimator
+
+    model = load_estimator(skops)
+    features = list(model.feature_names_in_)
+    first = sorted(data.glob("*.parquet"))[0]
+    frame = next(pq.ParquetFile(first).iter_batches(batch_size=32_768)).to_pandas()[features]
+    X = frame.to_numpy(np.float32)
+
+    def best(fn: object) -> float:
+        cpu = float("inf")
+        for _ in range(repeat):
+            start = time.process_time()
+            fn()  # type: ignore[operator]
+            cpu = min(cpu, time.process_time() - start)
+        return len(X) / cpu
+
+    print(f"kernel rows per CPU-second on {len(X):,} rows (best of {repeat}):")
+    print(f"  sklearn predict_proba   {best(lambda: model.predict_proba(frame)):>10,.0f}")
+    for threads in (1, 2):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
+        name = session.get_inputs()[0].name
+        rate = best(lambda s=session, n=name: s.run(None, {n: X}))
+        print(f"  onnxruntime {threads} thread{'s' if threads > 1 else ' '}    {rate:>10,.0f}")
+
+
 # ------------------------------------------------------------------------------- parent: timing
 def tree_rss(proc: psutil.Process) -> int:
     total = 0
@@ -171,6 +208,9 @@ def main() -> None:
         help=f"comma-separated, from {', '.join((*RUNS, *VARIANTS))}",
     )
     parser.add_argument("--work", type=Path, default=Path("/work/data/score-bench"))
+    parser.add_argument(
+        "--kernel", action="store_true", help="only rows per CPU-second of the two kernels"
+    )
     parser.add_argument("--child", choices=(*RUNS, *VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("--skops", help=argparse.SUPPRESS)
@@ -180,6 +220,10 @@ def main() -> None:
         run_child(args)
         return
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.kernel:
+        skops, onnx = build_models(args.work, args.kind)
+        kernel_efficiency(skops, onnx, args.data, args.rounds)
+        return
     files = sorted(args.data.glob("*.parquet"))[: args.files]
     import pyarrow.parquet as pq
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +135,12 @@ def _fast_but_wrong(n_classes: int) -> AcceleratorCandidate:
 def test_a_non_equivalent_accelerator_is_never_chosen(iris_bundle: Bundle) -> None:
     predictor = Predictor(iris_bundle.onnx_path)
     X, _ = iris_bundle.load_holdout()
-    check = check_candidate(_fast_but_wrong(3), predictor, probe_rows(X))
+    probes = probe_rows(X, schema=iris_bundle.schema, estimator=iris_bundle.load_estimator())
+    # validate's probe sets: the holdout, range rows, rows on every split threshold, edge values.
+    assert len(probes) > len(X) + 1000
+    assert probes.dtype == np.float32 and probes.shape[1] == 4
+    assert np.float32(1e30) in probes
+    check = check_candidate(_fast_but_wrong(3), predictor, probes)
     assert check.equivalent is False
     assert check.label_mismatches > 0 and check.max_abs_diff == pytest.approx(1.0)
     check.speedups = {1000: 50.0, 10_000: 80.0}  # far faster than ONNX Runtime
@@ -215,3 +221,24 @@ def test_installed_compilers_are_checked_for_real(iris_bundle: Bundle) -> None:
         Bundle.open(iris_bundle.path).check_file(accelerator["library"])
     else:
         assert accelerator is None
+
+
+def test_score_runs_the_tuned_model(iris_bundle: Bundle, tmp_path: Path) -> None:
+    import pandas as pd
+
+    from onnxbridge import score
+
+    spec = tune_model(iris_bundle.path, **TUNE).spec
+    X, _ = iris_bundle.load_holdout()
+    rows = pd.concat([X] * 5, ignore_index=True)
+    rows.to_parquet(tmp_path / "rows.parquet")
+    result = score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "out.parquet")
+    assert result.rows == len(rows)
+    scored = pd.read_parquet(tmp_path / "out.parquet")
+    plain = Predictor(iris_bundle.onnx_path, tuned=False).predict(rows).to_frame()
+    assert (scored["label"].to_numpy() == plain["label"].to_numpy()).all()
+    np.testing.assert_allclose(scored["proba_0"], plain["proba_0"], atol=1e-6)
+    # score opens Predictor with one intra-op thread: that field is score's, the rest is tuned.
+    used = Predictor(iris_bundle.onnx_path, intra_op_num_threads=1)
+    assert used.settings_for(1) == replace(spec.latency, intra_op_num_threads=1).clamped()
+    assert used.settings_for(10_000) == replace(spec.throughput, intra_op_num_threads=1).clamped()

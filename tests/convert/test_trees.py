@@ -343,3 +343,33 @@ def test_float_trees_load_at_ml_opset_1_and_double_ones_need_3() -> None:
     assert as_float.metadata.opsets["ai.onnx.ml"] == 1
     with pytest.raises(ConversionError, match=r"double precision for trees needs ai.onnx.ml 3"):
         convert_estimator(model, X.head(5), precision="double", ml_opset=1)
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_hist_gradient_boosting_writes_ints_not_bools(monkeypatch, precision: str) -> None:
+    """protobuf 7 refuses a bool in an int-list attribute (skl2onnx's HGB converter writes one).
+
+    protobuf 6, pinned here, silently turns the bool into an int, so the finished graph cannot
+    tell; the attributes are checked as the converter hands them to skl2onnx's container.
+    """
+    from skl2onnx.common._container import ModelComponentContainer
+
+    seen: list[tuple[str, str]] = []
+    original = ModelComponentContainer.add_node
+
+    def recording(self, op_type, inputs, outputs, *args, **attrs):
+        for name, value in attrs.items():
+            if isinstance(value, bool) or (
+                isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value)
+            ):
+                seen.append((op_type, name))
+        return original(self, op_type, inputs, outputs, *args, **attrs)
+
+    monkeypatch.setattr(ModelComponentContainer, "add_node", recording)
+    X, labels, values = _with_nan()
+    for model in (
+        HistGradientBoostingClassifier(max_iter=5).fit(X, labels),
+        HistGradientBoostingRegressor(max_iter=5).fit(X, values),
+    ):
+        convert_estimator(model, X[:10], precision=precision)
+    assert seen == []

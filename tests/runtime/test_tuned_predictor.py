@@ -77,15 +77,21 @@ def test_run_on_prepared_feeds_picks_the_session_too(tuned_model: Path) -> None:
 
 
 def test_explicit_settings_win_over_tuned_ones(tuned_model: Path) -> None:
-    for predictor in (
-        Predictor(tuned_model, intra_op_num_threads=2),
-        Predictor(tuned_model, allow_spinning=True),
-        Predictor(tuned_model, settings=SessionSettings(intra_op_num_threads=1)),
-    ):
-        assert predictor.tuning is None
-        assert predictor.session_for(1) is predictor.session_for(10_000)
     pinned = Predictor(tuned_model, settings=SessionSettings(intra_op_num_threads=1))
+    assert pinned.tuning is None
+    assert pinned.session_for(1) is pinned.session_for(10_000)
     assert pinned.settings_for(10_000) == SessionSettings(intra_op_num_threads=1)
+    assert Predictor(tuned_model, tuned=False).tuning is None
+    # A keyword argument replaces its field in both regimes; the rest stays tuned.
+    one_thread = Predictor(tuned_model, intra_op_num_threads=1)
+    assert one_thread.settings_for(1) == LATENCY
+    assert one_thread.settings_for(17) == SessionSettings(
+        intra_op_num_threads=1, allow_spinning=False, graph_optimization_level="extended"
+    )
+    assert one_thread.session_for(17).get_session_options().intra_op_num_threads == 1
+    no_spin = Predictor(tuned_model, allow_spinning=False)
+    assert _spinning(no_spin.session_for(1)) == "0"
+    assert no_spin.settings_for(1).intra_op_num_threads == 1
 
 
 def test_a_damaged_entry_is_a_clear_error(iris_bundle: Bundle) -> None:

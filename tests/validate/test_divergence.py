@@ -50,7 +50,9 @@ def large_magnitude(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any
     return path, model, frame[400:].reset_index(drop=True)
 
 
-def test_tree_on_large_magnitude_features_diverges_in_float32(large_magnitude) -> None:
+def test_tree_on_large_magnitude_features_diverges_in_float32(
+    large_magnitude, tmp_path: Path
+) -> None:
     path, model, holdout = large_magnitude
     report = validate_model(path, model, holdout)
     assert report.verdict == "DIVERGENT"
@@ -67,12 +69,17 @@ def test_tree_on_large_magnitude_features_diverges_in_float32(large_magnitude) -
     assert trees.data["explained_by_float32"] == trees.data["flipped_rows"] > 0
     assert trees.data["thresholds"][0]["feature"] == "meter"
     assert "thresholds" in trees.data["probe_sets"]
+    # The float64 graph keeps every decision: the diagnosis re-converts and re-checks.
     recheck = trees.data["double_precision"]
-    if recheck["available"]:
-        assert recheck["fixed"] and "precision double" in trees.next_step
-    else:
-        assert any("double precision not available" in line for line in trees.details)
-        assert "centre or rescale them before training" in trees.next_step
+    assert recheck == {"available": True, "fixed": True, "still_diverging": 0}
+    assert any(
+        line.startswith("re-checked with precision double: ") and line.endswith("(fixed)")
+        for line in trees.details
+    )
+    assert trees.next_step.startswith("convert with --precision double")
+    double = tmp_path / "double.onnx"
+    convert_estimator(model, holdout.head(50), precision="double").save(double)
+    assert validate_model(double, model, holdout).verdict == "EQUIVALENT"
 
 
 # ------------------------------------------------------------- a pipeline with a wrong step
@@ -81,6 +88,16 @@ class Doubler(BaseEstimator, TransformerMixin):
 
     def fit(self, X: Any, y: Any = None) -> Doubler:
         self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        return np.asarray(X, dtype=np.float64) * 2.0
+
+
+class StatelessDoubler(BaseEstimator, TransformerMixin):
+    """Doubles too, but learns nothing: scikit-learn calls a pipeline ending in it unfitted."""
+
+    def fit(self, X: Any, y: Any = None) -> StatelessDoubler:
         return self
 
     def transform(self, X: Any) -> np.ndarray:
@@ -111,12 +128,17 @@ def wrong_converter() -> Iterator[None]:
     from skl2onnx._supported_operators import sklearn_operator_name_map
     from skl2onnx.common import _registration
 
-    alias = "OnnxbridgeTestWrongDoubler"
-    update_registered_converter(Doubler, alias, _doubler_shape, _wrong_doubler)
+    aliases = {
+        Doubler: "OnnxbridgeTestWrongDoubler",
+        StatelessDoubler: "OnnxbridgeTestWrongStatelessDoubler",
+    }
+    for cls, alias in aliases.items():
+        update_registered_converter(cls, alias, _doubler_shape, _wrong_doubler)
     yield
-    del sklearn_operator_name_map[Doubler]
-    _registration._converter_pool.pop(alias, None)
-    _registration._shape_calculator_pool.pop(alias, None)
+    for cls, alias in aliases.items():
+        del sklearn_operator_name_map[cls]
+        _registration._converter_pool.pop(alias, None)
+        _registration._shape_calculator_pool.pop(alias, None)
 
 
 def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_path: Path) -> None:
@@ -145,6 +167,30 @@ def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_pat
     assert "fix or replace the ONNX converter of Doubler" in diagnosis.next_step
 
 
+def test_pipeline_prefix_that_cannot_be_converted(wrong_converter, tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True, as_frame=True)
+    pipeline = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("double", StatelessDoubler()),
+            ("model", LogisticRegression(max_iter=500)),
+        ]
+    ).fit(X[::2], y[::2])
+    path = tmp_path / "pipe.onnx"
+    convert_estimator(pipeline, X.head(20)).save(path)
+    report = validate_model(path, pipeline, X[1::2], probes=["holdout"])
+    (diagnosis,) = [d for d in report.diagnoses if d.kind == "pipeline"]
+    assert diagnosis.summary == (
+        "steps before step 2 'double' (StatelessDoubler) convert faithfully; from step 2 on the "
+        "prefixes could not be checked, so the divergence is in steps 2..3"
+    )
+    assert diagnosis.data["prefixes"][1]["checked"] is False
+    assert "is not fitted" in diagnosis.data["prefixes"][1]["error"]
+    assert "StatelessDoubler" in diagnosis.next_step
+
+
 # --------------------------------------------------------------- learned NaN routing dropped
 @pytest.fixture(scope="module")
 def nan_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any, pd.DataFrame]:
@@ -158,7 +204,9 @@ def nan_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any
     model = HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(frame[:500], y[:500])
     folder = tmp_path_factory.mktemp("nan")
     faithful = folder / "faithful.onnx"
-    conversion = convert_estimator(model, frame.head(50))
+    # float64, so that rows on the thresholds keep their decisions too (float32 does not:
+    # HistGradientBoosting compares float64 values).
+    conversion = convert_estimator(model, frame.head(50), precision="double")
     conversion.save(faithful)
     # The same graph without the learned direction for NaN: what a converter that ignores
     # missing_go_to_left writes.
@@ -192,6 +240,31 @@ def test_faithful_nan_routing_passes_every_probe_set(nan_model) -> None:
     assert report.verdict == "EQUIVALENT", report.failing_probe_sets
     assert report.probe_set("missing").gating and report.probe_set("missing").n_rows > 0
     assert report.warning_probe_sets == [] and report.diagnoses == []
+    # onnx.reference has no float64 tree ensemble: it is left out, and the report says so.
+    assert report.runtimes["reference"]["failed_on"] == [
+        "holdout",
+        "range",
+        "thresholds",
+        "edge",
+        "missing",
+        "batch",
+    ]
+    assert "TreeEnsembleRegressor" in report.runtimes["reference"]["error"]
+    assert [p.name for p in report.probe_set("holdout").pairs] == ["sklearn~onnxruntime"]
+
+
+def test_missing_values_warn_when_the_rows_hold_no_nan(nan_model) -> None:
+    _, lost, model, holdout = nan_model
+    complete = holdout.dropna()
+    report = validate_model(lost, model, complete)
+    # No NaN in the rows given: a divergence on NaN rows is a warning unless asked to gate.
+    assert report.verdict == "EQUIVALENT"
+    assert report.warning_probe_sets == ["missing"] and not report.probe_set("missing").gating
+    (diagnosis,) = report.diagnoses
+    assert diagnosis.kind == "missing-values"
+    assert any(line.startswith("a warning, not part of the verdict") for line in diagnosis.details)
+    strict = validate_model(lost, model, complete, missing_values="gate")
+    assert strict.verdict == "DIVERGENT" and strict.failing_probe_sets == ["missing"]
 
 
 # ------------------------------------------------------- the two ONNX runtimes disagree
@@ -264,7 +337,7 @@ def test_equivalent_models_pass_every_probe_set(spec: str, tmp_path: Path) -> No
     assert all(p.ok for p in report.probe_sets if p.gating)
 
 
-def test_reference_model_passes_with_a_missing_value_warning(iris_bundle: Bundle) -> None:
+def test_reference_model_passes_every_probe_set(iris_bundle: Bundle) -> None:
     report = validate_bundle(iris_bundle)
     assert report.verdict == "EQUIVALENT"
     assert [p.name for p in report.probe_sets if p.skipped is None] == [
@@ -275,13 +348,11 @@ def test_reference_model_passes_with_a_missing_value_warning(iris_bundle: Bundle
         "missing",
         "batch",
     ]
+    assert all(p.ok for p in report.probe_sets)
     assert report.probe_set("strings").skipped == "no string columns"
-    # scikit-learn's forest routes NaN to the bigger child; the ONNX graph does not. The holdout
-    # has no NaN, so this is reported as a warning, and gates when asked to.
-    assert report.warning_probe_sets == ["missing"]
-    assert report.diagnoses[0].kind == "missing-values"
-    strict = validate_bundle(iris_bundle, missing_values="gate", write_report=False)
-    assert strict.verdict == "DIVERGENT" and strict.failing_probe_sets == ["missing"]
+    assert report.warning_probe_sets == [] and report.diagnoses == []
+    proba = report.probe_set("thresholds").pairs[0].outputs[1]
+    assert proba.name == "probabilities" and proba.max_abs_diff <= 1e-6
 
 
 # ------------------------------------------------------------------- string inputs

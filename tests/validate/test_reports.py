@@ -36,10 +36,11 @@ def test_json_report_schema(iris_bundle: Bundle) -> None:
         "onnxruntime~reference",
     ]
     assert holdout["pairs"][0]["outputs"][1]["status"] == "OK"
-    assert saved["failing_probe_sets"] == [] and saved["warning_probe_sets"] == ["missing"]
+    assert saved["failing_probe_sets"] == [] and saved["warning_probe_sets"] == []
+    assert saved["probe_sets"][0]["fails_verdict"] is False
     assert "diff_samples" not in saved
     card = Bundle.open(iris_bundle.path).card["validation"]
-    assert card["verdict"] == "EQUIVALENT" and card["warning_probe_sets"] == ["missing"]
+    assert card["verdict"] == "EQUIVALENT" and card["failing_probe_sets"] == []
 
 
 def test_html_report_is_self_contained(iris_bundle: Bundle) -> None:
@@ -56,7 +57,7 @@ def test_html_report_is_self_contained(iris_bundle: Bundle) -> None:
     assert len(images) == 2  # the histograms, and bench.png
     assert all(base64.b64decode(i).startswith(PNG_MAGIC) for i in images)
     assert base64.b64decode(images[1]) == bench.read_bytes()
-    for text in ("thresholds", "sklearn~reference", "missing-value routing was lost"):
+    for text in ("thresholds", "sklearn~reference", "Nothing to diagnose.", "verdict: EQUIVALENT"):
         assert text in page
 
 

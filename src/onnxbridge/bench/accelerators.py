@@ -10,9 +10,9 @@ accelerator for batch scoring **only when it is both equivalent and faster**
   library with gcc;
 - ``lleaves``: LightGBM models, compiled with LLVM.
 
-Probe rows: the holdout rows plus random rows drawn uniformly within each column's observed range
-(seed 0) — :func:`probe_rows`. Equivalence: identical labels and probabilities (or values) within
-the tolerances ``validate`` uses.
+Probe rows: the probe sets ``onnxbridge validate`` builds (holdout, range, split thresholds, edge
+values, missing values when the model accepts them) — :func:`probe_rows`. Equivalence: identical
+labels and probabilities (or values) within the tolerances ``validate`` uses.
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class AcceleratorCheck:
             "name": self.name,
             "verdict": "EQUIVALENT" if self.equivalent else "DIVERGENT",
             "label_mismatches": self.label_mismatches,
-            "max_abs_diff": self.max_abs_diff,
+            # JSON has no infinity: a candidate that could not be compared has no difference.
+            "max_abs_diff": self.max_abs_diff if np.isfinite(self.max_abs_diff) else None,
             "probe_rows": self.probe_rows,
             "speedups": {str(k): v for k, v in self.speedups.items()},
             "chosen": self.chosen,
@@ -129,12 +130,40 @@ class AcceleratorCheck:
         }
 
 
-def probe_rows(rows: pd.DataFrame, *, n_random: int = _RANDOM_PROBES, seed: int = 0) -> np.ndarray:
-    """The rows a candidate is checked on: ``rows`` plus random rows within each column's range.
+def probe_rows(
+    rows: pd.DataFrame,
+    *,
+    schema: Any = None,
+    estimator: Any = None,
+    accepts_missing: bool = False,
+    n_random: int = _RANDOM_PROBES,
+    seed: int = 0,
+) -> np.ndarray:
+    """The rows a candidate is checked on: ``validate``'s probe sets, stacked.
+
+    With a ``schema`` (the model's input columns), these are the probe sets ``onnxbridge
+    validate`` builds (:func:`onnxbridge.validate.probes.build_probe_sets`): the rows, random
+    rows within each feature's range, rows on every split threshold of ``estimator`` and one
+    float32 step either side, edge values, and rows with NaN when the model accepts them.
+    Without one, the rows plus ``n_random`` random rows within each column's range (seed 0).
 
     Returns:
-        ``[len(rows) + n_random, F]`` float32.
+        ``[M, F]`` float32.
     """
+    if schema is not None:
+        from onnxbridge.validate.probes import ProbeSpec, build_probe_sets
+
+        spec = ProbeSpec(
+            probes=("holdout", "range", "thresholds", "edge", "missing"),
+            seed=seed,
+            range_rows=n_random,
+        )
+        sets = build_probe_sets(
+            rows, schema, estimator=estimator, accepts_missing=accepts_missing, spec=spec
+        )
+        frames = [p.frame for p in sets if p.skipped is None and len(p.frame)]
+        stacked = pd.concat(frames, ignore_index=True)[schema.names]
+        return stacked.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
     values = rows.to_numpy(dtype=np.float64, na_value=np.nan)
     low = np.nanmin(values, axis=0)
     high = np.nanmax(values, axis=0)
@@ -236,7 +265,17 @@ def _build_tl2cgen(
             model = treelite.frontend.from_lightgbm(estimator.booster_)
         else:
             model = treelite.sklearn.import_model(estimator)
-        tl2cgen.export_lib(model, toolchain="gcc", libpath=str(library), verbose=False)
+        # Split the generated C into several files compiled side by side: one file for a
+        # 100-tree forest took gcc -O3 over 7 minutes on a busy 2-core machine.
+        cores = max(threads)
+        tl2cgen.export_lib(
+            model,
+            toolchain="gcc",
+            libpath=str(library),
+            params={"parallel_comp": 4 * cores},
+            nthread=cores,
+            verbose=False,
+        )
     result = []
     for n in threads:
         with _quiet():

@@ -153,7 +153,8 @@ def compare_speed(
         # Same rows, with the names the estimator was fitted on (avoids sklearn's warning).
         X = pd.DataFrame(X, columns=list(names))
     feeds = predictor.prepare(X)
-    session = predictor.session
+    # A tuned model runs large batches on its throughput session (runtime/settings.py).
+    session = predictor.session_for(len(X))
     timings = measure_many(
         {"sklearn": lambda: estimator.predict(X), "onnxruntime": lambda: session.run(None, feeds)},
         repeat=repeat,

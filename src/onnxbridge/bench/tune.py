@@ -538,7 +538,13 @@ def _tune_accelerators(
     candidates, skipped = build_candidates(estimator, workdir, n_classes=n_classes, threads=threads)
     if not candidates:
         return None, [], skipped
-    probes = probe_rows(source.rows)
+    metadata = predictor.metadata
+    probes = probe_rows(
+        source.rows,
+        schema=metadata.features if metadata is not None else None,
+        estimator=estimator,
+        accepts_missing=metadata is not None and metadata.missing_values == "accepted",
+    )
     checks = [check_candidate(c, predictor, probes) for c in candidates]
     session = _session(source.onnx_path, throughput)
     sizes = sorted({min(1_000, throughput_rows), throughput_rows})

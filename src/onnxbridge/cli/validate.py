@@ -138,6 +138,10 @@ def print_validation(report: Any, console: Console) -> None:
     )
     if skipped:
         console.print("skipped: " + "; ".join(skipped))
+    for name, info in report.runtimes.items():
+        if not info.get("available", True) or info.get("failed_on"):
+            where = ", ".join(info.get("failed_on") or []) or "every probe set"
+            console.print(f"note: {name} could not run the model on {where}: {info.get('error')}")
     shown = {c.name for c in report.outputs} or set(report.tolerances)
     parts = [
         f"{role} |Δ| <= {t['atol']:g} + {t['rtol']:g}·|a|"

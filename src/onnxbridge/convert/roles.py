@@ -88,7 +88,9 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
 
     Predicting models put the label first, then probabilities (when the estimator has
     ``predict_proba``) or scores; regressors and transformers have one output. A classifier
-    with only ``predict`` (OutputCodeClassifier) has only the label role.
+    with only ``predict`` (OutputCodeClassifier) has only the label role, and so has a clusterer
+    with neither ``transform`` nor ``decision_function`` (MeanShift, AffinityPropagation):
+    scikit-learn gives nothing to compare scores with.
 
     Raises:
         ConversionError: the graph has fewer outputs than the task needs.
@@ -105,6 +107,8 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
             )
         return {"indices": output_names[0], "distances": output_names[1]}
     final = _final_step(estimator)
+    if task == "cluster" and len(output_names) == 1:
+        return {"label": output_names[0]}
     if (
         task == "classification"
         and output_names

@@ -126,11 +126,13 @@ class Predictor:
             shared machine spinning threads fight other processes for the cores, and sessions
             measured up to 3× slower (docs/benchmarks.md).
         settings: all session settings at once (:class:`~onnxbridge.runtime.SessionSettings`);
-            overrides the two arguments above.
+            overrides the two arguments above and any tuned settings.
         tuned: use the settings ``onnxbridge tune`` stored in the model (``onnxbridge.session``
-            metadata), when there are some and no settings are given here. Calls of at most
+            metadata), when there are some and ``settings`` is not given. Calls of at most
             ``tuning.latency_max_rows`` rows then run on the latency settings, larger calls on
-            the throughput settings (one session each, the second opened on first use).
+            the throughput settings (one session each, the second opened on first use);
+            ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
+            both.
 
     Small calls on a numeric array (up to 256 rows) take a bound path: an IOBinding with
     pre-allocated input and output buffers per batch size, reused across calls
@@ -166,14 +168,14 @@ class Predictor:
                     "(`onnxbridge convert` writes BUNDLE/model.onnx)"
                 )
             source = str(self.path)
-        # Settings given by the caller win over tuned ones, for every call.
-        explicit = settings is not None or intra_op_num_threads is not None
-        explicit = explicit or allow_spinning is not None
-        base = settings or SessionSettings.onnxbridge_default()
-        if settings is None and intra_op_num_threads is not None:
-            base = replace(base, intra_op_num_threads=intra_op_num_threads)
-        if settings is None and allow_spinning is not None:
-            base = replace(base, allow_spinning=allow_spinning)
+        # What the caller sets wins over tuned settings, for every call: `settings` replaces
+        # them all, the two keyword arguments replace their field in both regimes.
+        overrides: dict[str, Any] = {}
+        if intra_op_num_threads is not None:
+            overrides["intra_op_num_threads"] = intra_op_num_threads
+        if allow_spinning is not None:
+            overrides["allow_spinning"] = allow_spinning
+        base = settings or replace(SessionSettings.onnxbridge_default(), **overrides)
         where = repr(str(self.path)) if self.path else "the given bytes"
         chosen_providers = list(providers or ["CPUExecutionProvider"])
 
@@ -195,8 +197,14 @@ class Predictor:
         self.outputs = first.get_outputs()
         # `onnxbridge tune` stored per-regime settings in the model (runtime/settings.py).
         self.tuning: TuningSpec | None = (
-            None if explicit or not tuned else TuningSpec.find_in_props(props)
+            None if settings is not None or not tuned else TuningSpec.find_in_props(props)
         )
+        if self.tuning is not None and overrides:
+            self.tuning = replace(
+                self.tuning,
+                latency=replace(self.tuning.latency, **overrides),
+                throughput=replace(self.tuning.throughput, **overrides),
+            )
         fast_input = None
         if not self._multi_input():
             width = len(self.feature_names) if self.feature_names else self._input_width()

@@ -129,7 +129,17 @@ def _pipeline_diagnosis(
         if not comparison.ok:
             culprit = (k, name, step)
             break
-    if culprit is None:
+    unchecked = [e for e in evidence if not e["checked"]]
+    if culprit is None and unchecked:
+        # The divergence is at the first prefix that could not be checked, or after it.
+        k = unchecked[0]["step"]
+        name, step = steps[k - 1]
+        summary = (
+            f"steps before step {k} {name!r} ({type(step).__name__}) convert faithfully; from "
+            f"step {k} on the prefixes could not be checked, so the divergence is in steps "
+            f"{k}..{len(steps)}"
+        )
+    elif culprit is None:
         k, (name, step) = len(steps), steps[-1]
         summary = (
             f"every prefix converts faithfully; the final step {name!r} ({type(step).__name__}) "
@@ -395,8 +405,9 @@ def _runtime_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
             others = [c for c in between.outputs if c.name != "label"]
             if label is not None and not label.ok and others and all(c.ok for c in others):
                 line += (
-                    " (only labels differ, and the scores agree within tolerance: ties broken "
-                    "differently)"
+                    " (only the labels differ; the scores agree within tolerance, so the "
+                    "runtimes derive labels from the same scores differently: a tie, or the "
+                    "operator's label rule)"
                 )
         details.append(line)
     odd = {ONNXRUNTIME: "onnxruntime", REFERENCE: "onnx.reference"}

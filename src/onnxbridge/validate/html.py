@@ -177,7 +177,10 @@ def render_html(report: ValidationReport, *, bench_png: str | Path | None = None
     """
     histogram = _histograms(report)
     runtimes = ", ".join(
-        f"{name} ({info.get('version')})"
+        f"{name} ({info.get('version')}; could not run on {', '.join(info['failed_on'])}: "
+        f"{info.get('error')})"
+        if info.get("failed_on")
+        else f"{name} ({info.get('version')})"
         if info.get("available")
         else f"{name} (unavailable: {info.get('error')})"
         for name, info in report.runtimes.items()

@@ -145,7 +145,8 @@ def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
     if name.startswith("XGB") and hasattr(estimator, "get_booster"):
         frame = estimator.get_booster().trees_to_dataframe()
         frame = frame[frame["Feature"] != "Leaf"]
-        names = list(getattr(estimator, "feature_names_in_", []) or [])
+        fitted_names = getattr(estimator, "feature_names_in_", None)
+        names = [] if fitted_names is None else [str(n) for n in fitted_names]
         found = []
         for feature, split in zip(frame["Feature"], frame["Split"], strict=True):
             if feature in names:

@@ -77,6 +77,8 @@ class ProbeSetResult:
         refused: scikit-learn's message for the first refused row.
         gating: whether a failure makes the verdict DIVERGENT (False: reported as a warning;
             see ``missing_values`` in :func:`onnxbridge.validate.validate_model`).
+        unavailable: runtime → why it could not score these rows (``onnx.reference`` lacks
+            some kernels ONNX Runtime has); its pairs are then left out.
     """
 
     name: str
@@ -89,6 +91,7 @@ class ProbeSetResult:
     n_refused: int = 0
     refused: str | None = None
     gating: bool = True
+    unavailable: dict[str, str] = field(default_factory=dict)
 
     @property
     def fails_verdict(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from sklearn.datasets import make_classification
 from sklearn.neighbors import NearestCentroid
@@ -42,3 +43,17 @@ def test_manhattan_is_refused() -> None:
     model = NearestCentroid(metric="manhattan").fit(X, Y)
     with pytest.raises(ConversionError, match=r"metric='manhattan'.*refit with metric='euclidean'"):
         convert_estimator(model, X[:5])
+
+
+def test_zipmap_keeps_class_labels() -> None:
+    labels = np.array(["a", "b", "c"])[Y]
+    model = NearestCentroid().fit(X, labels)
+    result = convert_estimator(model, X[:5], zipmap=True)
+    assert result.zipmap
+    session = ort.InferenceSession(result.model.SerializeToString())
+    label, probabilities = session.run(None, {"input": X[:4].astype(np.float32)})
+    np.testing.assert_array_equal(label, model.predict(X[:4]))
+    assert sorted(probabilities[0]) == ["a", "b", "c"]
+    np.testing.assert_allclose(
+        [[row[c] for c in "abc"] for row in probabilities], model.predict_proba(X[:4]), atol=1e-5
+    )

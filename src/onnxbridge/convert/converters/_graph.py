@@ -11,19 +11,35 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxbridge.errors import ConversionError
 
 __all__ = [
     "KERNELS",
     "Graph",
+    "LoopBody",
+    "add_loop",
     "class_constant",
     "float_tensor_type",
     "gather_labels",
+    "label_output_parser",
     "label_tensor_type",
     "set_float_output",
+    "single_output_parser",
 ]
+
+# Operators whose axes moved from an attribute to an input, and the opset that moved them.
+_AXES_AS_INPUT = {
+    "ReduceSum": 13,
+    "Unsqueeze": 13,
+    "Squeeze": 13,
+    "ReduceMax": 18,
+    "ReduceMean": 18,
+    "ReduceMin": 18,
+    "ReduceProd": 18,
+    "ReduceSumSquare": 18,
+}
 
 # Kernels of sklearn.metrics.pairwise.pairwise_kernels that a graph reproduces.
 KERNELS = (
@@ -70,6 +86,9 @@ class Graph:
         double = isinstance(operator.inputs[0].type, DoubleTensorType)
         self.dtype: type = np.float64 if double else np.float32
         self.onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
+        # The default-domain opset the model is built for (a user may ask for an older one).
+        self.opset = int(getattr(container, "target_opset", None) or 22)
+        self._int_values: dict[str, list[int]] = {}
 
     @property
     def input(self) -> str:
@@ -93,11 +112,25 @@ class Graph:
 
     def int64(self, values: Any, hint: str = "i") -> str:
         """An int64 initializer (axes, shapes, indices)."""
-        return self.const(values, dtype=np.int64, hint=hint)
+        name = self.const(values, dtype=np.int64, hint=hint)
+        self._int_values[name] = np.asarray(values, dtype=np.int64).ravel().tolist()
+        return name
 
     def node(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
-        """Add one node with one output; returns the output's name."""
+        """Add one node with one output; returns the output's name.
+
+        Written in the newest form; for older target opsets, axes given as an input become the
+        attribute the older operator takes, and ``Shape(start, end)`` becomes ``Shape`` + ``Slice``.
+        """
         output = output or self.name(op_type.lower())
+        since = _AXES_AS_INPUT.get(op_type)
+        if since is not None and self.opset < since and len(inputs) == 2:
+            attrs = {**attrs, "axes": self._int_values[inputs[1]]}
+            inputs = inputs[:1]
+        if op_type == "Shape" and self.opset < 15 and ("start" in attrs or "end" in attrs):
+            full = self.node("Shape", inputs)
+            start, end = attrs.get("start", 0), attrs.get("end", np.iinfo(np.int64).max)
+            return self.node("Slice", [full, self.int64([start]), self.int64([end])], output)
         self.container.add_node(
             op_type,
             inputs,
@@ -109,11 +142,38 @@ class Graph:
 
     def fill_rows(self, x: str, value: int, output: str | None = None) -> str:
         """``[N, F] -> [N]``: the int64 ``value`` once per row of ``x``."""
-        from onnx import helper
-
         rows = self.node("Shape", [x], start=0, end=1)
         fill = helper.make_tensor("value", TensorProto.INT64, [1], [int(value)])
         return self.node("ConstantOfShape", [rows], output, value=fill)
+
+    def solve_spd(self, system: str, rhs: str, k: int, pivots: list[str] | None = None) -> str:
+        """``[N, k, k], [N, k, 1] -> [N, k, 1]``: every row's symmetric positive definite system
+        solved by Gauss-Jordan elimination, unrolled over the ``k`` pivots (positive definite:
+        no pivoting needed).
+
+        ``pivots``, if given, receives the ``[N, 1, 1]`` pivot of each step: the last one is the
+        Schur complement of the leading block (the square of Cholesky's last diagonal entry).
+        """
+        augmented = self.node("Concat", [system, rhs], axis=2)  # [N, k, k + 1]
+        for p in range(k):
+            pivot_row = self.node(
+                "Slice", [augmented, self.int64([p]), self.int64([p + 1]), self.int64([1])]
+            )
+            pivot = self.node(
+                "Slice", [pivot_row, self.int64([p]), self.int64([p + 1]), self.int64([2])]
+            )
+            if pivots is not None:
+                pivots.append(pivot)
+            normalised = self.node("Div", [pivot_row, pivot])  # [N, 1, k + 1]
+            factor = self.node(
+                "Slice", [augmented, self.int64([p]), self.int64([p + 1]), self.int64([2])]
+            )
+            eliminated = self.node("Sub", [augmented, self.node("Mul", [factor, normalised])])
+            is_pivot = self.const((np.arange(k) == p).reshape(1, k, 1), dtype=bool)
+            augmented = self.node("Where", [is_pivot, normalised, eliminated])
+        return self.node(
+            "Slice", [augmented, self.int64([k]), self.int64([k + 1]), self.int64([2])]
+        )
 
     # -- building blocks -------------------------------------------------------------------
 
@@ -267,3 +327,106 @@ def gather_labels(g: Graph, index: str, classes: np.ndarray, owner: str, output:
     else:
         name = g.int64(table, hint="classes")
     return g.node("Gather", [name, index], output, axis=0)
+
+
+def single_output_parser(
+    scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None
+) -> list[Any]:
+    """A skl2onnx parser declaring one output (``variable``), whatever mixins the estimator has.
+
+    skl2onnx's default parser gives every ``ClusterMixin`` a label and a score output; transformers
+    that are clusterers too (FeatureAgglomeration) only transform.
+    """
+    from skl2onnx._supported_operators import get_model_alias
+    from skl2onnx.common.data_types import guess_tensor_type
+
+    operator = scope.declare_local_operator(get_model_alias(type(model)), model)
+    operator.inputs = inputs
+    output = scope.declare_local_variable("variable", guess_tensor_type(inputs[0].type))
+    operator.outputs.append(output)
+    return operator.outputs
+
+
+def label_output_parser(
+    scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None
+) -> list[Any]:
+    """A skl2onnx parser declaring only a ``label`` output (clusterers without scores)."""
+    from skl2onnx._supported_operators import get_model_alias
+    from skl2onnx.common.data_types import Int64TensorType
+
+    operator = scope.declare_local_operator(get_model_alias(type(model)), model)
+    operator.inputs = inputs
+    operator.outputs.append(scope.declare_local_variable("label", Int64TensorType()))
+    return operator.outputs
+
+
+class LoopBody:
+    """An ONNX ``Loop`` body under construction: its inputs, nodes and constants.
+
+    The carried values are float64 tensors; the body's own constants are ``Constant`` nodes, so
+    it reads nothing from the outer graph but what it is given.
+    """
+
+    def __init__(self, prefix: str, carried: list[str], opset: int = 22) -> None:
+        self.prefix = prefix
+        self.nodes: list[Any] = []
+        self.count = 0
+        self.opset = opset
+        self._int_values: dict[str, list[int]] = {}
+        self.iteration = self.name("iteration")
+        self.cond_in = self.name("cond_in")
+        self.inputs = [self.name(hint) for hint in carried]
+
+    def name(self, hint: str) -> str:
+        self.count += 1
+        return f"{self.prefix}_{hint}_{self.count}"
+
+    def const(self, value: Any, dtype: Any = np.float64) -> str:
+        out = self.name("c")
+        array = np.asarray(value, dtype=dtype)
+        tensor = numpy_helper.from_array(array, out)
+        self.nodes.append(helper.make_node("Constant", [], [out], value=tensor))
+        if array.dtype == np.int64:
+            self._int_values[out] = array.ravel().tolist()
+        return out
+
+    def node(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
+        """Add one node (axes given as an input move to the attribute for older opsets)."""
+        output = self.name(op_type.lower())
+        since = _AXES_AS_INPUT.get(op_type)
+        if since is not None and self.opset < since and len(inputs) == 2:
+            attrs = {**attrs, "axes": self._int_values[inputs[1]]}
+            inputs = inputs[:1]
+        self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
+        return output
+
+    def graph(self, cond_out: str, outputs: list[str]) -> Any:
+        def value(name: str, elem_type: int) -> Any:
+            return helper.make_tensor_value_info(name, elem_type, None)
+
+        return helper.make_graph(
+            self.nodes,
+            self.prefix,
+            [
+                helper.make_tensor_value_info(self.iteration, TensorProto.INT64, []),
+                helper.make_tensor_value_info(self.cond_in, TensorProto.BOOL, []),
+            ]
+            + [value(name, TensorProto.DOUBLE) for name in self.inputs],
+            [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, [])]
+            + [value(name, TensorProto.DOUBLE) for name in outputs],
+        )
+
+
+def add_loop(
+    g: Graph, body: LoopBody, max_iter: int, initial: list[str], cond_out: str, outputs: list[str]
+) -> list[str]:
+    """Run ``body`` at most ``max_iter`` times from ``initial``; the final carried values."""
+    finals = [g.name("loop_out") for _ in initial]
+    g.container.add_node(
+        "Loop",
+        [g.int64(max_iter), g.const(True, dtype=bool), *initial],
+        finals,
+        name=g.scope.get_unique_operator_name("Loop"),
+        body=body.graph(cond_out, outputs),
+    )
+    return finals

@@ -7,6 +7,12 @@
   (``[N, splits]``) and picks the one leaf whose path agrees with all of them through a
   ``splits x leaves`` matrix, so no row-dependent control flow is needed. Scores are
   ``transform``'s distances to ``cluster_centers_``.
+- MeanShift, AffinityPropagation: the index of the nearest cluster centre,
+  ``[N, F] -> label [N]`` only (scikit-learn gives them no ``transform`` to check scores with).
+  An AffinityPropagation that did not converge (no centres; scikit-learn labels every row -1
+  with a warning) and ``affinity="precomputed"`` are refused.
+- FeatureAgglomeration (a transformer: ``[N, F] -> transformed [N, clusters]``): the mean of each
+  cluster of features, ``X @ membership / cluster size``; other ``pooling_func`` are refused.
 """
 
 from __future__ import annotations
@@ -14,11 +20,23 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.cluster import Birch, BisectingKMeans
+from sklearn.cluster import (
+    AffinityPropagation,
+    Birch,
+    BisectingKMeans,
+    FeatureAgglomeration,
+    MeanShift,
+)
 from sklearn.datasets import make_blobs
 
-from onnxbridge.convert.converters._graph import Graph, set_float_output
+from onnxbridge.convert.converters._graph import (
+    Graph,
+    label_output_parser,
+    set_float_output,
+    single_output_parser,
+)
 from onnxbridge.convert.registry import ConverterSpec, register_converter
+from onnxbridge.errors import ConversionError
 
 
 def _set_label_and_scores(operator: Any, n_scores: int) -> None:
@@ -124,7 +142,96 @@ def _bisecting_example() -> tuple[Any, Any]:
     return BisectingKMeans(n_clusters=5, random_state=0).fit(X), X_new
 
 
+# -- MeanShift / AffinityPropagation ---------------------------------------------------------
+
+
+def _label_shape(operator: Any) -> None:
+    from skl2onnx.common.data_types import Int64TensorType
+
+    operator.outputs[0].type = Int64TensorType([None])
+
+
+def _nearest_center_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    name = type(model).__name__
+    if getattr(model, "affinity", "euclidean") == "precomputed":
+        raise ConversionError(
+            f"{name}(affinity='precomputed') predicts from a precomputed affinity matrix, not "
+            "from features; refit with affinity='euclidean'"
+        )
+    centers = np.asarray(model.cluster_centers_, dtype=np.float64)
+    if centers.shape[0] == 0:
+        raise ConversionError(
+            f"{name} did not converge and has no cluster centres (scikit-learn labels every row "
+            "-1); refit with a larger max_iter or damping"
+        )
+    g = Graph(scope, operator, container)
+    squared = g.squared_euclidean(g.input, centers)
+    g.node("ArgMin", [squared], g.output(0), axis=1, keepdims=0)
+
+
+def _mean_shift_example() -> tuple[Any, Any]:
+    X, X_new = _blobs(100, 3, 0.7, 2)
+    return MeanShift(bandwidth=2.0).fit(X), X_new
+
+
+def _affinity_example() -> tuple[Any, Any]:
+    X, X_new = _blobs(60, 3, 0.7, 4)
+    return AffinityPropagation(random_state=0).fit(X), X_new
+
+
+# -- FeatureAgglomeration -------------------------------------------------------------------
+
+
+def _agglomeration_shape(operator: Any) -> None:
+    set_float_output(operator, 0, [None, int(np.max(operator.raw_operator.labels_)) + 1])
+
+
+def _agglomeration_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    if model.pooling_func is not np.mean:
+        name = getattr(model.pooling_func, "__name__", repr(model.pooling_func))
+        raise ConversionError(
+            f"FeatureAgglomeration(pooling_func={name}) cannot be converted; only the default "
+            "pooling_func=np.mean is supported: refit with it"
+        )
+    g = Graph(scope, operator, container)
+    labels = np.asarray(model.labels_)
+    membership = (labels[:, None] == np.arange(labels.max() + 1)[None, :]).astype(np.float64)
+    # As scikit-learn: the sum over each cluster (bincount), then a division by its size.
+    sums = g.matmul_const(g.input, membership.astype(g.dtype))
+    g.node("Div", [sums, g.const(membership.sum(axis=0).reshape(1, -1))], g.output())
+
+
+def _agglomeration_example() -> tuple[Any, Any]:
+    rng = np.random.RandomState(0)
+    base = rng.normal(size=(60, 3))
+    X = np.hstack([base, base + 0.1 * rng.normal(size=(60, 3)), rng.normal(size=(60, 2))])
+    return FeatureAgglomeration(n_clusters=4).fit(X), X
+
+
 for _spec in (
+    ConverterSpec(
+        MeanShift,
+        _label_shape,
+        _nearest_center_convert,
+        _mean_shift_example,
+        parser=label_output_parser,
+    ),
+    ConverterSpec(
+        AffinityPropagation,
+        _label_shape,
+        _nearest_center_convert,
+        _affinity_example,
+        parser=label_output_parser,
+    ),
+    ConverterSpec(
+        FeatureAgglomeration,
+        _agglomeration_shape,
+        _agglomeration_convert,
+        _agglomeration_example,
+        parser=single_output_parser,
+    ),
     ConverterSpec(Birch, _birch_shape, _birch_convert, _birch_example),
     ConverterSpec(BisectingKMeans, _bisecting_shape, _bisecting_convert, _bisecting_example),
 ):

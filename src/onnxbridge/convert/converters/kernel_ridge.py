@@ -3,7 +3,8 @@
 skl2onnx has no converter. The kernel is one of scikit-learn's named kernels (``linear``, ``poly``
 / ``polynomial``, ``rbf``, ``laplacian``, ``sigmoid``, ``cosine``, ``chi2``, ``additive_chi2``) with
 the model's ``gamma`` / ``degree`` / ``coef0``; a callable or ``precomputed`` kernel is refused.
-The training rows are stored in the graph: ``[N, F] -> value [N, T]`` (``T = 1`` for one target).
+The training rows are stored in the graph: ``[N, F] -> value [N, T]`` (``T = 1`` for one target);
+for the linear kernel (the default) they fold into one ``[F, T]`` matrix instead.
 ``laplacian`` and the chi² kernels build an ``[N, M, F]`` tensor (M training rows).
 """
 
@@ -45,6 +46,12 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
     kernel = _check_kernel(model)
     g = Graph(scope, operator, container)
     points = np.asarray(model.X_fit_, dtype=np.float64)
+    dual = np.asarray(model.dual_coef_, dtype=np.float64).reshape(points.shape[0], -1)
+    if kernel == "linear":
+        # (x @ X_fit_.T) @ dual == x @ (X_fit_.T @ dual): one [F, T] matrix, folded in float64.
+        # Same value, but float32 no longer sums M large terms of both signs.
+        g.matmul_const(g.input, (points.T @ dual).astype(g.dtype), g.output())
+        return
     gram = g.kernel(
         g.input,
         points,
@@ -54,7 +61,6 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
         coef0=model.coef0,
         n_features=points.shape[1],
     )
-    dual = np.asarray(model.dual_coef_, dtype=np.float64).reshape(points.shape[0], -1)
     g.matmul_const(gram, dual.astype(g.dtype), g.output())
 
 

@@ -30,8 +30,15 @@ from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
 
+def _class_labels(scope: Any, model: Any) -> np.ndarray:
+    """The labels the graph outputs: the classes, or their indices with skl2onnx's ``nocl``."""
+    if scope.get_options(model, {"nocl": False})["nocl"]:
+        return np.arange(len(model.classes_), dtype=np.int64)
+    return model.classes_
+
+
 def _shape(operator: Any) -> None:
-    classes = operator.raw_operator.classes_
+    classes = _class_labels(operator.scope_inst, operator.raw_operator)
     operator.outputs[0].type = label_tensor_type(classes)([None])
     set_float_output(operator, 1, [None, len(classes)])
 
@@ -57,7 +64,7 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
         index = g.node("ArgMin", [g.squared_euclidean(g.input, centroids)], axis=1, keepdims=0)
     else:
         index = g.node("ArgMax", [scores], axis=1, keepdims=0)
-    gather_labels(g, index, model.classes_, "NearestCentroid", g.output(0))
+    gather_labels(g, index, _class_labels(scope, model), "NearestCentroid", g.output(0))
 
 
 def _example() -> tuple[Any, Any]:
@@ -73,6 +80,6 @@ register_converter(
         _shape,
         _convert,
         _example,
-        options={"zipmap": [False, True, "columns"]},
+        options={"zipmap": [False, True, "columns"], "nocl": [False, True]},
     )
 )

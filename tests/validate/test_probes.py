@@ -1,0 +1,158 @@
+"""Probe sets: what each generator builds, tree walking for every supported family, options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import (
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    RandomForestClassifier,
+)
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeRegressor
+
+from onnxbridge.data import FeatureSchema
+from onnxbridge.errors import DataError
+from onnxbridge.validate.probes import (
+    EDGE_VALUES,
+    STRING_VALUES,
+    ProbeSpec,
+    build_probe_sets,
+    tree_thresholds,
+)
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(rng.rand(120, 3) * [1, 10, 100], columns=["a", "b", "c"])
+    return frame, (frame["a"] + frame["b"] / 10 > 1).astype(int).to_numpy()
+
+
+def _by_name(sets):
+    return {s.name: s for s in sets}
+
+
+def test_thresholds_are_walked_for_every_tree_family(data) -> None:
+    X, y = data
+    tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, y)
+    expected = sorted(
+        (int(f), float(t))
+        for f, t, left in zip(
+            tree.tree_.feature, tree.tree_.threshold, tree.tree_.children_left, strict=True
+        )
+        if left >= 0
+    )
+    assert [(s.feature, s.threshold) for s in tree_thresholds(tree)] == sorted(set(expected))
+    for model in (
+        RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0),
+        GradientBoostingRegressor(n_estimators=3, max_depth=2, random_state=0),
+        HistGradientBoostingClassifier(max_iter=3, random_state=0),
+    ):
+        splits = tree_thresholds(model.fit(X, y))
+        assert splits and all(0 <= s.feature < 3 and s.left_is_le for s in splits), model
+    assert tree_thresholds(LogisticRegression().fit(X, y)) is None
+    # A tree behind a scaler sees scaled columns: no thresholds on the input.
+    assert tree_thresholds(make_pipeline(StandardScaler(), tree).fit(X, y)) is None
+    assert tree_thresholds(make_pipeline(tree).fit(X, y))
+
+
+def test_booster_thresholds(data) -> None:
+    xgboost = pytest.importorskip("xgboost")
+    lightgbm = pytest.importorskip("lightgbm")
+    X, y = data
+    xgb = xgboost.XGBClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, y)
+    splits = tree_thresholds(xgb)
+    assert splits and all(0 <= s.feature < 3 and not s.left_is_le for s in splits)
+    lgbm = lightgbm.LGBMClassifier(n_estimators=3, num_leaves=4, verbose=-1).fit(X, y)
+    splits = tree_thresholds(lgbm)
+    assert splits and all(0 <= s.feature < 3 and s.left_is_le for s in splits)
+
+
+def test_threshold_rows_sit_on_and_beside_each_split(data) -> None:
+    X, y = data
+    tree = DecisionTreeRegressor(max_depth=2, random_state=0).fit(X, y)
+    (probe,) = build_probe_sets(
+        X,
+        FeatureSchema.from_frame(X),
+        estimator=tree,
+        accepts_missing=False,
+        spec=ProbeSpec(probes=("thresholds",)),
+    )
+    splits = tree_thresholds(tree)
+    assert len(probe.frame) == 3 * len(splits) == len(probe.meta)
+    for i, split in enumerate(splits):
+        name = X.columns[split.feature]
+        on, below, above = probe.frame[name].iloc[3 * i : 3 * i + 3]
+        t32 = np.float32(split.threshold)
+        assert on == split.threshold
+        assert below == np.nextafter(t32, np.float32(-np.inf))
+        assert above == np.nextafter(t32, np.float32(np.inf))
+        assert [m["where"] for m in probe.meta[3 * i : 3 * i + 3]] == ["on", "below", "above"]
+
+
+def test_edge_missing_range_and_batch_rows(data) -> None:
+    X, _ = data
+    schema = FeatureSchema.from_frame(X)
+    sets = _by_name(build_probe_sets(X, schema, accepts_missing=True))
+    edge = sets["edge"].frame
+    assert len(edge) == (3 + 1) * len(EDGE_VALUES)
+    assert np.signbit(edge["a"].iloc[1]) and edge["a"].iloc[1] == 0  # -0.0 kept
+    assert (edge.iloc[-1] == -1e30).all()  # all features at once
+    missing = sets["missing"].frame
+    assert len(missing) == 3 * 20 + 1
+    assert missing["a"].iloc[:20].isna().all() and not missing["b"].iloc[:20].isna().any()
+    assert missing.iloc[-1].isna().all()
+    ranged = sets["range"].frame
+    assert len(ranged) == 200
+    assert ranged["c"].between(X["c"].min(), X["c"].max()).all()
+    assert len(sets["batch"].frame) == 20
+    assert sets["thresholds"].skipped == "not a tree model on its input columns"
+    assert sets["strings"].skipped == "no string columns"
+    refused = _by_name(build_probe_sets(X, schema, accepts_missing=False))["missing"]
+    assert refused.skipped == "the source model refuses missing values (NaN)"
+
+
+def test_strings_rows_for_text_columns() -> None:
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0], "city": ["Paris", "Lyon", "Paris"]})
+    schema = FeatureSchema.from_frame(frame.astype({"city": object}))
+    (strings,) = build_probe_sets(
+        frame, schema, accepts_missing=False, spec=ProbeSpec(probes=("strings",))
+    )
+    assert list(strings.frame["city"]) == list(STRING_VALUES)
+    assert [m["value"] for m in strings.meta] == list(STRING_VALUES)
+
+
+def test_seeds_and_sizes(data) -> None:
+    X, _ = data
+    schema = FeatureSchema.from_frame(X)
+
+    def ranged(seed: int) -> pd.DataFrame:
+        spec = ProbeSpec(probes=("range",), seed=seed, range_rows=7)
+        return build_probe_sets(X, schema, accepts_missing=False, spec=spec)[0].frame
+
+    pd.testing.assert_frame_equal(ranged(1), ranged(1))
+    assert len(ranged(1)) == 7 and not ranged(1).equals(ranged(2))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [
+        ({"probes": ("holdout", "magic")}, r"unknown probe set 'magic'; choose from holdout"),
+        ({"range_rows": 0}, r"range_rows must be an integer >= 1, got 0"),
+        ({"batch_rows": 2.5}, r"batch_rows must be an integer >= 1, got 2.5"),
+    ],
+)
+def test_bad_spec(kwargs, pattern) -> None:
+    with pytest.raises(DataError, match=pattern):
+        ProbeSpec(**kwargs)
+
+
+def test_no_rows(data) -> None:
+    X, _ = data
+    with pytest.raises(DataError, match=r"the rows to validate on are empty"):
+        build_probe_sets(X.iloc[:0], FeatureSchema.from_frame(X), accepts_missing=False)
