@@ -239,7 +239,7 @@ def test_reconverting_removes_the_stale_report(iris_bundle: Bundle) -> None:
     from onnxbridge import validate_bundle
 
     validate_bundle(iris_bundle)
-    report = iris_bundle.reports_dir / "validation.json"
-    assert report.is_file()
+    reports = [iris_bundle.reports_dir / name for name in ("validation.json", "validation.html")]
+    assert all(report.is_file() for report in reports)
     convert_bundle(iris_bundle)
-    assert not report.exists()
+    assert not any(report.exists() for report in reports)

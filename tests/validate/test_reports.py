@@ -97,6 +97,9 @@ def test_html_report_renders_in_headless_chromium(iris_bundle: Bundle, tmp_path:
 
 
 def test_no_html_flag_writes_json_only(iris_bundle: Bundle) -> None:
+    validate_bundle(iris_bundle, probes=["holdout"])
+    assert (iris_bundle.reports_dir / "validation.html").is_file()
+    # A page from the earlier run would contradict the new validation.json: it goes.
     validate_bundle(iris_bundle, html=False)
     assert (iris_bundle.reports_dir / "validation.json").is_file()
     assert not (iris_bundle.reports_dir / "validation.html").exists()

@@ -474,9 +474,8 @@ def convert_bundle(
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
     # A verdict about the previous model.onnx no longer applies: drop it and its report.
     bundle.card.pop("validation", None)
-    stale = bundle.reports_dir / "validation.json"
-    if stale.exists():
-        stale.unlink()
+    for stale in ("validation.json", "validation.html"):
+        (bundle.reports_dir / stale).unlink(missing_ok=True)
     bundle.card["conversion"] = {
         "converter": "skl2onnx",
         "opsets": result.metadata.opsets,

@@ -75,7 +75,6 @@ class ServedModel:
         self.version = version
         self.path = path
         self.predictor = Predictor(path, **session_options)
-        self._session = self.predictor.session
         self.metadata = self.predictor.metadata
         self.inputs = [TensorSpec.from_ort(i) for i in self.predictor.inputs]
         self.outputs = [TensorSpec.from_ort(o) for o in self.predictor.outputs]
@@ -115,8 +114,10 @@ class ServedModel:
         Raises:
             InferenceError: ONNX Runtime refused the feeds.
         """
+        rows = next((len(v) for v in feeds.values() if getattr(v, "ndim", 0) > 0), 1)
         try:
-            return self._session.run(output_names, feeds)
+            # The tuned session of the regime this batch size falls in (see `onnxbridge tune`).
+            return self.predictor.session_for(rows).run(output_names, feeds)
         except Exception as exc:  # ORT's own Fail / InvalidArgument
             raise InferenceError(
                 f"model {self.name!r} failed on this input (onnxruntime: {first_line(exc)}); "

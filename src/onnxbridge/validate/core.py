@@ -611,7 +611,10 @@ def validate_bundle(
 
 
 def write_reports(report: ValidationReport, folder: str | Path, *, html: bool = True) -> list[Path]:
-    """Write ``validation.json`` (and ``validation.html``) into ``folder``, atomically."""
+    """Write ``validation.json`` and ``validation.html`` into ``folder``, atomically.
+
+    With ``html=False`` an older ``validation.html`` there is removed.
+    """
     import json
 
     from onnxbridge.bundle import atomic_write_path
@@ -622,10 +625,12 @@ def write_reports(report: ValidationReport, folder: str | Path, *, html: bool = 
     with atomic_write_path(target) as tmp:
         tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     written.append(target)
+    page = folder / "validation.html"
+    if not html and page.exists():
+        page.unlink()  # it would describe an older run than validation.json
     if html:
         from onnxbridge.validate.html import render_html
 
-        page = folder / "validation.html"
         bench = folder / "bench.png"
         with atomic_write_path(page) as tmp:
             tmp.write_text(render_html(report, bench_png=bench if bench.is_file() else None))
