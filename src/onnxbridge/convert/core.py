@@ -295,6 +295,10 @@ def convert_estimator(
         ml_opset,
         zipmap=zipmap and task == "classification",
     )
+    if precision == "double":
+        from onnxbridge.convert.precision import fix_double_graph
+
+        model = fix_double_graph(model, estimator)
     # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
     graph_names = [i.name for i in model.graph.input]
     if len(graph_names) == len(inputs):
@@ -387,8 +391,11 @@ def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str,
         }
     )
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
+    from threadpoolctl import threadpool_limits
+
     try:
-        with warnings.catch_warnings():
+        # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy machine.
+        with warnings.catch_warnings(), threadpool_limits(1):
             warnings.simplefilter("ignore")
             method(probe)
     except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
