@@ -329,8 +329,7 @@ def validate_command(
             )
             where = target / "reports" / "validation.json"
     else:
-        from onnxbridge.bundle import load_estimator
-        from onnxbridge.data import read_table
+        from onnxbridge.cli._source import load_model_and_rows
 
         if golden:
             raise DataError(
@@ -341,12 +340,9 @@ def validate_command(
                 f"validating the ONNX file {str(target)!r} needs --reference MODEL.skops (the "
                 "source model) and --data FILE (rows it was not trained on)"
             )
-        estimator = load_estimator(reference, allow_pickle=allow_pickle, trusted=tuple(trust or ()))
-        frame = read_table(data)
-        if target_column is not None:
-            if target_column not in frame.columns:
-                raise DataError(f"--target {target_column!r} is not a column of {str(data)!r}")
-            frame = frame.drop(columns=[target_column])
+        estimator, frame = load_model_and_rows(
+            reference, data, target=target_column, allow_pickle=allow_pickle, trust=trust
+        )
         report = validate_model(
             target,
             estimator,

@@ -8,6 +8,7 @@ result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is 
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,30 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
     return normalize_features(frame)
 
 
+def _lightgbm_name(name: str) -> str:
+    """LightGBM's spelling of a column name: it replaces spaces and JSON characters by ``_``."""
+    return re.sub(r'[\s",:\[\]{}]', "_", name)
+
+
+def _training_columns(estimator: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """The sample's columns in the order the model was fitted on, checked.
+
+    A LightGBM model records its columns with spaces turned into ``_``; the sample may use
+    the original names, which are kept (they are what users' data has).
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is None:
+        _check_sample_matches(estimator, frame)
+        return frame
+    names = [str(n) for n in names]
+    if not set(names) <= set(frame.columns):
+        spelled = {_lightgbm_name(c): c for c in frame.columns}
+        if set(names) <= set(spelled) and len(spelled) == frame.shape[1]:
+            return frame[[spelled[n] for n in names]]
+    _check_sample_matches(estimator, frame)
+    return frame[names]
+
+
 def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
     expected = getattr(estimator, "feature_names_in_", None)
     if expected is not None:
@@ -146,7 +171,8 @@ def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
                 f"{'; '.join(parts)}; pass rows of the training data"
             )
     n_in = getattr(estimator, "n_features_in_", None)
-    if n_in is not None and expected is None and frame.shape[1] != n_in:
+    # CatBoost reads 0 here after a skops round trip: only a positive count is checked.
+    if n_in and expected is None and frame.shape[1] != n_in:
         raise DataError(
             f"sample data has {frame.shape[1]} columns but the model expects {n_in}; "
             "pass rows of the training data"
@@ -263,10 +289,8 @@ def convert_estimator(
     task = model_task(estimator)
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
-    _check_sample_matches(estimator, frame)
-    if names is not None:
-        # The graph takes columns in training order, whatever the sample's order.
-        frame = frame[[str(n) for n in names]]
+    # The graph takes columns in training order, whatever the sample's order.
+    frame = _training_columns(estimator, frame)
     if precision == "auto":
         # Float32 unless that flips tree decisions (onnxbridge.convert.precision).
         from onnxbridge.convert.precision import convert_auto
