@@ -110,7 +110,13 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
     if isinstance(sample, pd.DataFrame):
         frame = sample
     else:
-        array = np.asarray(sample)
+        try:
+            array = np.asarray(sample)
+        except ValueError as exc:  # ragged rows (lists of labels, ...)
+            raise DataError(
+                f"sample data is not a table ({first_line(exc)}); pass a DataFrame or a 2-D "
+                "array of a few training rows"
+            ) from exc
         if array.ndim != 2:
             raise DataError(
                 f"sample data must be 2-D [rows, features], got shape {array.shape}; pass a "
@@ -287,6 +293,13 @@ def convert_estimator(
         )
     _check_fitted(estimator)
     task = model_task(estimator)
+    classes = getattr(_final_step(estimator), "classes_", None)
+    if isinstance(classes, list) and classes and np.ndim(classes[0]) > 0:
+        raise ConversionError(
+            f"{type(estimator).__name__} predicts several targets at once (one class list per "
+            "target); multi-output classifiers are not converted yet: convert one classifier "
+            "per target"
+        )
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     # The graph takes columns in training order, whatever the sample's order.
