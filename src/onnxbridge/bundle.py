@@ -55,7 +55,9 @@ CARD_FORMAT = 1
 # Classes from these packages are trusted when loading .skops files: they are the libraries whose
 # estimators we convert. Functions are never trusted implicitly (a FunctionTransformer could carry
 # builtins.eval or numpy.save), nor is anything else: those must be trusted by name.
-TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.")
+TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.", "xgboost.", "lightgbm.", "catboost.")
+# Standard-library containers that estimators hold (LightGBM keeps an OrderedDict).
+TRUSTED_NAMES = ("collections.OrderedDict",)
 
 _VERSIONED = (
     "onnxbridge",
@@ -96,7 +98,7 @@ def save_estimator(estimator: Any, path: str | Path) -> None:
 
 
 def _is_trusted(type_name: str, extra: tuple[str, ...]) -> bool:
-    if type_name in extra:
+    if type_name in extra or type_name in TRUSTED_NAMES:
         return True
     if not type_name.startswith(TRUSTED_MODULE_PREFIXES):
         return False
@@ -121,12 +123,13 @@ def load_estimator(
         allow_pickle: permit pickle / joblib files. Unpickling runs arbitrary code from the file:
             only do it for files you made yourself.
         trusted: extra fully qualified names (types or functions) to trust in a ``.skops``
-            file. Classes from scikit-learn, numpy and scipy are trusted without being named.
+            file. Classes from scikit-learn, numpy, scipy and the boosters (XGBoost, LightGBM,
+            CatBoost) are trusted without being named.
 
     Raises:
         DataError: missing file or unknown extension.
         UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file
-            holding functions, or types from outside scikit-learn / numpy / scipy, that were not
+            holding functions, or types from outside those libraries, that were not
             trusted.
         BundleError: the file cannot be read as its format.
     """

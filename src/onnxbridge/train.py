@@ -14,7 +14,10 @@ else is accepted (no attribute access, no names, no function calls other than es
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
+import importlib
+import inspect
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -52,7 +55,48 @@ def _estimator_classes() -> dict[str, type]:
 
     classes.setdefault("Pipeline", Pipeline)
     classes.setdefault("FeatureUnion", FeatureUnion)
+    # Gradient-boosting libraries' scikit-learn estimators, when installed.
+    for module, names in _BOOSTERS.items():
+        try:
+            library = importlib.import_module(module)
+        except ImportError:
+            continue
+        for name in names:
+            classes.setdefault(name, getattr(library, name))
     return classes
+
+
+_BOOSTERS = {
+    "xgboost": ("XGBClassifier", "XGBRegressor"),
+    "lightgbm": ("LGBMClassifier", "LGBMRegressor"),
+    "catboost": ("CatBoostClassifier", "CatBoostRegressor"),
+}
+# Quiet defaults for the boosters (a spec may still set them): no progress printed, and CatBoost
+# writes no catboost_info/ folder into the working directory.
+_QUIET_DEFAULTS = {
+    "LGBMClassifier": {"verbose": -1},
+    "LGBMRegressor": {"verbose": -1},
+    "CatBoostClassifier": {"verbose": False, "allow_writing_files": False},
+    "CatBoostRegressor": {"verbose": False, "allow_writing_files": False},
+}
+
+
+def _param_names(cls: type) -> set[str]:
+    """The keyword parameters an estimator class takes.
+
+    Boosters take ``**kwargs`` (XGBoost) or list few parameters in ``get_params`` (CatBoost), so
+    the signature and the default instance's ``get_params()`` are both read.
+    """
+    names: set[str] = set()
+    with contextlib.suppress(Exception):
+        names |= set(cls._get_param_names())
+    if cls.__module__.split(".")[0] in _BOOSTERS:
+        params = inspect.signature(cls.__init__).parameters.values()
+        names |= {p.name for p in params if p.name != "self" and p.kind == p.KEYWORD_ONLY}
+        names |= {p.name for p in params if p.name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
+        with contextlib.suppress(Exception):
+            names |= set(cls().get_params())
+    return names
 
 
 def _unknown_estimator(name: str) -> ModelSpecError:
@@ -112,7 +156,7 @@ def _build(node: ast.AST, spec: str) -> Any:
     cls = _estimator_classes().get(name)
     if cls is None:
         raise _unknown_estimator(name)
-    allowed = set(cls._get_param_names())
+    allowed = _param_names(cls)
     kwargs: dict[str, Any] = {}
     for kw in keywords:
         if kw.arg is None:
@@ -125,6 +169,7 @@ def _build(node: ast.AST, spec: str) -> Any:
             )
         kwargs[kw.arg] = _literal(kw.value, spec)
     positional = [_literal(a, spec) for a in args]
+    kwargs = {**_QUIET_DEFAULTS.get(name, {}), **kwargs}
     try:
         return cls(*positional, **kwargs)
     except TypeError as exc:
@@ -171,9 +216,12 @@ def estimator_task(estimator: Any) -> str:
     """
     from sklearn.base import is_classifier, is_regressor
 
-    if is_classifier(estimator):
+    final = estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+    # CatBoost declares its kind only in the pre-1.6 scikit-learn way.
+    kind = getattr(final, "_estimator_type", None)
+    if is_classifier(estimator) or kind == "classifier":
         return "classification"
-    if is_regressor(estimator):
+    if is_regressor(estimator) or kind == "regressor":
         return "regression"
     name = type(estimator).__name__
     if hasattr(estimator, "steps"):

@@ -243,3 +243,49 @@ def test_reconverting_removes_the_stale_report(iris_bundle: Bundle) -> None:
     assert all(report.is_file() for report in reports)
     convert_bundle(iris_bundle)
     assert not any(report.exists() for report in reports)
+
+
+def test_one_text_column_model_takes_the_frame() -> None:
+    import pandas as pd
+    from sklearn.compose import make_column_transformer
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    from onnxbridge import Predictor
+
+    frame = pd.DataFrame({"text": ["good movie", "bad film", "great fun", "awful plot"] * 5})
+    y = [1, 0, 1, 0] * 5
+    model = make_pipeline(
+        make_column_transformer((TfidfVectorizer(), "text")), LogisticRegression()
+    )
+    model.fit(frame, y)
+    result = convert_estimator(model, frame.head(5))
+    assert result.metadata.inputs == [{"name": "text", "dtype": "string", "columns": ["text"]}]
+    predicted = Predictor(result.model.SerializeToString()).predict(frame)
+    assert (predicted.labels == model.predict(frame)).all()
+    np.testing.assert_allclose(predicted.probabilities, model.predict_proba(frame), atol=1e-6)
+
+
+def test_feature_selector_converts_as_a_transform() -> None:
+    from sklearn.feature_selection import RFE
+
+    from onnxbridge import Predictor
+
+    X = np.random.RandomState(0).rand(60, 6)
+    model = RFE(LogisticRegression(), n_features_to_select=3).fit(X, X[:, 0] > 0.5)
+    result = convert_estimator(model, X[:5])
+    assert result.metadata.task == "transform"
+    transformed = Predictor(result.model.SerializeToString()).predict(X).transformed
+    np.testing.assert_allclose(transformed, model.transform(X), atol=1e-6)
+
+
+def test_multi_output_classifier_and_ragged_samples_are_refused_clearly() -> None:
+    from sklearn.multioutput import MultiOutputClassifier
+
+    X = np.random.RandomState(0).rand(60, 4)
+    y = np.c_[X[:, 0] > 0.5, X[:, 1] > 0.5].astype(int)
+    model = MultiOutputClassifier(LogisticRegression()).fit(X, y)
+    with pytest.raises(ConversionError, match=r"several targets at once.*one classifier per"):
+        convert_estimator(model, X[:5])
+    with pytest.raises(DataError, match="sample data is not a table"):
+        convert_estimator(LogisticRegression().fit(X, y[:, 0]), [[1.0, 2.0], [1.0]])

@@ -136,3 +136,43 @@ def test_unknown_precision_is_refused() -> None:
     model = DecisionTreeRegressor(max_depth=2).fit(X, y)
     with pytest.raises(ConversionError, match=r"precision 'half' is not supported; use one of"):
         convert_estimator(model, X[:5], precision="half")
+
+
+def test_double_pipeline_with_an_imputer_is_exact_on_missing_values() -> None:
+    """ONNX Runtime has no float64 Imputer: the double graph uses IsNaN/Where with the float64
+    statistics (skl2onnx's Imputer holds them as float32, off by up to 0.03 around 1e6)."""
+    from lightgbm import LGBMClassifier
+    from sklearn.impute import SimpleImputer
+
+    from onnxbridge import Predictor
+
+    X, y = _large(800)
+    X[::7, 1] = np.nan
+    model = make_pipeline(
+        SimpleImputer(), StandardScaler(), LGBMClassifier(n_estimators=30, verbose=-1, n_jobs=1)
+    ).fit(X[:400], y[:400])
+    result = convert_estimator(model, X[:50])
+    assert result.precision == "double"
+    assert "Imputer" not in {n.op_type for n in result.model.graph.node}
+    predictor = Predictor(result.model.SerializeToString())
+    label, proba = predictor.run(predictor.prepare(X[400:]))
+    np.testing.assert_array_equal(label, model.predict(X[400:]))
+    np.testing.assert_allclose(proba, model.predict_proba(X[400:]), atol=1e-12)
+
+
+def test_auto_prefers_double_when_thresholds_cannot_be_probed() -> None:
+    import pandas as pd
+    from sklearn.compose import make_column_transformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y = _large(400)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["city"] = np.where(y == 1, "Lyon", "Paris").astype(object)
+    encode = make_column_transformer(
+        (OneHotEncoder(handle_unknown="ignore"), ["city"]), remainder="passthrough"
+    )
+    model = make_pipeline(encode, HistGradientBoostingClassifier(max_iter=10)).fit(frame, y)
+    result = convert_estimator(model, frame.head(30))
+    assert result.precision == "double"
+    assert "threshold probes skipped: the model's input has text columns" in result.notes[0]
+    assert "float32 could not be shown to keep the trees' decisions" in result.notes[0]

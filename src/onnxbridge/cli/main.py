@@ -226,8 +226,7 @@ def convert(
         )
         golden_path = write_golden(source)
     else:
-        from onnxbridge.bundle import load_estimator
-        from onnxbridge.data import read_table
+        from onnxbridge.cli._source import load_model_and_rows
 
         if not source.exists():
             raise DataError(
@@ -238,12 +237,9 @@ def convert(
                 f"converting the model file {str(source)!r} needs --sample FILE: a CSV / Parquet "
                 "file with a few training rows, from which the input schema is taken"
             )
-        estimator = load_estimator(source, allow_pickle=allow_pickle, trusted=tuple(trust or ()))
-        frame = read_table(sample)
-        if target is not None:
-            if target not in frame.columns:
-                raise DataError(f"--target {target!r} is not a column of {str(sample)!r}")
-            frame = frame.drop(columns=[target])
+        estimator, frame = load_model_and_rows(
+            source, sample, target=target, allow_pickle=allow_pickle, trust=trust
+        )
         result = convert_estimator(
             estimator,
             frame.head(100),

@@ -299,38 +299,27 @@ def validate_command(
                 "--reference, --data, --target, --trust and --allow-pickle are for an ONNX file; "
                 "a bundle carries its own model.skops and holdout.parquet"
             )
+        # With --report-dir the reports go there and the bundle is left as it is.
+        report = validate_bundle(
+            target,
+            atol=atol,
+            rtol=rtol,
+            tolerances=per_role,
+            probes=spec,
+            runtimes=chosen,
+            golden=golden,
+            diagnose=not no_diagnosis,
+            missing_values=missing_values,
+            write_report=report_dir is None,
+            html=not no_html,
+        )
         if report_dir is not None:
-            report = validate_bundle(
-                target,
-                atol=atol,
-                rtol=rtol,
-                tolerances=per_role,
-                probes=spec,
-                runtimes=chosen,
-                golden=golden,
-                diagnose=not no_diagnosis,
-                missing_values=missing_values,
-                write_report=False,
-            )
             write_reports(report, report_dir, html=not no_html)
             where = report_dir / "validation.json"
         else:
-            report = validate_bundle(
-                target,
-                atol=atol,
-                rtol=rtol,
-                tolerances=per_role,
-                probes=spec,
-                runtimes=chosen,
-                golden=golden,
-                diagnose=not no_diagnosis,
-                missing_values=missing_values,
-                html=not no_html,
-            )
             where = target / "reports" / "validation.json"
     else:
-        from onnxbridge.bundle import load_estimator
-        from onnxbridge.data import read_table
+        from onnxbridge.cli._source import load_model_and_rows
 
         if golden:
             raise DataError(
@@ -341,12 +330,9 @@ def validate_command(
                 f"validating the ONNX file {str(target)!r} needs --reference MODEL.skops (the "
                 "source model) and --data FILE (rows it was not trained on)"
             )
-        estimator = load_estimator(reference, allow_pickle=allow_pickle, trusted=tuple(trust or ()))
-        frame = read_table(data)
-        if target_column is not None:
-            if target_column not in frame.columns:
-                raise DataError(f"--target {target_column!r} is not a column of {str(data)!r}")
-            frame = frame.drop(columns=[target_column])
+        estimator, frame = load_model_and_rows(
+            reference, data, target=target_column, allow_pickle=allow_pickle, trust=trust
+        )
         report = validate_model(
             target,
             estimator,

@@ -8,6 +8,7 @@ result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is 
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,13 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
     if isinstance(sample, pd.DataFrame):
         frame = sample
     else:
-        array = np.asarray(sample)
+        try:
+            array = np.asarray(sample)
+        except ValueError as exc:  # ragged rows (lists of labels, ...)
+            raise DataError(
+                f"sample data is not a table ({first_line(exc)}); pass a DataFrame or a 2-D "
+                "array of a few training rows"
+            ) from exc
         if array.ndim != 2:
             raise DataError(
                 f"sample data must be 2-D [rows, features], got shape {array.shape}; pass a "
@@ -129,6 +136,30 @@ def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
     return normalize_features(frame)
 
 
+def _lightgbm_name(name: str) -> str:
+    """LightGBM's spelling of a column name: it replaces spaces and JSON characters by ``_``."""
+    return re.sub(r'[\s",:\[\]{}]', "_", name)
+
+
+def _training_columns(estimator: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """The sample's columns in the order the model was fitted on, checked.
+
+    A LightGBM model records its columns with spaces turned into ``_``; the sample may use
+    the original names, which are kept (they are what users' data has).
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is None:
+        _check_sample_matches(estimator, frame)
+        return frame
+    names = [str(n) for n in names]
+    if not set(names) <= set(frame.columns):
+        spelled = {_lightgbm_name(c): c for c in frame.columns}
+        if set(names) <= set(spelled) and len(spelled) == frame.shape[1]:
+            return frame[[spelled[n] for n in names]]
+    _check_sample_matches(estimator, frame)
+    return frame[names]
+
+
 def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
     expected = getattr(estimator, "feature_names_in_", None)
     if expected is not None:
@@ -146,7 +177,8 @@ def _check_sample_matches(estimator: Any, frame: pd.DataFrame) -> None:
                 f"{'; '.join(parts)}; pass rows of the training data"
             )
     n_in = getattr(estimator, "n_features_in_", None)
-    if n_in is not None and expected is None and frame.shape[1] != n_in:
+    # CatBoost reads 0 here after a skops round trip: only a positive count is checked.
+    if n_in and expected is None and frame.shape[1] != n_in:
         raise DataError(
             f"sample data has {frame.shape[1]} columns but the model expects {n_in}; "
             "pass rows of the training data"
@@ -261,12 +293,17 @@ def convert_estimator(
         )
     _check_fitted(estimator)
     task = model_task(estimator)
+    classes = getattr(_final_step(estimator), "classes_", None)
+    if isinstance(classes, list) and classes and np.ndim(classes[0]) > 0:
+        raise ConversionError(
+            f"{type(estimator).__name__} predicts several targets at once (one class list per "
+            "target); multi-output classifiers are not converted yet: convert one classifier "
+            "per target"
+        )
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
-    _check_sample_matches(estimator, frame)
-    if names is not None:
-        # The graph takes columns in training order, whatever the sample's order.
-        frame = frame[[str(n) for n in names]]
+    # The graph takes columns in training order, whatever the sample's order.
+    frame = _training_columns(estimator, frame)
     if precision == "auto":
         # Float32 unless that flips tree decisions (onnxbridge.convert.precision).
         from onnxbridge.convert.precision import convert_auto
@@ -295,6 +332,10 @@ def convert_estimator(
         ml_opset,
         zipmap=zipmap and task == "classification",
     )
+    if precision == "double":
+        from onnxbridge.convert.precision import fix_double_graph
+
+        model = fix_double_graph(model, estimator)
     # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
     graph_names = [i.name for i in model.graph.input]
     if len(graph_names) == len(inputs):
@@ -387,8 +428,11 @@ def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str,
         }
     )
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
+    from threadpoolctl import threadpool_limits
+
     try:
-        with warnings.catch_warnings():
+        # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy machine.
+        with warnings.catch_warnings(), threadpool_limits(1):
             warnings.simplefilter("ignore")
             method(probe)
     except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin

@@ -39,6 +39,7 @@ __all__ = [
     "PrecisionProbeReport",
     "convert_auto",
     "find_tree_ensemble",
+    "fix_double_graph",
     "probe_float_precision",
     "threshold_probe_rows",
 ]
@@ -74,7 +75,12 @@ class PrecisionProbeReport:
             if self.threshold_rows
             else ""
         )
-        if switched:
+        if switched and not self.flipped and self.skipped:
+            text = (
+                f"switched to double precision: {what} flipped in float32, but without "
+                "threshold probes float32 could not be shown to keep the trees' decisions"
+            )
+        elif switched:
             text = f"switched to double precision: {what}{where} flipped in float32"
         else:
             text = f"kept float precision: {what}{where} flipped in float32"
@@ -329,6 +335,66 @@ def probe_float_precision(
     )
 
 
+def _imputer_statistics(estimator: Any) -> list[np.ndarray]:
+    """The float64 ``statistics_`` of every fitted SimpleImputer inside ``estimator``."""
+    found: list[np.ndarray] = []
+
+    def walk(item: Any) -> None:
+        if type(item).__name__ == "SimpleImputer" and hasattr(item, "statistics_"):
+            stats = np.asarray(item.statistics_)
+            if stats.dtype.kind == "f":
+                found.append(stats.astype(np.float64))
+        for _, step in getattr(item, "steps", []) or []:
+            walk(step)
+        for entry in getattr(item, "transformers_", []) or []:
+            walk(entry[1])
+
+    walk(estimator)
+    return found
+
+
+def fix_double_graph(model: Any, estimator: Any = None) -> Any:
+    """Rewrite what ONNX Runtime cannot run on float64 in a ``precision="double"`` graph.
+
+    skl2onnx converts a numeric SimpleImputer to ``ai.onnx.ml`` ``Imputer``, which ONNX Runtime
+    implements for float32 and int64 only, with float32 fill values; in a float64 graph each such
+    node becomes ``Where(IsNaN(x), fill, x)`` (``[N, C] -> [N, C]``), the fill being the imputer's
+    float64 ``statistics_`` when ``estimator`` holds one that matches (else the node's values).
+    """
+    statistics = _imputer_statistics(estimator) if estimator is not None else []
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    for node in list(graph.node):
+        if node.op_type != "Imputer" or node.domain != "ai.onnx.ml":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        replaced = attrs.get("replaced_value_float", float("nan"))
+        fill = list(attrs.get("imputed_value_floats") or [])
+        if not fill or not np.isnan(replaced):
+            continue
+        for stats in statistics:
+            if stats.shape == (len(fill),) and np.array_equal(
+                stats.astype(np.float32), np.asarray(fill, dtype=np.float32)
+            ):
+                fill = stats.tolist()
+                break
+        x, y = node.input[0], node.output[0]
+        fill_name, mask = f"{y}_fill_double", f"{y}_is_missing"
+        graph.initializer.append(
+            numpy_helper.from_array(np.asarray([fill], dtype=np.float64), name=fill_name)
+        )
+        replacement = [
+            helper.make_node("IsNaN", [x], [mask], name=f"{node.name}_isnan"),
+            helper.make_node("Where", [mask, fill_name, x], [y], name=f"{node.name}_where"),
+        ]
+        index = list(graph.node).index(node)
+        del graph.node[index]
+        for offset, new in enumerate(replacement):
+            graph.node.insert(index + offset, new)
+    return model
+
+
 def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], Any]) -> Any:
     """Convert with ``precision="auto"``.
 
@@ -347,7 +413,7 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
     if spec is None:
         return result
     report = probe_float_precision(estimator, result, frame, spec)
-    if report.flipped == 0:
+    if report.flipped == 0 and report.skipped is None:
         result.notes.append(report.note(switched=False))
         return result
     try:

@@ -62,7 +62,11 @@ def model_task(estimator: Any) -> str:
         ConversionError: an estimator that neither predicts nor transforms.
     """
     from sklearn.base import is_classifier, is_clusterer, is_outlier_detector, is_regressor
+    from sklearn.feature_selection import SelectorMixin
 
+    # RFE / RFECV pass their inner estimator's kind up, but convert as a column selector.
+    if isinstance(_final_step(estimator), SelectorMixin):
+        return "transform"
     if is_classifier(estimator):
         return "classification"
     if is_regressor(estimator):

@@ -295,8 +295,9 @@ class Predictor:
         return frame[names]
 
     def _multi_input(self) -> bool:
-        """Whether the model takes one input per column (mixed-type data)."""
-        return bool(self.metadata and len(self.metadata.inputs) > 1)
+        """Whether the model takes one input per column (tables with text columns)."""
+        inputs = self.metadata.inputs if self.metadata else []
+        return len(inputs) > 1 or any(spec.get("dtype") == "string" for spec in inputs)
 
     def prepare(
         self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False

@@ -216,8 +216,11 @@ register_converter(
         _classifier_example,
         parser=_classifier_parser,
         options=CLASSIFIER_OPTIONS,
+        family=__name__,
     )
 )
 register_converter(
-    ConverterSpec(CatBoostRegressor, regressor_shape, _regressor_convert, _regressor_example)
+    ConverterSpec(
+        CatBoostRegressor, regressor_shape, _regressor_convert, _regressor_example, family=__name__
+    )
 )

@@ -86,6 +86,7 @@ register_converter(
         _classifier_example,
         replaces=REPLACES,
         options=CLASSIFIER_OPTIONS,
+        family=__name__,
     )
 )
 register_converter(
@@ -95,5 +96,6 @@ register_converter(
         _regressor_convert,
         _regressor_example,
         replaces=REPLACES,
+        family=__name__,
     )
 )

@@ -108,8 +108,11 @@ register_converter(
         _classifier_convert,
         _classifier_example,
         options=CLASSIFIER_OPTIONS,
+        family=__name__,
     )
 )
 register_converter(
-    ConverterSpec(LGBMRegressor, regressor_shape, _regressor_convert, _regressor_example)
+    ConverterSpec(
+        LGBMRegressor, regressor_shape, _regressor_convert, _regressor_example, family=__name__
+    )
 )

@@ -107,8 +107,11 @@ register_converter(
         _classifier_convert,
         _classifier_example,
         options=CLASSIFIER_OPTIONS,
+        family=__name__,
     )
 )
 register_converter(
-    ConverterSpec(XGBRegressor, regressor_shape, _regressor_convert, _regressor_example)
+    ConverterSpec(
+        XGBRegressor, regressor_shape, _regressor_convert, _regressor_example, family=__name__
+    )
 )
