@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,10 @@ import pandas as pd
 import pytest
 
 from onnxbridge import Bundle, convert_bundle, train_bundle
+
+# Tests import with --import-mode=importlib, so shared test helpers (tests/cli_support.py) are
+# found through the tests folder on sys.path.
+sys.path.insert(0, str(Path(__file__).parent))
 
 RF_SPEC = "RandomForestClassifier(n_estimators=10, random_state=42)"
 

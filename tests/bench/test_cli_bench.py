@@ -3,32 +3,17 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import onnx
 import pandas as pd
 import pytest
 
+from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle
-from onnxbridge.cli.main import main
 from onnxbridge.runtime.settings import SESSION_KEY
 
 SMALL = ["--repeat", "2", "--min-time", "0.002", "--no-progress"]
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, pattern: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ") and "Traceback" not in err
-    assert re.search(pattern, lines[0]), lines[0]
 
 
 def test_bench_prints_the_table_and_writes_the_reports(capsys, any_bundle: Bundle) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -14,26 +13,11 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.neighbors import NearestCentroid
 
+from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle, Predictor
 from onnxbridge.bundle import save_estimator
-from onnxbridge.cli.main import main
 
 RF = "RandomForestClassifier(n_estimators=10, random_state=42)"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, pattern: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    assert re.search(pattern, lines[0]), lines[0]
-    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -16,23 +16,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from cli_support import assert_one_line_error, run
 from onnxbridge import Predictor
-from onnxbridge.cli.main import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str, pattern: str) -> None:
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    assert re.search(pattern, lines[0]), lines[0]
-    assert "Traceback" not in err
 
 
 def test_score_prints_a_summary_and_json(capsys, rows, tmp_path: Path, iris_model: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -11,21 +10,9 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestClassifier
 
+from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle, check_golden, convert_estimator, save_estimator, write_golden
-from onnxbridge.cli.main import main
 from onnxbridge.errors import BundleError
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code: int, err: str, pattern: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1, err
-    assert lines[0].startswith("error: ") and re.search(pattern, lines[0]), lines[0]
 
 
 def test_bundle_equivalent_exits_0_with_probe_table(capsys, iris_bundle: Bundle) -> None:
@@ -102,7 +89,7 @@ def test_divergent_exits_1(capsys, iris_bundle: Bundle) -> None:
 )
 def test_bad_options_exit_2(capsys, iris_bundle: Bundle, args: list[str], pattern: str) -> None:
     code, _, err = run(capsys, "validate", iris_bundle.path, *args)
-    one_line_error(code, err, pattern)
+    assert_one_line_error(code, err, pattern)
 
 
 # ---------------------------------------------------------------------------- any model
@@ -139,26 +126,28 @@ def test_any_model_with_reference_and_data(capsys, foreign) -> None:
 def test_any_model_errors(capsys, foreign, tmp_path: Path) -> None:
     onnx_path, skops, data = foreign
     code, _, err = run(capsys, "validate", onnx_path)
-    one_line_error(code, err, r"needs --reference MODEL.skops \(the source model\) and --data")
+    assert_one_line_error(
+        code, err, r"needs --reference MODEL.skops \(the source model\) and --data"
+    )
     # Columns the model does not take (the target here) are left out, by name.
     code, _, _ = run(capsys, "validate", onnx_path, "--reference", skops, "--data", data)
     assert code == 0
     partial = tmp_path / "partial.csv"
     pd.read_csv(data).drop(columns=["b"]).to_csv(partial, index=False)
     code, _, err = run(capsys, "validate", onnx_path, "--reference", skops, "--data", partial)
-    one_line_error(code, err, r"the data lacks the model's columns 'b'; pass rows with the")
+    assert_one_line_error(code, err, r"the data lacks the model's columns 'b'; pass rows with the")
     code, _, err = run(
         capsys, "validate", onnx_path, "--reference", skops, "--data", data, "--target", "z"
     )
-    one_line_error(code, err, r"--target 'z' is not a column of")
+    assert_one_line_error(code, err, r"--target 'z' is not a column of")
     code, _, err = run(capsys, "validate", onnx_path, "--golden", "--reference", skops)
-    one_line_error(code, err, r"--golden needs a bundle folder")
+    assert_one_line_error(code, err, r"--golden needs a bundle folder")
     pickle = tmp_path / "m.pkl"
     pickle.write_bytes(b"not read")
     code, _, err = run(capsys, "validate", onnx_path, "--reference", pickle, "--data", data)
-    one_line_error(code, err, r"is a pickle file, and loading a pickle runs any code")
+    assert_one_line_error(code, err, r"is a pickle file, and loading a pickle runs any code")
     code, _, err = run(capsys, "validate", tmp_path / "none.onnx", "--reference", skops)
-    one_line_error(code, err, r"needs --reference MODEL.skops|does not exist")
+    assert_one_line_error(code, err, r"needs --reference MODEL.skops|does not exist")
 
 
 def test_python_api_validate_model(foreign) -> None:
