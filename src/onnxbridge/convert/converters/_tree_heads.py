@@ -21,6 +21,7 @@ from onnxbridge.convert.tree_ensemble import (
     add_float_forest_classifier,
     add_raw_scores,
 )
+from onnxbridge.errors import ConversionError
 
 __all__ = [
     "CLASSIFIER_OPTIONS",
@@ -189,6 +190,31 @@ def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) 
         )
     container.add_node(
         "Gather", [table, index], [operator.outputs[0].full_name], axis=0, name=op("Gather")
+    )
+
+
+def regression_link(
+    model_name: str,
+    objective: str,
+    *,
+    identity: tuple[str, ...],
+    exp: tuple[str, ...],
+    logistic: str,
+) -> str:
+    """The inverse link (``write_regressor``'s ``link``) of a booster's regression objective.
+
+    Raises:
+        ConversionError: an objective with none of the three links.
+    """
+    if objective in identity:
+        return "identity"
+    if objective in exp:
+        return "exp"
+    if objective == logistic:
+        return "logistic"
+    raise ConversionError(
+        f"{model_name}(objective={objective!r}) cannot be converted; use one of "
+        f"{', '.join(identity + exp)} or {logistic}"
     )
 
 

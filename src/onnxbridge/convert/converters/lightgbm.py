@@ -19,6 +19,7 @@ from lightgbm import LGBMClassifier, LGBMRegressor
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    regression_link,
     regressor_shape,
     write_classifier,
     write_regressor,
@@ -63,17 +64,9 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     spec, header = from_lightgbm(operator.raw_operator)
     objective, _ = _objective(header)
-    if objective in _IDENTITY:
-        link = "identity"
-    elif objective in _EXP:
-        link = "exp"
-    elif objective == "cross_entropy":
-        link = "logistic"
-    else:
-        raise ConversionError(
-            f"LGBMRegressor(objective={objective!r}) cannot be converted; use one of "
-            f"{', '.join(_IDENTITY + _EXP)} or cross_entropy"
-        )
+    link = regression_link(
+        "LGBMRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="cross_entropy"
+    )
     write_regressor(scope, operator, container, spec, link=link)
 
 

@@ -17,6 +17,7 @@ from xgboost import XGBClassifier, XGBRegressor
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    regression_link,
     regressor_shape,
     write_classifier,
     write_regressor,
@@ -64,17 +65,9 @@ def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_missing(model)
     spec, objective = from_xgboost(model)
-    if objective in _IDENTITY:
-        link = "identity"
-    elif objective in _EXP:
-        link = "exp"
-    elif objective == "reg:logistic":
-        link = "logistic"
-    else:
-        raise ConversionError(
-            f"XGBRegressor(objective={objective!r}) cannot be converted; use one of "
-            f"{', '.join(_IDENTITY + _EXP)} or reg:logistic"
-        )
+    link = regression_link(
+        "XGBRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="reg:logistic"
+    )
     write_regressor(scope, operator, container, spec, link=link)
 
 
