@@ -18,6 +18,7 @@ onnxbridge / MLServer.
     .venv/bin/python benchmarks/serve_load.py [--rounds 3] [--seconds 5] [--workers 1]
         [--intra-op-threads N] [--inference-threads N]
         [--mlserver /work/venvs/mlserver/bin/mlserver] [--no-mlserver] [--json]
+        [--scenarios 2,4]
 
 Bounded: at most rounds × scenarios × servers × seconds of load, plus start-up.
 """
@@ -184,8 +185,10 @@ def _wrk(url: str, body: tuple[Path, str, str], conns: int, seconds: float, lua:
     errors = re.search(r"Socket errors: (.*)", out)
     return {
         "rps": float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1)),  # type: ignore[union-attr]
-        "p50": _seconds(re.search(r"50%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
-        "p99": _seconds(re.search(r"99%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
+        # Anchored at the start of a line: the thread stats' "+/- Stdev" column ("90.50%")
+        # also contains "50%".
+        "p50": _seconds(re.search(r"(?m)^\s+50%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
+        "p99": _seconds(re.search(r"(?m)^\s+99%\s+(\S+)", out).group(1)),  # type: ignore[union-attr]
         "non2xx": int(bad.group(1)) if bad else 0,
         "socket_errors": errors.group(1) if errors else "",
     }
@@ -218,7 +221,15 @@ def main() -> None:
     parser.add_argument("--mlserver", default="/work/venvs/mlserver/bin/mlserver")
     parser.add_argument("--no-mlserver", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--scenarios",
+        default=None,
+        help="comma-separated scenario numbers to run (1-6, in the order above; default: all)",
+    )
     args = parser.parse_args()
+    if args.scenarios:
+        picked = [int(i) - 1 for i in args.scenarios.split(",")]
+        SCENARIOS[:] = [SCENARIOS[i] for i in picked]
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     use_mlserver = not args.no_mlserver and Path(args.mlserver).exists()

@@ -164,7 +164,13 @@ class DataPlane:
         names, binary_flags = self._requested_outputs(
             model, request.get("outputs"), _flag("request", params, "binary_data_output")
         )
-        arrays = await self.runner.submit(model.run, names, feeds)
+        key = model.merge_key(names, feeds)
+        if key is None:
+            arrays = await self.runner.submit(model.run, names, feeds)
+        else:
+            arrays = await self.runner.submit_mergeable(
+                model.run, (names, feeds), model.run_merged, key
+            )
         first = next(iter(feeds.values()))
         rows = first.shape[0] if first.ndim else 1
         outputs = [

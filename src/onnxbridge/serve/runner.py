@@ -5,7 +5,10 @@ for a 10 µs single-row forest is most of the CPU a request takes. Here each wor
 every job waiting in the queue when it wakes, runs them one after the other, and hands all their
 results back to the event loop in one ``call_soon_threadsafe``: under load a wake-up serves many
 requests (measured: 19 µs of CPU per single-row request instead of 64, docs/benchmarks.md).
-Jobs are not merged: each request still gets its own session call, so any model works.
+Jobs submitted with a merge key and a merge function (:meth:`InferenceRunner.submit_mergeable`)
+that a wake-up finds together under the same key are handed to the merge function at once, which
+runs them as one session call (dynamic batching, ``ServedModel.run_merged``); every other job
+runs on its own.
 """
 
 from __future__ import annotations
@@ -42,7 +45,22 @@ class InferenceRunner:
         """Run ``fn(*args)`` in a worker; await the returned future on the running loop."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put((loop, future, fn, args))
+        self._queue.put((loop, future, fn, args, None))
+        return future
+
+    def submit_mergeable(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        merge: Callable[[list[tuple[Any, ...]]], list[Any]],
+        key: Any,
+    ) -> asyncio.Future[Any]:
+        """Like :meth:`submit`, but jobs found waiting together with an equal ``key`` (and the
+        same ``merge``) run as ``merge([args, ...])``, which returns one result (or exception)
+        per job, in order."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((loop, future, fn, args, (merge, key)))
         return future
 
     def close(self) -> None:
@@ -63,16 +81,22 @@ class InferenceRunner:
                     break
             done: dict[asyncio.AbstractEventLoop, list[Any]] = {}
             stops = 0
+            groups: dict[Any, list[Any]] = {}
             for job in jobs:
                 if job is _STOP:
                     stops += 1
                     continue
-                loop, future, fn, args = job
+                loop, future, fn, args, merge = job
+                if merge is not None:
+                    groups.setdefault(merge, []).append(job)
+                    continue
                 try:
                     outcome = (future, fn(*args), None)
                 except BaseException as exc:  # handed to the awaiting request, raised there
                     outcome = (future, None, exc)
                 done.setdefault(loop, []).append(outcome)
+            for (merge_fn, _), group in groups.items():
+                _run_group(merge_fn, group, done)
             for loop, outcomes in done.items():
                 try:
                     loop.call_soon_threadsafe(_deliver, outcomes)
@@ -82,6 +106,34 @@ class InferenceRunner:
                 for _ in range(stops - 1):  # one each for the other workers
                     self._queue.put(_STOP)
                 return
+
+
+def _run_group(
+    merge: Callable[[list[tuple[Any, ...]]], list[Any]],
+    group: list[Any],
+    done: dict[asyncio.AbstractEventLoop, list[Any]],
+) -> None:
+    """Run jobs that share a merge key: together when there are several, else alone."""
+    results: list[Any] | None = None
+    if len(group) > 1:
+        try:
+            results = merge([job[3] for job in group])
+        except Exception:  # a bug in merging must not lose requests: run them one by one
+            results = None
+    for index, (loop, future, fn, args, _) in enumerate(group):
+        if results is not None:
+            result = results[index]
+            outcome = (
+                (future, None, result)
+                if isinstance(result, BaseException)
+                else (future, result, None)
+            )
+        else:
+            try:
+                outcome = (future, fn(*args), None)
+            except BaseException as exc:
+                outcome = (future, None, exc)
+        done.setdefault(loop, []).append(outcome)
 
 
 def _deliver(outcomes: list[Any]) -> None:
