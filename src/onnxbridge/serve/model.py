@@ -139,6 +139,10 @@ class ServedModel:
         }
         self.metadata_json = self.metadata_answer([version])
         self.merge_max_rows = self._merge_limit()
+        # Requests answered by merged calls, and those calls (written by runner threads only;
+        # read by tests and docs/benchmarks.md, not by the hot path).
+        self.merged_requests = 0
+        self.merged_calls = 0
         # Read on every request: the merge key's input part, when the model has one input.
         self._single_input = self.inputs[0].name if len(self.inputs) == 1 else None
 
@@ -221,6 +225,8 @@ class ServedModel:
                 isinstance(out, np.ndarray) and out.ndim and out.shape[0] == total
                 for out in outputs
             ):
+                self.merged_calls += 1
+                self.merged_requests += len(calls)
                 answers: list[Any] = []
                 offset = 0
                 for _, feeds in calls:
