@@ -16,7 +16,7 @@ medians over rounds of requests/s, rows/s, p50 and p99 latency, with min-max, an
 onnxbridge / MLServer.
 
     .venv/bin/python benchmarks/serve_load.py [--rounds 3] [--seconds 5] [--workers 1]
-        [--intra-op-threads N] [--inference-threads N]
+        [--intra-op-threads N] [--inference-threads N] [--no-merge-requests]
         [--mlserver /work/venvs/mlserver/bin/mlserver] [--no-mlserver] [--json]
         [--scenarios 2,4]
 
@@ -218,6 +218,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="onnxbridge serve --workers")
     parser.add_argument("--intra-op-threads", type=int, default=None)
     parser.add_argument("--inference-threads", type=int, default=None)
+    parser.add_argument(
+        "--no-merge-requests", action="store_true", help="onnxbridge serve --no-merge-requests"
+    )
     parser.add_argument("--mlserver", default="/work/venvs/mlserver/bin/mlserver")
     parser.add_argument("--no-mlserver", action="store_true")
     parser.add_argument("--json", action="store_true")
@@ -258,6 +261,8 @@ def main() -> None:
                 command += ["--intra-op-threads", str(args.intra_op_threads)]
             if args.inference_threads:
                 command += ["--inference-threads", str(args.inference_threads)]
+            if args.no_merge_requests:
+                command.append("--no-merge-requests")
             processes.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))
             servers = {"onnxbridge": f"http://127.0.0.1:{port}/v2/models/forest/infer"}
             _wait_ready(f"http://127.0.0.1:{port}/v2/health/ready", processes[-1])
@@ -345,7 +350,9 @@ def _print(summary: list[dict], args: argparse.Namespace, load: tuple[float, ...
         f"benchmark forest (100 trees, 28 features), {args.rounds} rounds x {args.seconds:g} s, "
         f"wrk -t1, onnxbridge --workers {args.workers} --intra-op-threads "
         f"{args.intra_op_threads or 'default'} --inference-threads "
-        f"{args.inference_threads or 'default'}, {os.cpu_count()} cores, "
+        f"{args.inference_threads or 'default'}"
+        + (" --no-merge-requests" if args.no_merge_requests else "")
+        + f", {os.cpu_count()} cores, "
         f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     print("medians over rounds [min-max]")

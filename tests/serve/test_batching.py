@@ -237,3 +237,27 @@ def test_bad_request_beside_merged_ones_gets_its_own_4xx(start_server, models: P
     for status, body in refused:
         assert status == 422 and set(body) == {"error"}
         assert "shape [1, 8] needs 8 values, but 'data' has 7" in body["error"]
+
+
+def test_no_merge_requests_runs_every_request_alone(start_server, models: Path) -> None:
+    server = start_server(models, inference_threads=1, merge_requests=False)
+    url = f"{server.url}/v2/models/forest/infer"
+    rows = _rows(16, 5)
+    labels, probabilities = _expected(models / "forest" / "model.onnx", rows)
+    answers: dict[int, dict] = {}
+
+    def post(i: int) -> None:
+        body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, WIDTH],
+                            "data": rows[i].tolist()}]}  # fmt: skip
+        answers[i] = httpx.post(url, json=body, timeout=30).json()
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(len(rows))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for i in range(len(rows)):
+        label, proba = answers[i]["outputs"]
+        assert label["data"] == [labels[i]]
+        assert np.array_equal(np.asarray(proba["data"], dtype=np.float32), probabilities[i])
+    assert server.app.state.dataplane.repository.get_model("forest").merged_calls == 0

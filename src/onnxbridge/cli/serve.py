@@ -43,7 +43,18 @@ def serve(
     ] = None,
     intra_op_threads: Annotated[
         int | None,
-        typer.Option(help="ONNX Runtime intra-op threads per session [default: Predictor's]."),
+        typer.Option(
+            help="ONNX Runtime intra-op threads per session [default: the model's tuned "
+            "settings, else 1]."
+        ),
+    ] = None,
+    merge_requests: Annotated[
+        bool | None,
+        typer.Option(
+            "--merge-requests/--no-merge-requests",
+            help="Merge concurrent small requests of tree models into one ONNX Runtime call "
+            "(answers stay bit-identical) [default: on].",
+        ),
     ] = None,
     strict_readiness: Annotated[
         bool | None,
@@ -74,6 +85,7 @@ def serve(
         max_request_bytes=max_request_bytes,
         inference_threads=inference_threads,
         intra_op_threads=intra_op_threads,
+        merge_requests=merge_requests,
         strict_readiness=strict_readiness,
         log_level=log_level,
         access_log=access_log,

@@ -88,6 +88,7 @@ class DataPlane:
         self.repository = repository
         self.settings = settings
         self.runner = InferenceRunner(settings.inference_threads or _cores())
+        self.merge = settings.merge_requests
         # Loading builds sessions (seconds for a large forest): its own thread, so inference
         # goes on meanwhile.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnxbridge-load")
@@ -164,7 +165,7 @@ class DataPlane:
         names, binary_flags = self._requested_outputs(
             model, request.get("outputs"), _flag("request", params, "binary_data_output")
         )
-        key = model.merge_key(names, feeds)
+        key = model.merge_key(names, feeds) if self.merge else None
         if key is None:
             arrays = await self.runner.submit(model.run, names, feeds)
         else:

@@ -48,11 +48,16 @@ class ServeSettings(BaseSettings):
     process may use)."""
 
     intra_op_threads: int | None = Field(default=None, ge=1, le=256)
-    """ONNX Runtime intra-op threads per session; unset: what ``Predictor`` chooses (the
-    model's tuned settings when present, else one per core)."""
+    """ONNX Runtime intra-op threads per session; unset: the model's tuned settings when it
+    has some, else 1 (concurrent requests run in parallel on the inference threads)."""
 
     allow_spinning: bool | None = None
     """Let idle ONNX Runtime threads spin; unset: what ``Predictor`` chooses (off)."""
+
+    merge_requests: bool = True
+    """Merge concurrent small requests to the same model into one ONNX Runtime call (dynamic
+    batching) where that gives bit-identical answers: tree models with one intra-op thread
+    (docs/serve.md). Off: one session call per request."""
 
     strict_readiness: bool = True
     """``/v2/health/ready`` is true only when every model of the repository is ready; off:
