@@ -13,6 +13,7 @@ Shapes: ``X [N, F] -> labels [N], probabilities [N, C]`` (classifiers) or ``valu
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,7 +31,14 @@ from onnxbridge.errors import (
     SchemaMismatchError,
     first_line,
 )
-from onnxbridge.runtime.sessions import RegimeSessions, fast_input_of
+from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS
+from onnxbridge.runtime.sessions import (
+    RegimeSessions,
+    blocked_model,
+    fast_input_of,
+    open_ort_session,
+)
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = ["PredictionResult", "Predictor"]
@@ -155,10 +163,9 @@ class Predictor:
         settings: SessionSettings | None = None,
         tuned: bool = True,
     ) -> None:
-        import onnxruntime as ort
-
+        source: str | bytes
         if isinstance(model, bytes):
-            source: Any = model
+            source = model
             self.path: Path | None = None
         else:
             self.path = Path(model)
@@ -179,11 +186,23 @@ class Predictor:
         where = repr(str(self.path)) if self.path else "the given bytes"
         chosen_providers = list(providers or ["CPUExecutionProvider"])
 
+        # Sessions opened so far, weakly: a regime with nothing to block reuses its plain twin.
+        opened: weakref.WeakValueDictionary[SessionSettings, Any] = weakref.WeakValueDictionary()
+
         def open_session(with_settings: SessionSettings) -> Any:
             try:
-                return ort.InferenceSession(
-                    source, with_settings.to_session_options(), providers=chosen_providers
-                )
+                if with_settings.tree_block_nodes:
+                    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+                    plain = replace(with_settings, tree_block_nodes=0)
+                    if blocked_model(data, with_settings.tree_block_nodes) is None and (
+                        plain in opened
+                    ):
+                        return opened[plain]  # nothing to block: the same graph, reuse it
+                session = open_ort_session(source, with_settings, chosen_providers)
+                opened[with_settings] = session
+                return session
+            except OSError as exc:
+                raise OnnxModelError(f"cannot read {where} ({exc})") from exc
             except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
                 raise OnnxModelError(
                     f"{where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx "
@@ -210,7 +229,17 @@ class Predictor:
             width = len(self.feature_names) if self.feature_names else self._input_width()
             refused = bool(self.metadata and self.metadata.missing_values == "refused")
             fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, width, refused)
-        self._sessions = RegimeSessions(first, base, self.tuning, open_session, fast_input)
+        regimes = self.tuning
+        if regimes is None and settings is None:
+            # Untuned: calls too large for the bound path run with the same settings on the
+            # graph with its large tree ensembles in blocks (runtime/blocking.py), which is
+            # faster there and changes nothing for models without such ensembles.
+            regimes = TuningSpec(
+                latency=base,
+                throughput=replace(base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
+                latency_max_rows=DEFAULT_MAX_ROWS,
+            )
+        self._sessions = RegimeSessions(first, base, regimes, open_session, fast_input)
         # The single-row (latency) session; run() and predict() pick one per call.
         self.session = self._sessions.session_for(1)
         self._roles = self._output_roles()

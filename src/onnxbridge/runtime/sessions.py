@@ -12,16 +12,19 @@ Settings are clamped to the cores available here (:meth:`SessionSettings.clamped
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from onnxbridge.runtime.blocking import block_tree_ensembles
 from onnxbridge.runtime.fastpath import BoundRunner
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["RegimeSessions"]
+__all__ = ["RegimeSessions", "blocked_model", "open_ort_session"]
 
 
 class RegimeSessions:
@@ -127,3 +130,45 @@ def fast_input_of(
     if dtype is None or np.dtype(dtype).kind not in "fiub":
         return None
     return (inputs[0].name, dtype, width, check_missing)
+
+
+# Rewritten (blocked) models by (source, block size): tune and a Predictor's regimes open the
+# same rewrite several times, and rewriting a large forest takes a few tenths of a second.
+_BLOCKED: dict[tuple[int, int, int], bytes | None] = {}
+_BLOCKED_KEEP = 4
+
+
+def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
+    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes."""
+    key = (len(model), hash(model), max_nodes)
+    if key not in _BLOCKED:
+        if len(_BLOCKED) >= _BLOCKED_KEEP:
+            _BLOCKED.pop(next(iter(_BLOCKED)))
+        _BLOCKED[key] = block_tree_ensembles(model, max_nodes)
+    return _BLOCKED[key]
+
+
+def open_ort_session(
+    model: str | os.PathLike[str] | bytes,
+    settings: SessionSettings,
+    providers: Sequence[str] | None = None,
+) -> Any:
+    """An ``onnxruntime.InferenceSession`` of ``model`` (a path or bytes) with ``settings``.
+
+    With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
+    (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
+    ONNX Runtime's own errors propagate (callers wrap them).
+    """
+    import onnxruntime as ort
+
+    source: Any = model if isinstance(model, bytes) else str(model)
+    if settings.tree_block_nodes:
+        data = model if isinstance(model, bytes) else Path(model).read_bytes()
+        blocked = blocked_model(data, settings.tree_block_nodes)
+        if blocked is not None:
+            source = blocked
+    return ort.InferenceSession(
+        source,
+        settings.to_session_options(),
+        providers=list(providers or ["CPUExecutionProvider"]),
+    )
