@@ -53,8 +53,9 @@ class RegimeSessions:
         self._lock = threading.Lock()
         self._sessions: dict[SessionSettings, Any] = {first_settings: first}
         self._runners: dict[SessionSettings, BoundRunner] = {}
-        self._latency_runner: BoundRunner | None = None
-        self._throughput_runner: BoundRunner | None = None
+        # The bound paths, once made (read directly by Predictor.predict on every small call).
+        self.latency_runner: BoundRunner | None = None
+        self.throughput_runner: BoundRunner | None = None
         if spec is None:
             self._latency = self._throughput = first_settings
             self.latency_max_rows = 0
@@ -93,13 +94,13 @@ class RegimeSessions:
         # Cached per regime in plain attributes: this runs on every small call, and hashing the
         # settings to look a runner up would cost a tenth of such a call.
         if rows <= self.latency_max_rows:
-            runner = self._latency_runner
+            runner = self.latency_runner
             if runner is None and self._fast_input is not None:
-                runner = self._latency_runner = self._make_runner(self._latency, rows)
+                runner = self.latency_runner = self._make_runner(self._latency, rows)
         else:
-            runner = self._throughput_runner
+            runner = self.throughput_runner
             if runner is None and self._fast_input is not None:
-                runner = self._throughput_runner = self._make_runner(self._throughput, rows)
+                runner = self.throughput_runner = self._make_runner(self._throughput, rows)
         return runner
 
     def _make_runner(self, settings: SessionSettings, rows: int) -> BoundRunner:
