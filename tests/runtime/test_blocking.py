@@ -181,3 +181,19 @@ def test_a_model_without_trees_keeps_one_session(tmp_path) -> None:
 def test_a_bad_block_size_is_refused() -> None:
     with pytest.raises(SessionSettingsError, match="tree_block_nodes must be an integer >= 0"):
         SessionSettings(tree_block_nodes=-1)
+
+
+def test_open_sessions_opens_the_throughput_session_up_front(tmp_path) -> None:
+    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
+    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
+    path = tmp_path / "forest.onnx"
+    path.write_bytes(
+        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
+    )
+    predictor = Predictor(path)
+    assert len(predictor._sessions._sessions) == 1  # the latency session only, so far
+    predictor.open_sessions()
+    assert len(predictor._sessions._sessions) == 2
+    large = predictor.session_for(2000)
+    assert large is not predictor.session_for(1)
+    assert large is predictor.session_for(300)  # every call above 256 rows runs on it

@@ -260,6 +260,14 @@ class Predictor:
         """The ONNX Runtime session a call of ``rows`` rows runs on (see ``tune``)."""
         return self._sessions.session_for(rows)
 
+    def open_sessions(self) -> None:
+        """Open every regime's session now, not on the first call that needs it.
+
+        A server calls this when it loads a model, so that its first large request does not pay
+        for opening (and, with trees in blocks, rewriting) the throughput session.
+        """
+        self._sessions.open_all()
+
     def settings_for(self, rows: int) -> SessionSettings:
         """The session settings a call of ``rows`` rows runs with."""
         return self._sessions.settings_for(rows)

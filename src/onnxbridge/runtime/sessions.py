@@ -89,6 +89,11 @@ class RegimeSessions:
                     self._sessions[settings] = session
         return session
 
+    def open_all(self) -> None:
+        """Open the throughput session now too (it is otherwise opened on first use)."""
+        if self._throughput != self._latency:
+            self.session_for(self.latency_max_rows + 1)
+
     def runner_for(self, rows: int) -> BoundRunner | None:
         """The bound fast path of the session for ``rows`` rows, or None without one."""
         # Cached per regime in plain attributes: this runs on every small call, and hashing the
