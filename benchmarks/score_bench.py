@@ -32,7 +32,10 @@ import psutil
 HERE = Path(__file__).resolve().parent
 RUNS = ("baseline", "local", "dask")
 # Extra runs, for choosing the local engine's defaults: one session of two ORT threads.
-VARIANTS = {"local-1x2": {"engine": "local", "workers": 1, "session_threads": 2}}
+VARIANTS = {
+    "local-1x2": {"engine": "local", "workers": 1, "session_threads": 2},
+    "local-3x1": {"engine": "local", "workers": 3, "session_threads": 1},
+}
 
 
 # ------------------------------------------------------------------------------------ the model

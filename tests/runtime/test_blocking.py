@@ -197,3 +197,19 @@ def test_open_sessions_opens_the_throughput_session_up_front(tmp_path) -> None:
     large = predictor.session_for(2000)
     assert large is not predictor.session_for(1)
     assert large is predictor.session_for(300)  # every call above 256 rows runs on it
+
+
+def test_the_throughput_regime_serves_every_call_with_one_session(tmp_path) -> None:
+    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
+    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
+    path = tmp_path / "forest.onnx"
+    path.write_bytes(
+        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
+    )
+    batch = Predictor(path, regime="throughput")
+    assert batch.settings_for(1).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    assert batch.session_for(1) is batch.session_for(5000)
+    assert len(batch._sessions._sessions) == 1  # the metadata-reading session was let go
+    np.testing.assert_array_equal(batch.predict(X[2000:2003]).labels, forest.predict(X[2000:2003]))
+    with pytest.raises(SessionSettingsError, match="regime must be None or 'throughput'"):
+        Predictor(path, regime="latency")

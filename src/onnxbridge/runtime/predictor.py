@@ -25,12 +25,15 @@ import pandas as pd
 from onnxbridge.convert.metadata import ModelMetadata, input_block
 from onnxbridge.data import normalize_features, preview_names
 from onnxbridge.errors import (
+    AcceleratorError,
     DataError,
     InferenceError,
     OnnxModelError,
     SchemaMismatchError,
+    SessionSettingsError,
     first_line,
 )
+from onnxbridge.runtime.accelerator import CompiledTrees, load_accelerator
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS
 from onnxbridge.runtime.sessions import (
@@ -141,6 +144,15 @@ class Predictor:
             the throughput settings (one session each, the second opened on first use);
             ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
             both.
+        accelerator: run calls of at least the recorded ``min_rows`` rows on the accelerator
+            ``onnxbridge tune --engines all`` recorded for this bundle (compiled trees checked
+            equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
+            default: its library is native code, loaded only when asked for and only when its
+            hash matches the bundle's card. Classifiers and regressors only.
+        regime: ``"throughput"`` runs every call, whatever its size, on the throughput
+            settings (tuned, or the default ones with trees in blocks) and opens only that
+            session — batch scoring, whose results must not depend on the batch size; None
+            picks the regime per call.
 
     Small calls on a numeric array (up to 256 rows) take a bound path: an IOBinding with
     pre-allocated input and output buffers per batch size, reused across calls
@@ -162,6 +174,8 @@ class Predictor:
         allow_spinning: bool | None = None,
         settings: SessionSettings | None = None,
         tuned: bool = True,
+        accelerator: bool = False,
+        regime: str | None = None,
     ) -> None:
         source: str | bytes
         if isinstance(model, bytes):
@@ -239,6 +253,10 @@ class Predictor:
                 throughput=replace(base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
                 latency_max_rows=DEFAULT_MAX_ROWS,
             )
+        if regime not in (None, "throughput"):
+            raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
+        if regime == "throughput" and regimes is not None:
+            regimes = replace(regimes, latency_max_rows=0)
         self._sessions = RegimeSessions(first, base, regimes, open_session, fast_input)
         # The single-row (latency) session; run() and predict() pick one per call.
         self.session = self._sessions.session_for(1)
@@ -255,6 +273,41 @@ class Predictor:
         self._plain_classifier = plain and not self._restore
         self._label_at = self._role_index.get("label", -1)
         self._probabilities_at = self._role_index.get("probabilities", -1)
+        self.accelerator: CompiledTrees | None = None
+        if accelerator:
+            self.accelerator = self._load_accelerator()
+
+    def _load_accelerator(self) -> CompiledTrees:
+        roles = set(self._roles)
+        classifier = roles == {"label", "probabilities"}
+        if not classifier and roles != {"value"}:
+            raise AcceleratorError(
+                f"an accelerator serves classifiers (label + probabilities) and regressors; "
+                f"this model's outputs are {', '.join(sorted(roles)) or 'unknown'}"
+            )
+        if self._multi_input():
+            raise AcceleratorError("an accelerator takes one numeric input; this model has more")
+        record = self.tuning.accelerator if self.tuning is not None else None
+        classes = self._classes if classifier else None
+        loaded = load_accelerator(self.path, record, len(classes) if classes else None)
+        if classes is not None:
+            strings = any(isinstance(c, str) for c in classes)
+            self._class_table = np.asarray(classes, dtype=object if strings else None)
+        return loaded
+
+    def _accelerated(self, feeds: dict[str, np.ndarray]) -> PredictionResult | None:
+        """The accelerator's result for large numeric calls, or None (ONNX Runtime runs it)."""
+        accelerator = self.accelerator
+        if accelerator is None or len(feeds) != 1:
+            return None
+        X = next(iter(feeds.values()))
+        if X.ndim != 2 or len(X) < accelerator.min_rows or X.dtype.kind != "f":
+            return None
+        out = accelerator.predict(X)
+        if accelerator.n_classes is None:
+            return PredictionResult(values=out)
+        labels = self._class_table[np.argmax(out, axis=1)]
+        return PredictionResult(labels, out, None, self._classes)
 
     def session_for(self, rows: int) -> Any:
         """The ONNX Runtime session a call of ``rows`` rows runs on (see ``tune``)."""
@@ -511,9 +564,12 @@ class Predictor:
                     if labels.ndim == 1 and probabilities.ndim == 2:
                         return PredictionResult(labels, probabilities, None, self._classes)
                 return self._result(outputs)
-        return self._result(
-            self.run(self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing))
-        )
+        feeds = self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        if self.accelerator is not None:
+            accelerated = self._accelerated(feeds)
+            if accelerated is not None:
+                return accelerated
+        return self._result(self.run(feeds))
 
     def _result(self, outputs: list[Any]) -> PredictionResult:
         """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.

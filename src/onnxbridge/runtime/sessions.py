@@ -65,7 +65,10 @@ class RegimeSessions:
             self.latency_max_rows = spec.latency_max_rows
             # Single rows are what a server waits on: open their session now, not mid-request.
             self.session_for(1)
-            if first_settings not in (self._latency, self._throughput):
+            # latency_max_rows 0: every call is a throughput call (Predictor(regime=...)).
+            used = [self._throughput] if self.latency_max_rows == 0 else [self._latency]
+            used.append(self._throughput)
+            if first_settings not in used:
                 del self._sessions[first_settings]  # needed only to read the model's metadata
 
     @property
