@@ -32,7 +32,10 @@ import psutil
 HERE = Path(__file__).resolve().parent
 RUNS = ("baseline", "local", "dask")
 # Extra runs, for choosing the local engine's defaults: one session of two ORT threads.
-VARIANTS = {"local-1x2": {"engine": "local", "workers": 1, "session_threads": 2}}
+VARIANTS = {
+    "local-1x2": {"engine": "local", "workers": 1, "session_threads": 2},
+    "local-3x1": {"engine": "local", "workers": 3, "session_threads": 1},
+}
 
 
 # ------------------------------------------------------------------------------------ the model
@@ -124,10 +127,12 @@ def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
     session by threads) on one 32 768-row batch: less sensitive to other processes than wall
     time, it says how fast each side could go with the machine to itself."""
     import numpy as np
-    import onnxruntime as ort
     import pyarrow.parquet as pq
 
     from onnxbridge import load_estimator
+    from onnxbridge.runtime import SessionSettings
+    from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
+    from onnxbridge.runtime.sessions import open_ort_session
 
     model = load_estimator(skops)
     features = list(model.feature_names_in_)
@@ -144,15 +149,16 @@ def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
         return len(X) / cpu
 
     print(f"kernel rows per CPU-second on {len(X):,} rows (best of {repeat}):")
-    print(f"  sklearn predict_proba   {best(lambda: model.predict_proba(frame)):>10,.0f}")
-    for threads in (1, 2):
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
-        name = session.get_inputs()[0].name
-        rate = best(lambda s=session, n=name: s.run(None, {n: X}))
-        print(f"  onnxruntime {threads} thread{'s' if threads > 1 else ' '}    {rate:>10,.0f}")
+    print(f"  {'sklearn predict_proba':<38}{best(lambda: model.predict_proba(frame)):>10,.0f}")
+    for blocks in (0, DEFAULT_TREE_BLOCK_NODES):
+        for threads in (1, 2):
+            settings = SessionSettings(threads, allow_spinning=False, tree_block_nodes=blocks)
+            session = open_ort_session(onnx, settings)
+            name = session.get_inputs()[0].name
+            rate = best(lambda s=session, n=name: s.run(None, {n: X}))
+            label = f"onnxruntime {threads} thread{'s' if threads > 1 else ''}"
+            label += ", trees in blocks" if blocks else ""
+            print(f"  {label:<38}{rate:>10,.0f}")
 
 
 # ------------------------------------------------------------------------------- parent: timing

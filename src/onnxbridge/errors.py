@@ -20,6 +20,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── OnnxModelError (ValueError)         a file that is not a loadable ONNX model
     ├── SessionSettingsError (ValueError)   session settings ONNX Runtime cannot take, or a
     │                                       damaged onnxbridge.session entry in a model
+    ├── AcceleratorError (ValueError)       --accelerator without a usable recorded accelerator
     ├── InferenceError (RuntimeError)       ONNX Runtime failed while running a valid model
     ├── ClusterError (RuntimeError)         score: the Dask cluster is unreachable or failed
     ├── CoverageError (RuntimeError)        the coverage run itself could not proceed
@@ -39,6 +40,7 @@ part of a third-party error worth quoting in a wrapped message.
 from __future__ import annotations
 
 __all__ = [
+    "AcceleratorError",
     "BadRowError",
     "BundleError",
     "ClusterError",
@@ -133,6 +135,10 @@ class OnnxModelError(OnnxbridgeError, ValueError):
 class SessionSettingsError(OnnxbridgeError, ValueError):
     """Session settings that ONNX Runtime cannot take (threads, mode, level), or tuned settings
     stored in a model that cannot be read."""
+
+
+class AcceleratorError(OnnxbridgeError, ValueError):
+    """An accelerator was asked for, but none is recorded, installed or intact."""
 
 
 class InferenceError(OnnxbridgeError, RuntimeError):

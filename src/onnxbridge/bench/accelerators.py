@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.settings import available_cores
 from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
 
 __all__ = [
@@ -253,6 +254,14 @@ def build_candidates(
     return candidates, skipped
 
 
+def _openmp_threads() -> int:
+    """The OpenMP thread count this process allows now (cores when no OpenMP is loaded)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "openmp"]
+    return max(1, min(counts)) if counts else available_cores()
+
+
 def _build_tl2cgen(
     estimator: Any, workdir: Path, n_classes: int | None, threads: list[int]
 ) -> list[AcceleratorCandidate]:
@@ -260,6 +269,10 @@ def _build_tl2cgen(
     import treelite
 
     library = workdir / "tl2cgen.so"
+    # tl2cgen refuses more threads than OpenMP allows the process, and other libraries lower
+    # that limit for good (LightGBM's predict sets OpenMP's thread count and keeps it).
+    allowed = _openmp_threads()
+    threads = sorted({min(n, allowed) for n in threads})
     with _quiet():
         if hasattr(estimator, "booster_"):  # LightGBM
             model = treelite.frontend.from_lightgbm(estimator.booster_)

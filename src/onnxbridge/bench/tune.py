@@ -7,7 +7,9 @@ For each regime, ``latency`` (``latency_rows`` rows per call, 1 by default) and 
 1. intra-op threads 1 … cores × spinning off / on (sequential, all graph optimisations), plus
    ONNX Runtime's own defaults;
 2. on the winner of step 1: parallel execution mode, and graph optimisation levels ``extended``,
-   ``basic``, ``disabled``.
+   ``basic``, ``disabled``; for the throughput regime of a model with a large tree ensemble,
+   also its trees in blocks (:mod:`onnxbridge.runtime.blocking`), alone and with the blocks
+   run side by side (parallel mode, one thread each).
 
 **Choosing** within a step: candidates are listed from the cheapest for a shared machine (fewer
 threads, no spinning, sequential, all optimisations) to the dearest, and the first one whose median
@@ -49,6 +51,8 @@ from onnxbridge.bench.timing import Timing, measure_many
 from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
+from onnxbridge.runtime.sessions import blocked_model, open_ort_session
 from onnxbridge.runtime.settings import (
     SESSION_KEY,
     SessionSettings,
@@ -172,11 +176,7 @@ class TuneReport:
 
 
 def _session(path: Path, settings: SessionSettings) -> Any:
-    import onnxruntime as ort
-
-    return ort.InferenceSession(
-        str(path), settings.to_session_options(), providers=["CPUExecutionProvider"]
-    )
+    return open_ort_session(path, settings)
 
 
 def _pick(timings: list[tuple[SessionSettings, Timing]], margin: float) -> int:
@@ -198,9 +198,14 @@ def stage_one_candidates(cores: int) -> list[SessionSettings]:
     return [*candidates, SessionSettings()]
 
 
-def stage_two_candidates(winner: SessionSettings, cores: int) -> list[SessionSettings]:
+def stage_two_candidates(
+    winner: SessionSettings, cores: int, *, blocks: bool = False
+) -> list[SessionSettings]:
     """The step-one winner, then its parallel-mode and lower-optimisation variants.
 
+    With ``blocks`` (the model has a tree ensemble large enough to split, see
+    :mod:`onnxbridge.runtime.blocking`) also the winner with its trees in blocks, and on several
+    cores the blocks run side by side (parallel mode, one thread per block).
     ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
     """
     variants = [winner]
@@ -208,6 +213,18 @@ def stage_two_candidates(winner: SessionSettings, cores: int) -> list[SessionSet
         variants.append(replace(winner, execution_mode="parallel", inter_op_num_threads=cores))
     for level in ("extended", "basic", "disabled"):
         variants.append(replace(winner, graph_optimization_level=level))
+    if blocks:
+        blocked = replace(winner, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
+        variants.append(blocked)
+        if cores > 1:
+            variants.append(
+                replace(
+                    blocked,
+                    intra_op_num_threads=1,
+                    execution_mode="parallel",
+                    inter_op_num_threads=cores,
+                )
+            )
     return variants
 
 
@@ -222,6 +239,7 @@ def _tune_regime(
     min_time: float,
     margin: float,
     progress: Any,
+    blocks: bool = False,
 ) -> RegimeResult:
     measured: list[CandidateTiming] = []
 
@@ -240,7 +258,7 @@ def _tune_regime(
     # Step two also re-times both defaults, so that every ratio reported compares timings of
     # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
     ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
-    stage2_candidates = stage_two_candidates(winner, cores)
+    stage2_candidates = stage_two_candidates(winner, cores, blocks=blocks)
     stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
     stage2 = run_stage(stage2_candidates, 2)
     winner, winner_timing = stage2[_pick(stage2, margin)]
@@ -256,9 +274,11 @@ def _tune_regime(
     )
 
 
-def _regime_steps(cores: int, repeat: int) -> int:
+def _regime_steps(cores: int, repeat: int, blocks: bool = False) -> int:
     stage1 = 2 * cores + 1
     stage2 = 4 + (cores > 1) + 2  # at most: the variants and the two defaults
+    if blocks:
+        stage2 += 1 + (cores > 1)
     return (stage1 + stage2) * (repeat + 1)
 
 
@@ -398,7 +418,8 @@ def tune_model(
     cores = available_cores()
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
-    total = len(wanted) * _regime_steps(cores, repeat)
+    blockable = blocked_model(source.onnx_path.read_bytes(), DEFAULT_TREE_BLOCK_NODES) is not None
+    total = sum(_regime_steps(cores, repeat, blockable and w == "throughput") for w in wanted)
     if regime == "both":
         total += len(_BOUNDARY_SIZES) * 2 * (repeat + 1)
     if engines == "all":
@@ -429,6 +450,8 @@ def tune_model(
             min_time=min_time,
             margin=margin,
             progress=step_for(f"{name}: {rows} rows"),
+            # One row gains nothing from blocks (docs/benchmarks.md): tried on batches only.
+            blocks=blockable and name == "throughput",
         )
     fallback = SessionSettings.onnxbridge_default()
     latency = (

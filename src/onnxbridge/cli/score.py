@@ -137,6 +137,15 @@ def score_command(
             "workers)].",
         ),
     ] = None,
+    accelerator: Annotated[
+        bool,
+        typer.Option(
+            "--accelerator",
+            help="Score batches on the compiled trees `tune --engines all` recorded in the "
+            "bundle (checked equivalent; native code: only for bundles you trust). Local "
+            "engine only.",
+        ),
+    ] = False,
     resume: Annotated[
         bool,
         typer.Option("--resume", help="Keep the parts an interrupted run completed; do the rest."),
@@ -172,6 +181,7 @@ def score_command(
         "workers": workers,
         "session_threads": session_threads,
         "scheduler": scheduler,
+        "accelerator": accelerator,
         "progress": bar,
     }
     if bar is not None:

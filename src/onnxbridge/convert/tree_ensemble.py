@@ -600,34 +600,40 @@ def add_float_forest_classifier(
     """One ``TreeEnsembleClassifier`` on float32 input whose leaves hold class probabilities.
 
     The single-operator form (what ONNX Runtime is fastest at) for ensembles whose raw scores are
-    the probabilities (trees and forests, ``average`` folded into the weights). Every leaf
-    lists every class, so ONNX Runtime never takes its one-class binary shortcut.
+    the probabilities (trees and forests). Every leaf lists every class, so ONNX Runtime never
+    takes its one-class binary shortcut. A forest's leaves keep their own probabilities and the
+    sum is divided by the number of trees afterwards (``Div``), as scikit-learn does: with pure
+    leaves (0 or 1) the float32 sums are exact integers, so a tie stays a tie — also when the
+    trees are summed in blocks (:mod:`onnxbridge.runtime.blocking`) — instead of depending on
+    how ``n * (1 / n_trees)`` rounds.
     """
     leaf = np.flatnonzero(spec.is_leaf)
     k = spec.n_outputs
     thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
     attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
-    scale = 1.0 / spec.n_trees if spec.average else 1.0
     attrs.update(
         class_treeids=[int(spec.tree[r]) for r in leaf for _ in range(k)],
         class_nodeids=[int(spec.node[r]) for r in leaf for _ in range(k)],
         class_ids=[c for _ in leaf for c in range(k)],
-        class_weights=[float(spec.values[r, c] * scale) for r in leaf for c in range(k)],
+        class_weights=[float(spec.values[r, c]) for r in leaf for c in range(k)],
         post_transform="NONE",
     )
     if np.asarray(classes).dtype.kind in "OUS":
         attrs["classlabels_strings"] = [str(c) for c in classes]
     else:
         attrs["classlabels_int64s"] = [int(c) for c in classes]
+    summed = probabilities if not spec.average else scope.get_unique_variable_name("tree_votes")
     container.add_node(
         "TreeEnsembleClassifier",
         [x],
-        [label, probabilities],
+        [label, summed],
         op_domain=ML_DOMAIN,
         op_version=1,
         name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
         **attrs,
     )
+    if spec.average:
+        _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, probabilities)
 
 
 def add_raw_scores(

@@ -13,6 +13,7 @@ Shapes: ``X [N, F] -> labels [N], probabilities [N, C]`` (classifiers) or ``valu
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,13 +25,23 @@ import pandas as pd
 from onnxbridge.convert.metadata import ModelMetadata, input_block
 from onnxbridge.data import normalize_features, preview_names
 from onnxbridge.errors import (
+    AcceleratorError,
     DataError,
     InferenceError,
     OnnxModelError,
     SchemaMismatchError,
+    SessionSettingsError,
     first_line,
 )
-from onnxbridge.runtime.sessions import RegimeSessions, fast_input_of
+from onnxbridge.runtime.accelerator import CompiledTrees, load_accelerator
+from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS
+from onnxbridge.runtime.sessions import (
+    RegimeSessions,
+    blocked_model,
+    fast_input_of,
+    open_ort_session,
+)
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = ["PredictionResult", "Predictor"]
@@ -48,7 +59,7 @@ _ORT_TO_NUMPY = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class PredictionResult:
     """What a model predicted for ``N`` rows.
 
@@ -133,6 +144,15 @@ class Predictor:
             the throughput settings (one session each, the second opened on first use);
             ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
             both.
+        accelerator: run calls of at least the recorded ``min_rows`` rows on the accelerator
+            ``onnxbridge tune --engines all`` recorded for this bundle (compiled trees checked
+            equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
+            default: its library is native code, loaded only when asked for and only when its
+            hash matches the bundle's card. Classifiers and regressors only.
+        regime: ``"throughput"`` runs every call, whatever its size, on the throughput
+            settings (tuned, or the default ones with trees in blocks) and opens only that
+            session — batch scoring, whose results must not depend on the batch size; None
+            picks the regime per call.
 
     Small calls on a numeric array (up to 256 rows) take a bound path: an IOBinding with
     pre-allocated input and output buffers per batch size, reused across calls
@@ -154,11 +174,12 @@ class Predictor:
         allow_spinning: bool | None = None,
         settings: SessionSettings | None = None,
         tuned: bool = True,
+        accelerator: bool = False,
+        regime: str | None = None,
     ) -> None:
-        import onnxruntime as ort
-
+        source: str | bytes
         if isinstance(model, bytes):
-            source: Any = model
+            source = model
             self.path: Path | None = None
         else:
             self.path = Path(model)
@@ -179,11 +200,23 @@ class Predictor:
         where = repr(str(self.path)) if self.path else "the given bytes"
         chosen_providers = list(providers or ["CPUExecutionProvider"])
 
+        # Sessions opened so far, weakly: a regime with nothing to block reuses its plain twin.
+        opened: weakref.WeakValueDictionary[SessionSettings, Any] = weakref.WeakValueDictionary()
+
         def open_session(with_settings: SessionSettings) -> Any:
             try:
-                return ort.InferenceSession(
-                    source, with_settings.to_session_options(), providers=chosen_providers
-                )
+                if with_settings.tree_block_nodes:
+                    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+                    plain = replace(with_settings, tree_block_nodes=0)
+                    if blocked_model(data, with_settings.tree_block_nodes) is None and (
+                        plain in opened
+                    ):
+                        return opened[plain]  # nothing to block: the same graph, reuse it
+                session = open_ort_session(source, with_settings, chosen_providers)
+                opened[with_settings] = session
+                return session
+            except OSError as exc:
+                raise OnnxModelError(f"cannot read {where} ({exc})") from exc
             except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
                 raise OnnxModelError(
                     f"{where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx "
@@ -210,7 +243,21 @@ class Predictor:
             width = len(self.feature_names) if self.feature_names else self._input_width()
             refused = bool(self.metadata and self.metadata.missing_values == "refused")
             fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, width, refused)
-        self._sessions = RegimeSessions(first, base, self.tuning, open_session, fast_input)
+        regimes = self.tuning
+        if regimes is None and settings is None:
+            # Untuned: calls too large for the bound path run with the same settings on the
+            # graph with its large tree ensembles in blocks (runtime/blocking.py), which is
+            # faster there and changes nothing for models without such ensembles.
+            regimes = TuningSpec(
+                latency=base,
+                throughput=replace(base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
+                latency_max_rows=DEFAULT_MAX_ROWS,
+            )
+        if regime not in (None, "throughput"):
+            raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
+        if regime == "throughput" and regimes is not None:
+            regimes = replace(regimes, latency_max_rows=0)
+        self._sessions = RegimeSessions(first, base, regimes, open_session, fast_input)
         # The single-row (latency) session; run() and predict() pick one per call.
         self.session = self._sessions.session_for(1)
         self._roles = self._output_roles()
@@ -226,10 +273,53 @@ class Predictor:
         self._plain_classifier = plain and not self._restore
         self._label_at = self._role_index.get("label", -1)
         self._probabilities_at = self._role_index.get("probabilities", -1)
+        self.accelerator: CompiledTrees | None = None
+        if accelerator:
+            self.accelerator = self._load_accelerator()
+
+    def _load_accelerator(self) -> CompiledTrees:
+        roles = set(self._roles)
+        classifier = roles == {"label", "probabilities"}
+        if not classifier and roles != {"value"}:
+            raise AcceleratorError(
+                f"an accelerator serves classifiers (label + probabilities) and regressors; "
+                f"this model's outputs are {', '.join(sorted(roles)) or 'unknown'}"
+            )
+        if self._multi_input():
+            raise AcceleratorError("an accelerator takes one numeric input; this model has more")
+        record = self.tuning.accelerator if self.tuning is not None else None
+        classes = self._classes if classifier else None
+        loaded = load_accelerator(self.path, record, len(classes) if classes else None)
+        if classes is not None:
+            strings = any(isinstance(c, str) for c in classes)
+            self._class_table = np.asarray(classes, dtype=object if strings else None)
+        return loaded
+
+    def _accelerated(self, feeds: dict[str, np.ndarray]) -> PredictionResult | None:
+        """The accelerator's result for large numeric calls, or None (ONNX Runtime runs it)."""
+        accelerator = self.accelerator
+        if accelerator is None or len(feeds) != 1:
+            return None
+        X = next(iter(feeds.values()))
+        if X.ndim != 2 or len(X) < accelerator.min_rows or X.dtype.kind != "f":
+            return None
+        out = accelerator.predict(X)
+        if accelerator.n_classes is None:
+            return PredictionResult(values=out)
+        labels = self._class_table[np.argmax(out, axis=1)]
+        return PredictionResult(labels, out, None, self._classes)
 
     def session_for(self, rows: int) -> Any:
         """The ONNX Runtime session a call of ``rows`` rows runs on (see ``tune``)."""
         return self._sessions.session_for(rows)
+
+    def open_sessions(self) -> None:
+        """Open every regime's session now, not on the first call that needs it.
+
+        A server calls this when it loads a model, so that its first large request does not pay
+        for opening (and, with trees in blocks, rewriting) the throughput session.
+        """
+        self._sessions.open_all()
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The session settings a call of ``rows`` rows runs with."""
@@ -456,14 +546,30 @@ class Predictor:
         """
         if type(data) is np.ndarray:
             # Small numeric arrays take the bound path (runtime/fastpath.py); it returns None
-            # for anything it does not serve exactly as the plain path would.
-            runner = self._sessions.runner_for(data.shape[0] if data.ndim == 2 else 1)
+            # for anything it does not serve exactly as the plain path would. Spelled out for
+            # speed: a single-row call lasts a few µs, and each Python call here costs 0.1 µs.
+            rows = data.shape[0] if data.ndim == 2 else 1
+            sessions = self._sessions
+            runner = (
+                sessions.latency_runner
+                if rows <= sessions.latency_max_rows
+                else sessions.throughput_runner
+            ) or sessions.runner_for(rows)
             outputs = runner.try_run(data) if runner is not None else None
             if outputs is not None:
+                if self._plain_classifier:
+                    # The bound path returns arrays only; labels [N] and probabilities [N, C].
+                    labels = outputs[self._label_at]
+                    probabilities = outputs[self._probabilities_at]
+                    if labels.ndim == 1 and probabilities.ndim == 2:
+                        return PredictionResult(labels, probabilities, None, self._classes)
                 return self._result(outputs)
-        return self._result(
-            self.run(self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing))
-        )
+        feeds = self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        if self.accelerator is not None:
+            accelerated = self._accelerated(feeds)
+            if accelerated is not None:
+                return accelerated
+        return self._result(self.run(feeds))
 
     def _result(self, outputs: list[Any]) -> PredictionResult:
         """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.

@@ -12,16 +12,19 @@ Settings are clamped to the cores available here (:meth:`SessionSettings.clamped
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from onnxbridge.runtime.blocking import block_tree_ensembles
 from onnxbridge.runtime.fastpath import BoundRunner
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["RegimeSessions"]
+__all__ = ["RegimeSessions", "blocked_model", "open_ort_session"]
 
 
 class RegimeSessions:
@@ -50,8 +53,9 @@ class RegimeSessions:
         self._lock = threading.Lock()
         self._sessions: dict[SessionSettings, Any] = {first_settings: first}
         self._runners: dict[SessionSettings, BoundRunner] = {}
-        self._latency_runner: BoundRunner | None = None
-        self._throughput_runner: BoundRunner | None = None
+        # The bound paths, once made (read directly by Predictor.predict on every small call).
+        self.latency_runner: BoundRunner | None = None
+        self.throughput_runner: BoundRunner | None = None
         if spec is None:
             self._latency = self._throughput = first_settings
             self.latency_max_rows = 0
@@ -61,7 +65,10 @@ class RegimeSessions:
             self.latency_max_rows = spec.latency_max_rows
             # Single rows are what a server waits on: open their session now, not mid-request.
             self.session_for(1)
-            if first_settings not in (self._latency, self._throughput):
+            # latency_max_rows 0: every call is a throughput call (Predictor(regime=...)).
+            used = [self._throughput] if self.latency_max_rows == 0 else [self._latency]
+            used.append(self._throughput)
+            if first_settings not in used:
                 del self._sessions[first_settings]  # needed only to read the model's metadata
 
     @property
@@ -85,18 +92,23 @@ class RegimeSessions:
                     self._sessions[settings] = session
         return session
 
+    def open_all(self) -> None:
+        """Open the throughput session now too (it is otherwise opened on first use)."""
+        if self._throughput != self._latency:
+            self.session_for(self.latency_max_rows + 1)
+
     def runner_for(self, rows: int) -> BoundRunner | None:
         """The bound fast path of the session for ``rows`` rows, or None without one."""
         # Cached per regime in plain attributes: this runs on every small call, and hashing the
         # settings to look a runner up would cost a tenth of such a call.
         if rows <= self.latency_max_rows:
-            runner = self._latency_runner
+            runner = self.latency_runner
             if runner is None and self._fast_input is not None:
-                runner = self._latency_runner = self._make_runner(self._latency, rows)
+                runner = self.latency_runner = self._make_runner(self._latency, rows)
         else:
-            runner = self._throughput_runner
+            runner = self.throughput_runner
             if runner is None and self._fast_input is not None:
-                runner = self._throughput_runner = self._make_runner(self._throughput, rows)
+                runner = self.throughput_runner = self._make_runner(self._throughput, rows)
         return runner
 
     def _make_runner(self, settings: SessionSettings, rows: int) -> BoundRunner:
@@ -127,3 +139,45 @@ def fast_input_of(
     if dtype is None or np.dtype(dtype).kind not in "fiub":
         return None
     return (inputs[0].name, dtype, width, check_missing)
+
+
+# Rewritten (blocked) models by (source, block size): tune and a Predictor's regimes open the
+# same rewrite several times, and rewriting a large forest takes a few tenths of a second.
+_BLOCKED: dict[tuple[int, int, int], bytes | None] = {}
+_BLOCKED_KEEP = 4
+
+
+def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
+    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes."""
+    key = (len(model), hash(model), max_nodes)
+    if key not in _BLOCKED:
+        if len(_BLOCKED) >= _BLOCKED_KEEP:
+            _BLOCKED.pop(next(iter(_BLOCKED)))
+        _BLOCKED[key] = block_tree_ensembles(model, max_nodes)
+    return _BLOCKED[key]
+
+
+def open_ort_session(
+    model: str | os.PathLike[str] | bytes,
+    settings: SessionSettings,
+    providers: Sequence[str] | None = None,
+) -> Any:
+    """An ``onnxruntime.InferenceSession`` of ``model`` (a path or bytes) with ``settings``.
+
+    With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
+    (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
+    ONNX Runtime's own errors propagate (callers wrap them).
+    """
+    import onnxruntime as ort
+
+    source: Any = model if isinstance(model, bytes) else str(model)
+    if settings.tree_block_nodes:
+        data = model if isinstance(model, bytes) else Path(model).read_bytes()
+        blocked = blocked_model(data, settings.tree_block_nodes)
+        if blocked is not None:
+            source = blocked
+    return ort.InferenceSession(
+        source,
+        settings.to_session_options(),
+        providers=list(providers or ["CPUExecutionProvider"]),
+    )

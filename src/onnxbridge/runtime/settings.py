@@ -70,6 +70,9 @@ class SessionSettings:
         allow_spinning: idle intra-op threads spin-wait for work instead of sleeping.
         execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
         graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
+        tree_block_nodes: split tree-ensemble operators larger than this many nodes into blocks
+            of trees (:mod:`onnxbridge.runtime.blocking`; faster on large batches); 0 runs the
+            graph as it is.
 
     Raises:
         SessionSettingsError: a negative or non-integer thread count, an unknown mode or level.
@@ -80,9 +83,19 @@ class SessionSettings:
     allow_spinning: bool = True
     execution_mode: str = "sequential"
     graph_optimization_level: str = "all"
+    tree_block_nodes: int = 0
 
     def __post_init__(self) -> None:
         _check_int("intra_op_num_threads", self.intra_op_num_threads)
+        if (
+            isinstance(self.tree_block_nodes, bool)
+            or not isinstance(self.tree_block_nodes, int)
+            or self.tree_block_nodes < 0
+        ):
+            raise SessionSettingsError(
+                f"tree_block_nodes must be an integer >= 0 (0: no blocks), got "
+                f"{self.tree_block_nodes!r}"
+            )
         _check_int("inter_op_num_threads", self.inter_op_num_threads)
         if not isinstance(self.allow_spinning, bool):
             raise SessionSettingsError(
@@ -115,7 +128,10 @@ class SessionSettings:
         mode = self.execution_mode
         if mode == "parallel" and self.inter_op_num_threads:
             mode += f" ×{self.inter_op_num_threads}"
-        return f"{head}, {spin}, {mode}, opt {self.graph_optimization_level}"
+        text = f"{head}, {spin}, {mode}, opt {self.graph_optimization_level}"
+        if self.tree_block_nodes:
+            text += f", trees in blocks of {self.tree_block_nodes} nodes"
+        return text
 
     def clamped(self, cores: int | None = None) -> SessionSettings:
         """These settings with thread counts no larger than the cores available here.

@@ -348,6 +348,7 @@ def score(
     workers: int | None = None,
     session_threads: int | None = None,
     scheduler: str | None = None,
+    accelerator: bool = False,
     progress: ProgressCallback | None = None,
 ) -> ScoreResult:
     """Score CSV / Parquet files larger than memory with an ONNX model; write Parquet.
@@ -371,6 +372,10 @@ def score(
             comes from ``workers``, and results then do not depend on ``batch_size``].
         scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
             the Dask engine starts a LocalCluster for the job.
+        accelerator: score batches on the accelerator ``onnxbridge tune --engines all``
+            recorded in the bundle (compiled trees checked equivalent to the ONNX model; native
+            code, loaded only when asked for and only when its hash matches the card). Local
+            engine only.
         progress: called with ``(rows done, total rows or None)`` as rows are written.
 
     Returns:
@@ -381,6 +386,11 @@ def score(
         OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
     """
     _check_options(engine, batch_size, on_error, workers)
+    if accelerator and engine != "local":
+        raise DataError(
+            "--accelerator runs with --engine local only (Dask workers get the .onnx model "
+            "alone); drop one of them"
+        )
     if engine == "local" and scheduler is not None:
         raise DataError("--scheduler is for --engine dask; add --engine dask or drop it")
     if engine == "dask" and OutputLayout.for_output(output).single_file:
@@ -403,7 +413,7 @@ def score(
         )
         if engine == "local":
             n_workers = workers or available_cores()
-            written = _run_local(job, n_workers, session_threads, progress)
+            written = _run_local(job, n_workers, session_threads, progress, accelerator)
             extra: dict[str, Any] = {}
         else:
             from onnxbridge.score.dask_engine import run_dask
@@ -473,6 +483,7 @@ def _run_local(
     workers: int,
     session_threads: int | None,
     progress: ProgressCallback | None,
+    accelerator: bool = False,
 ) -> list[PartResult]:
     """The local engine: batches of every part go through one thread pool, in order."""
     if not job.parts:
@@ -480,7 +491,10 @@ def _run_local(
     # One thread per session by default: parallelism comes from the pool, and tree votes are
     # then added in one order whatever the batch size (results do not depend on --batch-size).
     predictor = Predictor(
-        job.model_path or job.model_bytes, intra_op_num_threads=session_threads or 1
+        job.model_path or job.model_bytes,
+        intra_op_num_threads=session_threads or 1,
+        accelerator=accelerator,
+        regime="throughput",  # one session for every batch, also a file's short last one
     )
     plan = job.plan(predictor)
     total = job.total_rows()

@@ -61,7 +61,7 @@ class SessionPlugin(WorkerPlugin):
         with _LOCK:
             if self.key not in _PREDICTORS:
                 _PREDICTORS[self.key] = Predictor(
-                    self.model, intra_op_num_threads=self.session_threads
+                    self.model, intra_op_num_threads=self.session_threads, regime="throughput"
                 )
 
     def teardown(self, worker: Any) -> None:

@@ -1,0 +1,111 @@
+"""The recorded accelerator, used on request: Predictor(accelerator=True), score --accelerator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_support import assert_one_line_error, run
+from onnxbridge import Bundle, Predictor, score
+from onnxbridge.bench.accelerators import build_candidates
+from onnxbridge.bench.source import open_source
+from onnxbridge.bench.tune import _keep_artifact, store_tuning
+from onnxbridge.errors import AcceleratorError, DataError
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+
+MIN_ROWS = 100
+
+
+def _record_accelerator(bundle: Bundle, tmp_path: Path) -> None:
+    """Build tl2cgen for the bundle's forest and record it the way tune does."""
+    estimator = bundle.load_estimator()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    candidates, skipped = build_candidates(estimator, tmp_path, n_classes=3, threads=[1])
+    assert [c.name for c in candidates] == ["tl2cgen-1t"], skipped
+    source = open_source(bundle.path)
+    record = {
+        "engine": "tl2cgen",
+        "threads": 1,
+        "min_rows": MIN_ROWS,
+        "library": _keep_artifact(source, candidates[0].artifact),
+    }
+    default = SessionSettings.onnxbridge_default()
+    store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
+
+
+def _rows(bundle: Bundle, n: int) -> pd.DataFrame:
+    X, _ = bundle.load_holdout()
+    return X.iloc[np.arange(n) % len(X)].reset_index(drop=True)
+
+
+def test_large_calls_run_on_the_accelerator_with_the_same_results(
+    iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    _record_accelerator(iris_bundle, tmp_path)
+    fast = Predictor(iris_bundle.onnx_path, accelerator=True)
+    plain = Predictor(iris_bundle.onnx_path)
+    assert fast.accelerator is not None and fast.accelerator.min_rows == MIN_ROWS
+    rows = _rows(iris_bundle, 3000)
+    got, expected = fast.predict(rows), plain.predict(rows)
+    assert got.labels is not None and expected.labels is not None
+    np.testing.assert_array_equal(got.labels, expected.labels)
+    assert got.labels.dtype == expected.labels.dtype
+    np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
+    assert got.classes == expected.classes
+    # Below min_rows the call stays on ONNX Runtime: bit for bit the plain result.
+    small = _rows(iris_bundle, MIN_ROWS - 1)
+    np.testing.assert_array_equal(
+        fast.predict(small).probabilities, plain.predict(small).probabilities
+    )
+
+
+def test_score_uses_the_accelerator_only_when_asked(iris_bundle: Bundle, tmp_path: Path) -> None:
+    _record_accelerator(iris_bundle, tmp_path / "build")
+    rows = _rows(iris_bundle, 2000)
+    rows.to_parquet(tmp_path / "rows.parquet")
+    score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "a.parquet", accelerator=True)
+    score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "b.parquet")
+    a, b = pd.read_parquet(tmp_path / "a.parquet"), pd.read_parquet(tmp_path / "b.parquet")
+    assert list(a.columns) == list(b.columns)
+    assert (a["label"] == b["label"]).all()
+    np.testing.assert_allclose(a.filter(like="proba").to_numpy(), b.filter(like="proba"), atol=1e-5)
+    with pytest.raises(DataError, match="--accelerator runs with --engine local only"):
+        score(
+            iris_bundle.path,
+            tmp_path / "rows.parquet",
+            tmp_path / "c",
+            engine="dask",
+            accelerator=True,
+        )
+
+
+def test_no_recorded_accelerator_is_a_clear_error(
+    iris_bundle: Bundle, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(AcceleratorError, match="has no accelerator recorded"):
+        Predictor(iris_bundle.onnx_path, accelerator=True)
+    with pytest.raises(AcceleratorError, match="loaded from a bundle's folder"):
+        Predictor(iris_bundle.onnx_path.read_bytes(), accelerator=True)
+    _rows(iris_bundle, 10).to_parquet(tmp_path / "rows.parquet")
+    code, _, err = run(
+        capsys,
+        "score",
+        iris_bundle.path,
+        tmp_path / "rows.parquet",
+        "--output",
+        tmp_path / "out.parquet",
+        "--accelerator",
+    )
+    assert_one_line_error(code, err, "has no accelerator recorded.*tune BUNDLE --engines all")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_a_changed_library_is_never_loaded(iris_bundle: Bundle, tmp_path: Path) -> None:
+    _record_accelerator(iris_bundle, tmp_path)
+    library = next((iris_bundle.path / "accelerators").glob("*.so"))
+    library.write_bytes(library.read_bytes() + b"\0")
+    with pytest.raises(AcceleratorError, match="cannot be trusted"):
+        Predictor(iris_bundle.onnx_path, accelerator=True)
