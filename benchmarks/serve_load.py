@@ -12,8 +12,8 @@ Load: ``wrk`` (Debian package ``wrk``, one thread, a Lua script for the POST bod
 interleaved, so machine noise hits them alike. Scenarios: single-row requests at concurrency 1,
 8 and 32 (JSON), single-row binary at 8, and 1 000-row requests at 8, JSON and binary (binary
 tensor data extension; MLServer does not implement it, so it gets those rows as JSON). Reported:
-medians over rounds of requests/s, rows/s, p50 and p99 latency, with min-max, and the ratio
-onnxbridge / MLServer.
+medians over rounds of requests/s, rows/s, p50 and p99 latency, the server's CPU time per
+request (its process tree, from psutil), with min-max, and the ratio onnxbridge / MLServer.
 
     .venv/bin/python benchmarks/serve_load.py [--rounds 3] [--seconds 5] [--workers 1]
         [--intra-op-threads N] [--inference-threads N] [--no-merge-requests]
@@ -194,6 +194,21 @@ def _wrk(url: str, body: tuple[Path, str, str], conns: int, seconds: float, lua:
     }
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its children (uvicorn workers)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def _check_answers(servers: dict[str, str], bodies: dict) -> None:
     """One request of each kind must succeed before timing."""
     for (server, n, binary), (path, ctype, hlen) in bodies.items():
@@ -265,6 +280,7 @@ def main() -> None:
                 command.append("--no-merge-requests")
             processes.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))
             servers = {"onnxbridge": f"http://127.0.0.1:{port}/v2/models/forest/infer"}
+            pids = {"onnxbridge": processes[-1].pid}
             _wait_ready(f"http://127.0.0.1:{port}/v2/health/ready", processes[-1])
             if use_mlserver:
                 mport = _free_port()
@@ -287,6 +303,7 @@ def main() -> None:
                     )
                 )
                 servers["mlserver"] = f"http://127.0.0.1:{mport}/v2/models/forest/infer"
+                pids["mlserver"] = processes[-1].pid
                 _wait_ready(f"http://127.0.0.1:{mport}/v2/models/forest/ready", processes[-1])
             _check_answers(servers, bodies)
             results: dict[tuple[str, str], list[dict]] = {}
@@ -294,12 +311,21 @@ def main() -> None:
                 for scenario, n, conns, binary in SCENARIOS:
                     for server, url in servers.items():
                         key = (server, n, binary and server == "onnxbridge")
+                        before = _cpu_seconds(pids[server])
                         run = _wrk(url, bodies[key], conns, args.seconds, lua)
                         run["rows_per_s"] = run["rps"] * n
+                        # Server CPU per request (its whole process tree): steadier than
+                        # requests/s on a shared machine, where other work takes cores away.
+                        run["cpu_us"] = (
+                            (_cpu_seconds(pids[server]) - before)
+                            / max(1.0, run["rps"] * args.seconds)
+                            * 1e6
+                        )
                         results.setdefault((scenario, server), []).append(run)
                         print(
                             f"round {round_ + 1} {scenario:<22} {server:<10} "
                             f"{run['rps']:>9.0f} req/s p99 {run['p99'] * 1e3:7.2f} ms"
+                            f" {run['cpu_us']:6.1f} us CPU/req"
                             + (f" NON-2XX {run['non2xx']}" if run["non2xx"] else ""),
                             file=sys.stderr,
                         )
@@ -325,7 +351,7 @@ def _summarise(results: dict, servers: dict) -> list[dict]:
         entry = {"scenario": scenario, "rows": n, "concurrency": conns, "binary": binary}
         for server in servers:
             runs = results[(scenario, server)]
-            for field in ("rps", "rows_per_s", "p50", "p99"):
+            for field in ("rps", "rows_per_s", "p50", "p99", "cpu_us"):
                 # wrk sometimes prints no value for a percentile: leave that round out
                 values = [r[field] for r in runs if r[field] == r[field]] or [float("nan")]
                 entry[f"{server}_{field}"] = statistics.median(values)
@@ -367,6 +393,7 @@ def _print(summary: list[dict], args: argparse.Namespace, load: tuple[float, ...
                 f"  p50 {entry[f'{server}_p50'] * 1e3:6.2f} ms"
                 f"  p99 {entry[f'{server}_p99'] * 1e3:6.2f} ms"
                 f" [{p99lo * 1e3:.2f}-{p99hi * 1e3:.2f}]"
+                f"  server CPU {entry[f'{server}_cpu_us']:6.1f} us/req"
             )
             if entry[f"{server}_non2xx"]:
                 line += f"  NON-2XX: {entry[f'{server}_non2xx']}"
