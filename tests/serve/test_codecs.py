@@ -103,3 +103,26 @@ def test_split_binary_body() -> None:
     for bad in ("-1", "x", "99"):
         with pytest.raises(MalformedRequestError, match="Inference-Header-Content-Length"):
             split_binary_body(b"{}", bad)
+
+
+@pytest.mark.parametrize(
+    ("datatype", "data", "want"),
+    [
+        ("FP32", [3.4e38, -3.4e38, 1], [3.4e38, -3.4e38, 1]),
+        ("FP32", [float("inf"), 1.0, float("nan")], [np.inf, 1.0, np.nan]),  # policy: dataplane
+        ("FP64", [1e308, 1e308, -1e308], [1e308, 1e308, -1e308]),  # the sum overflows: slow path
+        ("FP32", [1, 2.5, -3], [1, 2.5, -3]),
+        ("FP16", [65504.0, -1.5], [65504.0, -1.5]),
+    ],
+)
+def test_json_decode_one_row_floats(datatype, data, want) -> None:
+    """The plain-Python path for short flat float lists gives what numpy gives."""
+    got = decode_json_tensor("x", datatype, (len(data),), data)
+    assert got.dtype == DATATYPES[datatype]
+    np.testing.assert_array_equal(got, np.asarray(want, dtype=DATATYPES[datatype]))
+
+
+@pytest.mark.parametrize("data", [[1.0, 1e39], [-1e39, 1.0], [1e39] * 100])
+def test_json_decode_fp32_out_of_range_short_and_long(data) -> None:
+    with pytest.raises(InferenceRequestError, match=r"1e\+39 is out of range for FP32"):
+        decode_json_tensor("x", "FP32", (len(data),), data)
