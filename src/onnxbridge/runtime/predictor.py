@@ -555,7 +555,8 @@ class Predictor:
                 if rows <= sessions.latency_max_rows
                 else sessions.throughput_runner
             ) or sessions.runner_for(rows)
-            outputs = runner.try_run(data) if runner is not None else None
+            accelerated = self.accelerator is not None and rows >= self.accelerator.min_rows
+            outputs = runner.try_run(data) if runner is not None and not accelerated else None
             if outputs is not None:
                 if self._plain_classifier:
                     # The bound path returns arrays only; labels [N] and probabilities [N, C].
