@@ -117,6 +117,9 @@ class ServedModel:
             # tree models mergeable). Tuned settings, when the model has them, decide instead.
             options["intra_op_num_threads"] = 1
         self.predictor = Predictor(path, **options)
+        # Both regimes' sessions now, so that the first large request does not open (and, for a
+        # big forest, rewrite into blocks of trees) the throughput session mid-request.
+        self.predictor.open_sessions()
         self.operators = operators
         self.metadata = self.predictor.metadata
         self.inputs = [TensorSpec.from_ort(i) for i in self.predictor.inputs]
