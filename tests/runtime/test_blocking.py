@@ -19,6 +19,7 @@ from sklearn.ensemble import (
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES, block_tree_ensembles
+from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.settings import SessionSettings
 
 BLOCK = 600  # small blocks, so that test-sized forests are split into several
@@ -153,9 +154,13 @@ def test_untuned_predictor_blocks_only_large_calls(tmp_path) -> None:
     path.write_bytes(
         convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
     )
-    predictor = Predictor(path)
-    assert predictor.settings_for(1).tree_block_nodes == 0
-    assert predictor.settings_for(2000).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    predictor = Predictor(path, intra_op_num_threads=1)
+    assert predictor.settings_for(256).tree_block_nodes == 0
+    assert predictor.settings_for(257).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    # With several intra-op threads, blocks start at larger calls.
+    threaded = Predictor(path, intra_op_num_threads=2)
+    assert threaded.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS - 1).tree_block_nodes == 0
+    assert threaded.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS).tree_block_nodes > 0
     large = predictor.predict(_frame(X[2000:]))
     plain = Predictor(path, settings=SessionSettings.onnxbridge_default()).predict(_frame(X[2000:]))
     assert plain is not None and large is not None
@@ -190,7 +195,7 @@ def test_open_sessions_opens_the_throughput_session_up_front(tmp_path) -> None:
     path.write_bytes(
         convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
     )
-    predictor = Predictor(path)
+    predictor = Predictor(path, intra_op_num_threads=1)
     assert len(predictor._sessions._sessions) == 1  # the latency session only, so far
     predictor.open_sessions()
     assert len(predictor._sessions._sessions) == 2

@@ -46,6 +46,11 @@ from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = ["PredictionResult", "Predictor"]
 
+# Untuned sessions of several intra-op threads split each block's rows between threads, once per
+# block: below a few thousand rows that costs more than the blocks save (benchmark forest, two
+# threads: 0.83x at 1 000 rows, 1.13x at 10 000; one thread: 1.27x at 1 000 — docs/benchmarks.md).
+MULTI_THREAD_BLOCK_MIN_ROWS = 4096
+
 _ORT_TO_NUMPY = {
     "tensor(float)": np.float32,
     "tensor(double)": np.float64,
@@ -251,7 +256,11 @@ class Predictor:
             regimes = TuningSpec(
                 latency=base,
                 throughput=replace(base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
-                latency_max_rows=DEFAULT_MAX_ROWS,
+                latency_max_rows=(
+                    DEFAULT_MAX_ROWS
+                    if base.intra_op_num_threads == 1
+                    else MULTI_THREAD_BLOCK_MIN_ROWS - 1
+                ),
             )
         if regime not in (None, "throughput"):
             raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
