@@ -167,7 +167,9 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     lines = []
     for n in args.sizes:
         X = np.ascontiguousarray(rows[np.arange(n) % len(rows)])
-        feeds = {predictor.inputs[0].name: X}
+        # A model that `--precision auto` converted in double takes float64 rows.
+        double = predictor.inputs[0].type == "tensor(double)"
+        feeds = {predictor.inputs[0].name: X.astype(np.float64) if double else X}
         tuned = predictor.session_for(n)
         sk_X: Any = X
         if getattr(estimator, "feature_names_in_", None) is not None:
