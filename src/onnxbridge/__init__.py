@@ -38,6 +38,7 @@ from onnxbridge.convert import (
 from onnxbridge.coverage import CoverageReport, CoverageResult, run_coverage
 from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
 from onnxbridge.errors import (
+    AcceleratorError,
     BadRowError,
     BundleError,
     ClusterError,
@@ -86,6 +87,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 __all__ = [
+    "AcceleratorError",
     "BadRowError",
     "BenchReport",
     "Bundle",
