@@ -218,3 +218,24 @@ def test_the_throughput_regime_serves_every_call_with_one_session(tmp_path) -> N
     np.testing.assert_array_equal(batch.predict(X[2000:2003]).labels, forest.predict(X[2000:2003]))
     with pytest.raises(SessionSettingsError, match="regime must be None or 'throughput'"):
         Predictor(path, regime="latency")
+
+
+def test_a_rewrite_that_fails_runs_the_graph_as_it_is(tmp_path, monkeypatch) -> None:
+    import onnxbridge.runtime.sessions as sessions
+
+    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
+    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
+    path = tmp_path / "forest.onnx"
+    path.write_bytes(
+        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
+    )
+
+    def broken(model: bytes, max_nodes: int) -> bytes:
+        raise ValueError("a rewrite bug")
+
+    monkeypatch.setattr(sessions, "block_tree_ensembles", broken)
+    sessions._BLOCKED.clear()
+    predictor = Predictor(path, intra_op_num_threads=1)
+    result = predictor.predict(_frame(X[2000:]))  # 2 000 rows: the throughput regime
+    np.testing.assert_array_equal(result.labels, forest.predict(X[2000:]))
+    sessions._BLOCKED.clear()

@@ -166,18 +166,20 @@ def open_ort_session(
 
     With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
     (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
-    ONNX Runtime's own errors propagate (callers wrap them).
+    Should the rewrite fail or not load, the graph as it is runs instead (blocks only make large
+    calls faster). ONNX Runtime's own errors propagate (callers wrap them).
     """
     import onnxruntime as ort
 
     source: Any = model if isinstance(model, bytes) else str(model)
+    chosen = list(providers or ["CPUExecutionProvider"])
     if settings.tree_block_nodes:
         data = model if isinstance(model, bytes) else Path(model).read_bytes()
-        blocked = blocked_model(data, settings.tree_block_nodes)
-        if blocked is not None:
-            source = blocked
-    return ort.InferenceSession(
-        source,
-        settings.to_session_options(),
-        providers=list(providers or ["CPUExecutionProvider"]),
-    )
+        options = settings.to_session_options()
+        try:
+            blocked = blocked_model(data, settings.tree_block_nodes)
+            if blocked is not None:
+                return ort.InferenceSession(blocked, options, providers=chosen)
+        except Exception:  # blocks are an optimisation: fall back to the graph as it is
+            pass
+    return ort.InferenceSession(source, settings.to_session_options(), providers=chosen)
