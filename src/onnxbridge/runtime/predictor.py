@@ -213,11 +213,9 @@ class Predictor:
                 if with_settings.tree_block_nodes:
                     data = source if isinstance(source, bytes) else Path(source).read_bytes()
                     plain = replace(with_settings, tree_block_nodes=0)
-                    try:
-                        same_graph = blocked_model(data, with_settings.tree_block_nodes) is None
-                    except Exception:  # a rewrite that fails runs the graph as it is
-                        same_graph = True
-                    if same_graph and plain in opened:
+                    if blocked_model(data, with_settings.tree_block_nodes) is None and (
+                        plain in opened
+                    ):
                         return opened[plain]  # nothing to block: the same graph, reuse it
                 session = open_ort_session(source, with_settings, chosen_providers)
                 opened[with_settings] = session

@@ -66,8 +66,7 @@ class RegimeSessions:
             # Single rows are what a server waits on: open their session now, not mid-request.
             self.session_for(1)
             # latency_max_rows 0: every call is a throughput call (Predictor(regime=...)).
-            used = [self._throughput] if self.latency_max_rows == 0 else [self._latency]
-            used.append(self._throughput)
+            used = {self._throughput} if self.latency_max_rows == 0 else set(self.settings.values())
             if first_settings not in used:
                 del self._sessions[first_settings]  # needed only to read the model's metadata
 
@@ -148,12 +147,19 @@ _BLOCKED_KEEP = 4
 
 
 def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
-    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes."""
+    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes.
+
+    A rewrite that fails also gives None: blocks only make large calls faster, so the graph as
+    it is runs instead.
+    """
     key = (len(model), hash(model), max_nodes)
     if key not in _BLOCKED:
         if len(_BLOCKED) >= _BLOCKED_KEEP:
             _BLOCKED.pop(next(iter(_BLOCKED)))
-        _BLOCKED[key] = block_tree_ensembles(model, max_nodes)
+        try:
+            _BLOCKED[key] = block_tree_ensembles(model, max_nodes)
+        except Exception:  # a model the rewrite does not understand: run it as it is
+            _BLOCKED[key] = None
     return _BLOCKED[key]
 
 
@@ -173,13 +179,15 @@ def open_ort_session(
 
     source: Any = model if isinstance(model, bytes) else str(model)
     chosen = list(providers or ["CPUExecutionProvider"])
+    options = settings.to_session_options()
     if settings.tree_block_nodes:
+        # The rewrite needs the bytes; the graph as it is still opens from the path (external
+        # data files resolve relative to it).
         data = model if isinstance(model, bytes) else Path(model).read_bytes()
-        options = settings.to_session_options()
-        try:
-            blocked = blocked_model(data, settings.tree_block_nodes)
-            if blocked is not None:
+        blocked = blocked_model(data, settings.tree_block_nodes)
+        if blocked is not None:
+            try:
                 return ort.InferenceSession(blocked, options, providers=chosen)
-        except Exception:  # blocks are an optimisation: fall back to the graph as it is
-            pass
-    return ort.InferenceSession(source, settings.to_session_options(), providers=chosen)
+            except Exception:  # a rewrite ONNX Runtime refuses: the graph as it is runs instead
+                pass
+    return ort.InferenceSession(source, options, providers=chosen)
