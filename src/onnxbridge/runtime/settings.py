@@ -49,11 +49,11 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _check_int(name: str, value: Any) -> int:
+def _check_int(name: str, value: Any, zero: str | None = "ONNX Runtime chooses") -> int:
+    """``value`` if it is an integer >= 0; ``zero`` says what 0 means, in the error."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SessionSettingsError(
-            f"{name} must be an integer >= 0 (0: ONNX Runtime chooses), got {value!r}"
-        )
+        meaning = f" (0: {zero})" if zero else ""
+        raise SessionSettingsError(f"{name} must be an integer >= 0{meaning}, got {value!r}")
     return value
 
 
@@ -87,15 +87,7 @@ class SessionSettings:
 
     def __post_init__(self) -> None:
         _check_int("intra_op_num_threads", self.intra_op_num_threads)
-        if (
-            isinstance(self.tree_block_nodes, bool)
-            or not isinstance(self.tree_block_nodes, int)
-            or self.tree_block_nodes < 0
-        ):
-            raise SessionSettingsError(
-                f"tree_block_nodes must be an integer >= 0 (0: no blocks), got "
-                f"{self.tree_block_nodes!r}"
-            )
+        _check_int("tree_block_nodes", self.tree_block_nodes, zero="no blocks")
         _check_int("inter_op_num_threads", self.inter_op_num_threads)
         if not isinstance(self.allow_spinning, bool):
             raise SessionSettingsError(
@@ -218,14 +210,7 @@ class TuningSpec:
     measured: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.latency_max_rows, bool)
-            or not isinstance(self.latency_max_rows, int)
-            or self.latency_max_rows < 0
-        ):
-            raise SessionSettingsError(
-                f"latency_max_rows must be an integer >= 0, got {self.latency_max_rows!r}"
-            )
+        _check_int("latency_max_rows", self.latency_max_rows, zero=None)
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings for a call of ``rows`` rows: latency up to ``latency_max_rows``."""
