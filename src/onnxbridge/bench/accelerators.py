@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.accelerator import compiled_output
 from onnxbridge.runtime.settings import available_cores
 from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -200,17 +201,6 @@ def _quiet() -> Any:
             os.close(fd)
 
 
-def _as_output(raw: np.ndarray, n_rows: int, n_classes: int | None) -> np.ndarray:
-    """Compiled engines' outputs → ``[N, C]`` probabilities or ``[N]`` values."""
-    out = np.asarray(raw, dtype=np.float64).reshape(n_rows, -1)
-    if n_classes is None:
-        return out.reshape(n_rows) if out.shape[1] == 1 else out
-    if out.shape[1] == 1 and n_classes == 2:
-        # Binary models give the positive class's probability only.
-        return np.hstack([1.0 - out, out])
-    return out
-
-
 def build_candidates(
     estimator: Any, workdir: Path, *, n_classes: int | None, threads: list[int]
 ) -> tuple[list[AcceleratorCandidate], list[str]]:
@@ -296,7 +286,7 @@ def _build_tl2cgen(
 
         def predict(X: np.ndarray, engine: Any = engine) -> np.ndarray:
             raw = engine.predict(tl2cgen.DMatrix(X, dtype="float32"))
-            return _as_output(raw, len(X), n_classes)
+            return compiled_output(raw, len(X), n_classes)
 
         result.append(
             AcceleratorCandidate(engine="tl2cgen", predict=predict, threads=n, artifact=library)
@@ -319,7 +309,7 @@ def _build_lleaves(
     for n in threads:
 
         def predict(X: np.ndarray, n: int = n) -> np.ndarray:
-            return _as_output(model.predict(X.astype(np.float64), n_jobs=n), len(X), n_classes)
+            return compiled_output(model.predict(X.astype(np.float64), n_jobs=n), len(X), n_classes)
 
         result.append(
             AcceleratorCandidate(engine="lleaves", predict=predict, threads=n, artifact=library)

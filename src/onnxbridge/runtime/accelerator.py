@@ -22,7 +22,7 @@ import numpy as np
 
 from onnxbridge.errors import AcceleratorError, BundleError, first_line
 
-__all__ = ["CompiledTrees", "load_accelerator"]
+__all__ = ["CompiledTrees", "compiled_output", "load_accelerator"]
 
 
 class CompiledTrees:
@@ -48,13 +48,20 @@ class CompiledTrees:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor."""
         raw = self._engine.predict(self._tl2cgen.DMatrix(X, dtype="float32"))
-        out = np.asarray(raw, dtype=np.float32).reshape(len(X), -1)
-        if self.n_classes is None:
-            return out.reshape(len(X)) if out.shape[1] == 1 else out
-        if out.shape[1] == 1 and self.n_classes == 2:
-            # Binary models give the positive class's probability only.
-            return np.hstack([1.0 - out, out])
-        return out
+        return compiled_output(raw, len(X), self.n_classes, np.float32)
+
+
+def compiled_output(
+    raw: Any, n_rows: int, n_classes: int | None, dtype: Any = np.float64
+) -> np.ndarray:
+    """Compiled engines' outputs → ``[N, C]`` probabilities or ``[N]`` values of ``dtype``."""
+    out = np.asarray(raw, dtype=dtype).reshape(n_rows, -1)
+    if n_classes is None:
+        return out.reshape(n_rows) if out.shape[1] == 1 else out
+    if out.shape[1] == 1 and n_classes == 2:
+        # Binary models give the positive class's probability only.
+        return np.hstack([1.0 - out, out])
+    return out
 
 
 def load_accelerator(
