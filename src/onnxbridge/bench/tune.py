@@ -275,10 +275,9 @@ def _tune_regime(
 
 
 def _regime_steps(cores: int, repeat: int, blocks: bool = False) -> int:
-    stage1 = 2 * cores + 1
-    stage2 = 4 + (cores > 1) + 2  # at most: the variants and the two defaults
-    if blocks:
-        stage2 += 1 + (cores > 1)
+    stage1 = len(stage_one_candidates(cores))
+    # At most: the winner's variants and the two defaults.
+    stage2 = len(stage_two_candidates(SessionSettings(), cores, blocks=blocks)) + 2
     return (stage1 + stage2) * (repeat + 1)
 
 
