@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -145,15 +148,30 @@ def test_operators_whose_result_would_change_are_left_alone() -> None:
     )
 
 
-def test_untuned_predictor_blocks_only_large_calls(tmp_path) -> None:
+@dataclass(frozen=True)
+class BigForest:
+    """A converted forest large enough to be split at the default block size (read-only)."""
+
+    path: Path
+    forest: RandomForestClassifier
+    X: np.ndarray
+
+
+@pytest.fixture(scope="module")
+def big_forest(tmp_path_factory: pytest.TempPathFactory) -> BigForest:
     X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
     forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
     nodes = sum(t.tree_.node_count for t in forest.estimators_)
     assert nodes > DEFAULT_TREE_BLOCK_NODES, nodes  # large enough to be split
-    path = tmp_path / "forest.onnx"
+    path = tmp_path_factory.mktemp("big-forest") / "forest.onnx"
     path.write_bytes(
         convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
     )
+    return BigForest(path, forest, X)
+
+
+def test_untuned_predictor_blocks_only_large_calls(big_forest: BigForest) -> None:
+    path, forest, X = big_forest.path, big_forest.forest, big_forest.X
     predictor = Predictor(path, intra_op_num_threads=1)
     assert predictor.settings_for(256).tree_block_nodes == 0
     assert predictor.settings_for(257).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
@@ -188,14 +206,8 @@ def test_a_bad_block_size_is_refused() -> None:
         SessionSettings(tree_block_nodes=-1)
 
 
-def test_open_sessions_opens_the_throughput_session_up_front(tmp_path) -> None:
-    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
-    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
-    path = tmp_path / "forest.onnx"
-    path.write_bytes(
-        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
-    )
-    predictor = Predictor(path, intra_op_num_threads=1)
+def test_open_sessions_opens_the_throughput_session_up_front(big_forest: BigForest) -> None:
+    predictor = Predictor(big_forest.path, intra_op_num_threads=1)
     assert len(predictor._sessions._sessions) == 1  # the latency session only, so far
     predictor.open_sessions()
     assert len(predictor._sessions._sessions) == 2
@@ -204,13 +216,8 @@ def test_open_sessions_opens_the_throughput_session_up_front(tmp_path) -> None:
     assert large is predictor.session_for(300)  # every call above 256 rows runs on it
 
 
-def test_the_throughput_regime_serves_every_call_with_one_session(tmp_path) -> None:
-    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
-    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
-    path = tmp_path / "forest.onnx"
-    path.write_bytes(
-        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
-    )
+def test_the_throughput_regime_serves_every_call_with_one_session(big_forest: BigForest) -> None:
+    path, forest, X = big_forest.path, big_forest.forest, big_forest.X
     batch = Predictor(path, regime="throughput")
     assert batch.settings_for(1).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
     assert batch.session_for(1) is batch.session_for(5000)
@@ -220,22 +227,16 @@ def test_the_throughput_regime_serves_every_call_with_one_session(tmp_path) -> N
         Predictor(path, regime="latency")
 
 
-def test_a_rewrite_that_fails_runs_the_graph_as_it_is(tmp_path, monkeypatch) -> None:
+def test_a_rewrite_that_fails_runs_the_graph_as_it_is(big_forest: BigForest, monkeypatch) -> None:
     import onnxbridge.runtime.sessions as sessions
 
-    X, y = make_classification(n_samples=4000, n_features=10, random_state=0)
-    forest = RandomForestClassifier(n_estimators=100, random_state=0).fit(X[:2000], y[:2000])
-    path = tmp_path / "forest.onnx"
-    path.write_bytes(
-        convert_estimator(forest, _frame(X[:5]), precision="float").model.SerializeToString()
-    )
+    path, forest, X = big_forest.path, big_forest.forest, big_forest.X
 
     def broken(model: bytes, max_nodes: int) -> bytes:
         raise ValueError("a rewrite bug")
 
     monkeypatch.setattr(sessions, "block_tree_ensembles", broken)
-    sessions._BLOCKED.clear()
+    monkeypatch.setattr(sessions, "_BLOCKED", {})  # no rewrite cached by the tests before
     predictor = Predictor(path, intra_op_num_threads=1)
     result = predictor.predict(_frame(X[2000:]))  # 2 000 rows: the throughput regime
     np.testing.assert_array_equal(result.labels, forest.predict(X[2000:]))
-    sessions._BLOCKED.clear()
