@@ -26,6 +26,7 @@ from onnxbridge.errors import ConversionError
 __all__ = [
     "CLASSIFIER_OPTIONS",
     "classifier_shape",
+    "example_target",
     "is_double",
     "regressor_shape",
     "write_classifier",
@@ -33,6 +34,13 @@ __all__ = [
 ]
 
 CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+
+
+def example_target(score: np.ndarray, classes: int | None, rng: Any) -> np.ndarray:
+    """A registry example's target: ``score`` plus noise, or ``classes`` quantile bins of it."""
+    if classes is None:
+        return score + rng.normal(scale=0.1, size=len(score))
+    return np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
 
 
 def is_double(operator: Any) -> bool:

@@ -24,6 +24,7 @@ from onnx import helper
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    example_target,
     regressor_shape,
     write_classifier,
     write_regressor,
@@ -183,9 +184,7 @@ def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
     X = rng.normal(size=(300, 5)).astype(np.float32).astype(np.float64)
     X[rng.rand(*X.shape) < 0.1] = np.nan
     score = np.nan_to_num(X[:, 0], nan=-2.0) + 0.5 * np.nan_to_num(X[:, 1])
-    if classes is None:
-        return X, score + rng.normal(scale=0.1, size=len(X))
-    return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    return X, example_target(score, classes, rng)
 
 
 _PARAMS = {

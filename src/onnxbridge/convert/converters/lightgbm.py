@@ -19,6 +19,7 @@ from lightgbm import LGBMClassifier, LGBMRegressor
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    example_target,
     regression_link,
     regressor_shape,
     write_classifier,
@@ -76,9 +77,7 @@ def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
     X = rng.normal(size=(300, 5)).astype(np.float32).astype(np.float64)
     X[rng.rand(*X.shape) < 0.1] = np.nan
     score = np.nan_to_num(X[:, 0]) + 0.6 * np.nan_to_num(X[:, 2]) - np.isnan(X[:, 1])
-    if classes is None:
-        return X, score + rng.normal(scale=0.1, size=len(X))
-    return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    return X, example_target(score, classes, rng)
 
 
 _PARAMS = {"n_estimators": 15, "num_leaves": 8, "min_child_samples": 5, "random_state": 0}

@@ -17,6 +17,7 @@ from xgboost import XGBClassifier, XGBRegressor
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    example_target,
     regression_link,
     regressor_shape,
     write_classifier,
@@ -76,9 +77,7 @@ def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
     X = rng.normal(size=(300, 5))
     X[rng.rand(*X.shape) < 0.1] = np.nan
     score = np.nan_to_num(X[:, 0]) - 0.7 * np.nan_to_num(X[:, 1]) + np.isnan(X[:, 3])
-    if classes is None:
-        return X, score + rng.normal(scale=0.1, size=len(X))
-    return X, np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    return X, example_target(score, classes, rng)
 
 
 def _classifier_example() -> tuple[Any, Any]:
