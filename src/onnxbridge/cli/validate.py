@@ -293,6 +293,16 @@ def validate_command(
         batch_rows=batch_rows,
     )
     chosen = _split_list(runtimes, "--runtimes", RUNTIME_NAMES) or RUNTIME_NAMES
+    # What a bundle and a bare .onnx file are checked with alike.
+    checks: dict[str, Any] = {
+        "atol": atol,
+        "rtol": rtol,
+        "tolerances": per_role,
+        "probes": spec,
+        "runtimes": chosen,
+        "diagnose": not no_diagnosis,
+        "missing_values": missing_values,
+    }
     if target.is_dir() or (target.suffix.lower() != ".onnx" and reference is None):
         if reference is not None or data is not None or allow_pickle or trust or target_column:
             raise DataError(
@@ -302,14 +312,8 @@ def validate_command(
         # With --report-dir the reports go there and the bundle is left as it is.
         report = validate_bundle(
             target,
-            atol=atol,
-            rtol=rtol,
-            tolerances=per_role,
-            probes=spec,
-            runtimes=chosen,
+            **checks,
             golden=golden,
-            diagnose=not no_diagnosis,
-            missing_values=missing_values,
             write_report=report_dir is None,
             html=not no_html,
         )
@@ -333,18 +337,7 @@ def validate_command(
         estimator, frame = load_model_and_rows(
             reference, data, target=target_column, allow_pickle=allow_pickle, trust=trust
         )
-        report = validate_model(
-            target,
-            estimator,
-            frame,
-            atol=atol,
-            rtol=rtol,
-            tolerances=per_role,
-            probes=spec,
-            runtimes=chosen,
-            diagnose=not no_diagnosis,
-            missing_values=missing_values,
-        )
+        report = validate_model(target, estimator, frame, **checks)
         folder = report_dir or target.parent / "reports"
         write_reports(report, folder, html=not no_html)
         where = folder / "validation.json"
