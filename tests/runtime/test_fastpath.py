@@ -52,6 +52,47 @@ def test_results_are_the_callers_own(iris_predictor: Predictor) -> None:
     np.testing.assert_array_equal(iris_predictor.predict(a).probabilities, kept)
 
 
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def test_dropped_results_hand_their_buffers_back_without_a_copy(iris_predictor: Predictor) -> None:
+    a = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)
+    b = np.array([[6.7, 3.0, 5.2, 2.3]], dtype=np.float32)
+    first = iris_predictor.predict(a)
+    where = _address(first.probabilities)
+    del first
+    second = iris_predictor.predict(b)
+    # Nobody held the first result: the second call ran into the same buffers, uncopied.
+    assert _address(second.probabilities) == where
+    assert second.labels[0] == 2
+    # Now `second` is held: the next call must not touch its arrays.
+    third = iris_predictor.predict(a)
+    assert _address(third.probabilities) != where
+    assert second.labels[0] == 2 and third.labels[0] == 0
+
+
+@pytest.mark.parametrize("hold", ["view", "frame", "labels only"])
+def test_anything_built_on_a_result_keeps_it_unchanged(
+    iris_predictor: Predictor, hold: str
+) -> None:
+    a = np.array([[5.1, 3.5, 1.4, 0.2]], dtype=np.float32)
+    b = np.array([[6.7, 3.0, 5.2, 2.3]], dtype=np.float32)
+    result = iris_predictor.predict(a)
+    expected = result.probabilities.copy()
+    if hold == "view":
+        kept = result.probabilities[0]
+    elif hold == "frame":
+        kept = result.to_frame()[["proba_0", "proba_1", "proba_2"]]
+    else:
+        kept = result.labels
+        expected = result.labels.copy()
+    del result
+    for _ in range(3):
+        iris_predictor.predict(b)
+    np.testing.assert_array_equal(np.asarray(kept).reshape(expected.shape), expected)
+
+
 def test_casts_rows_and_1d_input_like_the_plain_path(iris_predictor: Predictor) -> None:
     X = load_iris().data[:5]
     as_float64 = iris_predictor.predict(X)

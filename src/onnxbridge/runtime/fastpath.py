@@ -4,7 +4,14 @@
 converts it back to numpy on each call. For one row of a tree model that is a third to a half of
 the call (docs/benchmarks.md). :class:`BoundRunner` does that work once per batch size: it keeps
 an input buffer and output buffers bound to the session through an ``IOBinding``, so a call is a
-copy into the input buffer, ``run_with_iobinding`` and a copy of each (small) output.
+copy into the input buffer and ``run_with_iobinding``.
+
+Each batch size has two sets of output buffers. The *handed-out* set is returned to the caller as
+it is, without a copy, whenever nobody holds the arrays the previous call returned (their
+reference count is back to what the runner's own references make; a view, a result object or a
+DataFrame built on them all count) — the usual case of a caller that turns each result into JSON
+or a row and drops it. While the caller still holds them, the call runs on the *scratch* set and
+returns copies, so a result never changes under its holder's feet.
 
 It only serves what it can serve exactly like the plain path: a single tensor input, numeric
 arrays of the right width, tensor outputs whose shape depends on the row count alone, at most
@@ -17,6 +24,7 @@ for bad input. This module imports neither scikit-learn nor ``onnx``.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +42,24 @@ _MAX_SIZES = 16
 _SMALL_NAN_CHECK = 64
 
 
-@dataclass
+_refcount = sys.getrefcount
+
+
+@dataclass(slots=True)
 class _Binding:
+    """The bound buffers of one batch size (per thread)."""
+
     run: Any  # the session's run_with_iobinding (see _runner)
-    io: Any
     input: np.ndarray
+    io: Any  # runs into ``outputs``, which are handed out as they are
     outputs: list[np.ndarray]
+    scratch_io: Any  # runs into ``scratch``, which are copied out
+    scratch: list[np.ndarray]
+    # The Python IOBinding objects: they own the OrtValues bound to the buffers.
+    owners: list[Any]
+    # The reference count of an ``outputs`` array nobody outside the runner holds (see
+    # _free_refs); 0 until measured by the first call.
+    free: int = 0
 
 
 class BoundRunner:
@@ -82,7 +102,7 @@ class BoundRunner:
 
         None means "take the plain path": the input is not a numeric array of the right shape,
         it has missing values to report, or it has more than ``max_rows`` rows. The returned
-        arrays are the caller's own (copies).
+        arrays are the caller's: no later call changes them while anything still holds them.
         """
         # Every check here is paid on each call of a few µs: cheapest tests first.
         if self.disabled or type(data) is not np.ndarray:
@@ -107,16 +127,27 @@ class BoundRunner:
         buffer[...] = data  # the same (unsafe) cast as ndarray.astype, without allocating
         if self._check_missing and self._has_nan(buffer):
             return None
+        outputs = binding.outputs
+        free = binding.free
+        if not free:
+            # Measured here, in this frame, before anything was handed out: the baseline.
+            free = binding.free = _free_refs(outputs)
+        # Spelled out for the usual one and two outputs: each Python step here is a few percent
+        # of a one-row call. The expression shape matches _free_refs (same reference count).
+        if len(outputs) == 2:
+            handout = _refcount(outputs[0]) <= free and _refcount(outputs[1]) <= free
+        else:
+            handout = _free_refs(outputs) <= free
         try:
-            binding.run(binding.io, None)
+            if handout:
+                binding.run(binding.io, None)
+                return list(outputs)
+            binding.run(binding.scratch_io, None)
         except Exception:
             # Let the plain path run it and raise its wrapped error; never retry here.
             self.disabled = True
             return None
-        outputs = binding.outputs
-        if len(outputs) == 2:  # label + probabilities: spelled out, a list comprehension costs more
-            return [outputs[0].copy(), outputs[1].copy()]
-        return [out.copy() for out in outputs]
+        return [out.copy() for out in binding.scratch]
 
     @staticmethod
     def _has_nan(buffer: np.ndarray) -> bool:
@@ -139,17 +170,48 @@ class BoundRunner:
         if not all(isinstance(o, np.ndarray) and o.dtype.kind in "fiub" for o in probe):
             self.disabled = True  # ZipMap (list of dicts) or string outputs: plain path only
             return None
-        outputs = [np.empty_like(o) for o in probe]
-        io = self._session.io_binding()
-        io.bind_ortvalue_input(self._input_name, ort.OrtValue.ortvalue_from_numpy(buffer))
-        for meta, out in zip(self._session.get_outputs(), outputs, strict=True):
-            io.bind_ortvalue_output(meta.name, ort.OrtValue.ortvalue_from_numpy(out))
+        input_value = ort.OrtValue.ortvalue_from_numpy(buffer)
+        names = [meta.name for meta in self._session.get_outputs()]
+        ios, sets = [], []
+        for _ in range(2):  # handed-out, scratch
+            outputs = [np.empty_like(o) for o in probe]
+            io = self._session.io_binding()
+            io.bind_ortvalue_input(self._input_name, input_value)
+            for i, name in enumerate(names):
+                io.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(outputs[i]))
+            ios.append(io)
+            sets.append(outputs)
         if len(bindings) >= _MAX_SIZES:
             bindings.clear()
-        run, native_io = _runner(self._session, io)
-        binding = _Binding(run=run, io=native_io, input=buffer, outputs=outputs)
+        run, native_io = _runner(self._session, ios[0])
+        _, native_scratch = _runner(self._session, ios[1])
+        binding = _Binding(
+            run=run,
+            input=buffer,
+            io=native_io,
+            outputs=sets[0],
+            scratch_io=native_scratch,
+            scratch=sets[1],
+            owners=ios,
+        )
         bindings[rows] = binding
         return binding
+
+
+def _free_refs(outputs: list[np.ndarray]) -> int:
+    """The highest reference count among ``outputs``.
+
+    Called by the first ``try_run`` of a binding, before anything was handed out, it gives the
+    count of an array only the runner holds (its list and the ``OrtValue`` bound to it); later
+    calls compare against that with the same expression, so any holder outside the runner — a
+    result, a view, a DataFrame column — shows as more.
+    """
+    most = 0
+    for i in range(len(outputs)):
+        count = _refcount(outputs[i])
+        if count > most:
+            most = count
+    return most
 
 
 def _runner(session: Any, io: Any) -> tuple[Any, Any]:
