@@ -181,14 +181,26 @@ def write_classifier(
 
 
 def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) -> None:
-    """``label [N] = classes[argmax(probabilities)]``, the first of equal maxima (numpy's)."""
+    """``label [N] = classes[argmax(probabilities)]``, the first of equal maxima (numpy's).
+
+    Classes ``0 … C-1`` (ints, or bools and integral floats, which labels carry as int64) are
+    their own indices: ArgMax writes the label and no lookup follows (one operator less per
+    call, a few tenths of a microsecond of a one-row call).
+    """
     name = scope.get_unique_variable_name
     op = scope.get_unique_operator_name
+    label = operator.outputs[0].full_name
+    classes = np.asarray(operator.raw_operator.classes_)
+    strings = _string_classes(classes)
+    if not strings and [int(c) for c in classes] == list(range(len(classes))):
+        container.add_node(
+            "ArgMax", [probabilities], [label], axis=1, keepdims=0, name=op("ArgMax")
+        )
+        return
     index = name("label_index")
     container.add_node("ArgMax", [probabilities], [index], axis=1, keepdims=0, name=op("ArgMax"))
-    classes = np.asarray(operator.raw_operator.classes_)
     table = name("classes")
-    if _string_classes(classes):
+    if strings:
         container.add_initializer(
             table, TensorProto.STRING, [len(classes)], [str(c).encode() for c in classes]
         )
@@ -196,9 +208,7 @@ def _write_label(scope: Any, operator: Any, container: Any, probabilities: str) 
         container.add_initializer(
             table, TensorProto.INT64, [len(classes)], [int(c) for c in classes]
         )
-    container.add_node(
-        "Gather", [table, index], [operator.outputs[0].full_name], axis=0, name=op("Gather")
-    )
+    container.add_node("Gather", [table, index], [label], axis=0, name=op("Gather"))
 
 
 def regression_link(
