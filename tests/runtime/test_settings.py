@@ -42,6 +42,22 @@ def test_every_setting_reaches_the_session_options() -> None:
     assert settings.label() == "1 thread, no spin, parallel ×2, opt basic"
 
 
+def test_spinning_within_runs_only_stops_the_threads_after_each_run() -> None:
+    settings = SessionSettings(intra_op_num_threads=2, spin_in_runs_only=True)
+    options = settings.to_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    assert settings.label() == "2 threads, spin in runs, sequential, opt all"
+    # Without spinning the flag has nothing to stop; ONNX Runtime's defaults never set it.
+    for plain in (SessionSettings(allow_spinning=False, spin_in_runs_only=True), SessionSettings()):
+        with pytest.raises(RuntimeError, match="does not have configuration with key"):
+            plain.to_session_options().get_session_config_entry("session.force_spinning_stop")
+    assert SessionSettings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+    # Settings stored before the field existed still read back (it defaults to off).
+    old = {k: v for k, v in settings.to_dict().items() if k != "spin_in_runs_only"}
+    assert SessionSettings.from_dict(old).spin_in_runs_only is False
+
+
 def test_onnxbridge_default_is_one_thread_per_core_without_spinning() -> None:
     settings = SessionSettings.onnxbridge_default()
     assert settings.intra_op_num_threads == available_cores()
@@ -54,6 +70,7 @@ def test_onnxbridge_default_is_one_thread_per_core_without_spinning() -> None:
         ({"intra_op_num_threads": -1}, r"intra_op_num_threads must be an integer >= 0.*-1"),
         ({"inter_op_num_threads": 1.5}, r"inter_op_num_threads must be an integer >= 0.*1\.5"),
         ({"allow_spinning": "yes"}, r"allow_spinning must be true or false, got 'yes'"),
+        ({"spin_in_runs_only": 1}, r"spin_in_runs_only must be true or false, got 1"),
         ({"execution_mode": "fast"}, r"execution_mode 'fast' is not one of sequential, parallel"),
         ({"graph_optimization_level": 99}, r"graph_optimization_level 99 is not one of disabled"),
     ],

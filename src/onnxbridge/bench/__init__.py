@@ -2,10 +2,19 @@
 per regime, accelerators)."""
 
 from onnxbridge.bench.run import BenchReport, EngineTiming, ModelFacts, bench_model
-from onnxbridge.bench.timing import SpeedComparison, Timing, compare_speed, measure, measure_many
+from onnxbridge.bench.timing import (
+    SPIN_COOLDOWN,
+    SpeedComparison,
+    Timing,
+    compare_speed,
+    measure,
+    measure_many,
+    spins_between_runs,
+)
 from onnxbridge.bench.tune import TuneReport, read_tuning, tune_model
 
 __all__ = [
+    "SPIN_COOLDOWN",
     "BenchReport",
     "EngineTiming",
     "ModelFacts",
@@ -17,5 +26,6 @@ __all__ = [
     "measure",
     "measure_many",
     "read_tuning",
+    "spins_between_runs",
     "tune_model",
 ]

@@ -7,13 +7,36 @@ seconds) and the per-call time is the repeat's total divided by ``number``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SpeedComparison", "Timing", "compare_speed", "measure", "measure_many"]
+__all__ = [
+    "SPIN_COOLDOWN",
+    "SpeedComparison",
+    "Timing",
+    "compare_speed",
+    "measure",
+    "measure_many",
+    "spins_between_runs",
+]
+
+# Seconds after which ONNX Runtime's spinning threads have gone to sleep: they spin up to about
+# 2^20 pause instructions (tens of ms here) after their last work. Measured in
+# benchmarks/spin_neighbours.py.
+SPIN_COOLDOWN = 0.1
+
+
+def spins_between_runs(settings: Any) -> bool:
+    """Whether a session with these :class:`~onnxbridge.runtime.SessionSettings` leaves threads
+    spinning after a run returns (several intra-op threads, or ONNX Runtime's choice, spinning
+    without ``spin_in_runs_only``): the sessions ``measure_many`` should cool down after."""
+    pools = settings.intra_op_num_threads != 1 or (
+        settings.execution_mode == "parallel" and settings.inter_op_num_threads != 1
+    )
+    return settings.allow_spinning and not settings.spin_in_runs_only and pools
 
 
 @dataclass(frozen=True)
@@ -77,24 +100,36 @@ def measure_many(
     repeat: int = 7,
     min_time: float = 0.05,
     progress: Callable[[], None] | None = None,
+    cooldown: Mapping[str, float] | None = None,
 ) -> dict[str, Timing]:
     """Time several calls with their repeats interleaved, so machine noise hits them alike.
 
     Each call is warmed up and calibrated first; then every round runs one repeat of each call,
     in turn. ``progress`` (if given) is called after each calibration and each repeat, that is
     ``len(fns) * (repeat + 1)`` times.
+
+    ``cooldown`` maps a call's name to seconds to pause after each of its repeats (and its
+    calibration) before the next call is timed. ONNX Runtime sessions that allow spinning keep
+    their idle threads spinning for tens of milliseconds after their last work; on a 2-core
+    machine that made the *next* session timed up to 5× slower (docs/benchmarks.md), so whoever
+    came after a spinning session lost. :data:`SPIN_COOLDOWN` lets them go quiet.
     """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
+    pauses = dict(cooldown or {})
     numbers = {}
     for name, fn in fns.items():
         numbers[name] = _calibrate(fn, min_time)
+        if name in pauses:
+            time.sleep(pauses[name])
         if progress is not None:
             progress()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             samples[name].append(_one_repeat(fn, numbers[name]))
+            if name in pauses:
+                time.sleep(pauses[name])
             if progress is not None:
                 progress()
     return {name: _summarise(samples[name], numbers[name]) for name in fns}

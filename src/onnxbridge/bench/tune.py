@@ -4,12 +4,16 @@ For each regime, ``latency`` (``latency_rows`` rows per call, 1 by default) and 
 (``throughput_rows``, 10 000 by default), candidate sessions are timed with interleaved repeats
 (:func:`onnxbridge.bench.measure_many`) calling ``session.run`` on the same prepared feeds:
 
-1. intra-op threads 1 … cores × spinning off / on (sequential, all graph optimisations), plus
-   ONNX Runtime's own defaults;
+1. intra-op threads 1 … cores without spinning, then 2 … cores spinning within runs only, then
+   spinning between runs too (sequential, all graph optimisations), plus ONNX Runtime's own
+   defaults;
 2. on the winner of step 1: parallel execution mode, and graph optimisation levels ``extended``,
    ``basic``, ``disabled``; for the throughput regime of a model with a large tree ensemble,
    also its trees in blocks (:mod:`onnxbridge.runtime.blocking`), alone and with the blocks
    run side by side (parallel mode, one thread each).
+
+**Timing fairly**: a candidate whose threads spin on after its calls is followed by a pause
+(``measure_many``'s ``cooldown``), so that its spinning does not slow the candidate timed next.
 
 **Choosing** within a step: candidates are listed from the cheapest for a shared machine (fewer
 threads, no spinning, sequential, all optimisations) to the dearest, and the first one whose median
@@ -47,7 +51,7 @@ import numpy as np
 from onnxbridge._files import atomic_write_path
 from onnxbridge.bench.run import ProgressFn, machine_info
 from onnxbridge.bench.source import BenchSource, open_source, tile_rows
-from onnxbridge.bench.timing import Timing, measure_many
+from onnxbridge.bench.timing import SPIN_COOLDOWN, Timing, measure_many, spins_between_runs
 from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
@@ -189,12 +193,22 @@ def _pick(timings: list[tuple[SessionSettings, Timing]], margin: float) -> int:
 
 
 def stage_one_candidates(cores: int) -> list[SessionSettings]:
-    """Threads × spinning, cheapest first, then ONNX Runtime's defaults."""
+    """Threads × spinning, cheapest first, then ONNX Runtime's defaults.
+
+    Spinning means nothing to one thread (no pool to spin), so it is tried from two threads on:
+    first spinning within runs only (threads sleep once a run returns), then spinning on between
+    runs as well (ONNX Runtime's default, dearest for the other sessions on the cores).
+    """
     candidates = [
-        SessionSettings(intra_op_num_threads=n, allow_spinning=spin)
-        for spin in (False, True)
-        for n in range(1, cores + 1)
+        SessionSettings(intra_op_num_threads=n, allow_spinning=False) for n in range(1, cores + 1)
     ]
+    for in_runs_only in (True, False):
+        candidates += [
+            SessionSettings(
+                intra_op_num_threads=n, allow_spinning=True, spin_in_runs_only=in_runs_only
+            )
+            for n in range(2, cores + 1)
+        ]
     return [*candidates, SessionSettings()]
 
 
@@ -248,7 +262,13 @@ def _tune_regime(
     ) -> list[tuple[SessionSettings, Timing]]:
         sessions = [_session(path, s) for s in candidates]
         calls = {str(i): (lambda s=s: s.run(None, feeds)) for i, s in enumerate(sessions)}
-        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        timings = measure_many(
+            calls,
+            repeat=repeat,
+            min_time=min_time,
+            progress=progress,
+            cooldown=_cooldowns(dict(zip(calls, candidates, strict=True))),
+        )
         pairs = [(candidates[i], timings[str(i)]) for i in range(len(candidates))]
         measured.extend(CandidateTiming(s, t, step) for s, t in pairs)
         return pairs
@@ -272,6 +292,12 @@ def _tune_regime(
         ort_default=timing_of[ort_default],
         onnxbridge_default=timing_of[ours],
     )
+
+
+def _cooldowns(settings: dict[str, SessionSettings]) -> dict[str, float]:
+    """Pauses after the candidates whose threads spin on after a run (see ``measure_many``):
+    without them, whichever candidate is timed next pays for their spinning."""
+    return {name: SPIN_COOLDOWN for name, s in settings.items() if spins_between_runs(s)}
 
 
 def _regime_steps(cores: int, repeat: int, blocks: bool = False) -> int:
@@ -345,7 +371,13 @@ def _boundary(
     for size in sizes:
         feeds = predictor.prepare(tile_rows(source.rows, size), allow_missing=True)
         calls = {k: (lambda s=s, f=feeds: s.run(None, f)) for k, s in sessions.items()}
-        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        timings = measure_many(
+            calls,
+            repeat=repeat,
+            min_time=min_time,
+            progress=progress,
+            cooldown=_cooldowns({"latency": latency, "throughput": throughput}),
+        )
         lat, thr = timings["latency"].median, timings["throughput"].median
         rows.append({"rows": size, "latency": lat, "throughput": thr})
         if still_winning and lat <= thr:
@@ -577,7 +609,13 @@ def _tune_accelerators(
         calls: dict[str, Any] = {"onnxruntime": lambda f=feeds: session.run(None, f)}
         for c in candidates:
             calls[c.name] = lambda c=c, X=X: c.predict(X)
-        timings = measure_many(calls, repeat=repeat, min_time=min_time, progress=progress)
+        timings = measure_many(
+            calls,
+            repeat=repeat,
+            min_time=min_time,
+            progress=progress,
+            cooldown=_cooldowns({"onnxruntime": throughput}),
+        )
         for c, check in zip(candidates, checks, strict=True):
             check.speedups[size] = timings["onnxruntime"].median / timings[c.name].median
             check.timings[size] = {

@@ -68,6 +68,11 @@ class SessionSettings:
         intra_op_num_threads: threads per operator; 0 lets ONNX Runtime choose (one per core).
         inter_op_num_threads: threads running independent nodes in ``parallel`` mode; 0: chosen.
         allow_spinning: idle intra-op threads spin-wait for work instead of sleeping.
+        spin_in_runs_only: with ``allow_spinning``, the threads stop spinning as soon as a run
+            returns (ONNX Runtime's ``session.force_spinning_stop``). The run's own parallel
+            sections keep spinning's quick hand-offs, but between calls the threads sleep
+            instead of spinning on for tens of milliseconds — time they would take from the
+            next call of any other session (a second regime, another model) on the same cores.
         execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
         graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
         tree_block_nodes: split tree-ensemble operators larger than this many nodes into blocks
@@ -84,15 +89,17 @@ class SessionSettings:
     execution_mode: str = "sequential"
     graph_optimization_level: str = "all"
     tree_block_nodes: int = 0
+    spin_in_runs_only: bool = False
 
     def __post_init__(self) -> None:
         _check_int("intra_op_num_threads", self.intra_op_num_threads)
         _check_int("tree_block_nodes", self.tree_block_nodes, zero="no blocks")
         _check_int("inter_op_num_threads", self.inter_op_num_threads)
-        if not isinstance(self.allow_spinning, bool):
-            raise SessionSettingsError(
-                f"allow_spinning must be true or false, got {self.allow_spinning!r}"
-            )
+        for flag in ("allow_spinning", "spin_in_runs_only"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SessionSettingsError(
+                    f"{flag} must be true or false, got {getattr(self, flag)!r}"
+                )
         if self.execution_mode not in EXECUTION_MODES:
             raise SessionSettingsError(
                 f"execution_mode {self.execution_mode!r} is not one of {', '.join(EXECUTION_MODES)}"
@@ -116,7 +123,9 @@ class SessionSettings:
         """A short human-readable form, e.g. ``"2 threads, no spin, sequential, opt all"``."""
         threads = self.intra_op_num_threads
         head = "auto threads" if threads == 0 else f"{threads} thread{'s' if threads != 1 else ''}"
-        spin = "spin" if self.allow_spinning else "no spin"
+        spin = "no spin"
+        if self.allow_spinning:
+            spin = "spin in runs" if self.spin_in_runs_only else "spin"
         mode = self.execution_mode
         if mode == "parallel" and self.inter_op_num_threads:
             mode += f" ×{self.inter_op_num_threads}"
@@ -175,6 +184,8 @@ class SessionSettings:
         options.add_session_config_entry(
             "session.inter_op.allow_spinning", "1" if self.allow_spinning else "0"
         )
+        if self.allow_spinning and self.spin_in_runs_only:
+            options.add_session_config_entry("session.force_spinning_stop", "1")
         options.execution_mode = (
             ort.ExecutionMode.ORT_PARALLEL
             if self.execution_mode == "parallel"
