@@ -17,7 +17,17 @@ Engines, each timed on the same float32 rows with interleaved repeats
 - ``onnxbridge``: ``Predictor.predict`` with the tuned settings (the end-to-end path);
 - ``tl2cgen-Nt`` / ``lleaves-Nt``: compiled trees, when installed and equivalent to the ONNX
   model on the probe rows (a non-equivalent build is reported and not timed);
+- ``onnxbridge-accel`` (batches of ``ACCEL_MIN_ROWS`` rows and more): ``Predictor.predict`` with
+  the equivalent tl2cgen library of as many threads as cores loaded as its accelerator — what
+  ``tune --engines all`` records and ``score --accelerator`` / ``Predictor(accelerator=True)``
+  run (the whole path: input checks, the compiled trees, labels from the probabilities);
 - hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
+
+Every engine's repeat is followed by a pause (``SPIN_COOLDOWN``) before the next engine is timed:
+ONNX Runtime's spinning threads (and OpenMP's, in scikit-learn's boosting, LightGBM and tl2cgen)
+keep spinning for tens of milliseconds after their last call, and on 2 cores that made the engine
+timed next up to 5× slower — the earlier runs in docs/benchmarks.md penalised whoever came after
+a spinning session.
 
 Models whose conversion fails here are skipped with the reason. Each (model, batch) line prints
 every engine's median per call and its ratio to the fastest engine of that line (1.00 = fastest).
@@ -42,12 +52,14 @@ from typing import Any
 import numpy as np
 
 from onnxbridge import Predictor, convert_estimator, train_bundle
-from onnxbridge.bench import measure_many, tune_model
+from onnxbridge.bench import SPIN_COOLDOWN, measure_many, tune_model
 from onnxbridge.bench.accelerators import build_candidates, check_candidate, probe_rows
 from onnxbridge.errors import first_line
 from onnxbridge.runtime import SessionSettings
 
 MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
+# Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine.
+ACCEL_MIN_ROWS = 1_000
 
 
 def _estimator(name: str) -> Any:
@@ -164,6 +176,20 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             accelerators.append(candidate)
     if candidates:
         print(f"   accelerators built in {build:.1f} s")
+    cores = len(os.sched_getaffinity(0))
+    compiled = [c for c in accelerators if c.engine == "tl2cgen"]
+    accel_predictor = None
+    if compiled:
+        from onnxbridge.runtime.accelerator import CompiledTrees
+
+        chosen = min(compiled, key=lambda c: abs(c.threads - cores))
+        loaded = CompiledTrees(
+            chosen.artifact,
+            threads=chosen.threads,
+            n_classes=len(classes) if classes else None,
+            min_rows=ACCEL_MIN_ROWS,
+        )
+        accel_predictor = Predictor(path, accelerator=loaded)
     lines = []
     for n in args.sizes:
         X = np.ascontiguousarray(rows[np.arange(n) % len(rows)])
@@ -186,7 +212,14 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         calls["onnxbridge"] = lambda X=X: predictor.predict(X)
         for candidate in accelerators:
             calls[candidate.name] = lambda X=X, c=candidate: c.predict(X)
-        timings = measure_many(calls, repeat=args.repeat, min_time=args.min_time)
+        if accel_predictor is not None and n >= ACCEL_MIN_ROWS:
+            calls["onnxbridge-accel"] = lambda X=X: accel_predictor.predict(X)
+        timings = measure_many(
+            calls,
+            repeat=args.repeat,
+            min_time=args.min_time,
+            cooldown=dict.fromkeys(calls, SPIN_COOLDOWN),
+        )
         fastest = min(t.median for t in timings.values())
         cells = "  ".join(
             f"{k} {t.median * 1e3:.4g}ms ±{t.spread / 2:.0%} ({t.median / fastest:.2f})"

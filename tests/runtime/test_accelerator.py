@@ -109,3 +109,23 @@ def test_a_changed_library_is_never_loaded(iris_bundle: Bundle, tmp_path: Path) 
     library.write_bytes(library.read_bytes() + b"\0")
     with pytest.raises(AcceleratorError, match="cannot be trusted"):
         Predictor(iris_bundle.onnx_path, accelerator=True)
+
+
+def test_a_loaded_accelerator_is_used_as_given(iris_bundle: Bundle, tmp_path: Path) -> None:
+    from onnxbridge.runtime.accelerator import CompiledTrees
+
+    estimator = iris_bundle.load_estimator()
+    candidates, skipped = build_candidates(estimator, tmp_path, n_classes=3, threads=[1])
+    assert candidates, skipped
+    library = candidates[0].artifact
+    # No tuning recorded in the bundle: the caller's own, loaded library serves the large calls.
+    given = CompiledTrees(library, threads=1, n_classes=3, min_rows=MIN_ROWS)
+    fast = Predictor(iris_bundle.onnx_path, accelerator=given)
+    assert fast.accelerator is given
+    rows = _rows(iris_bundle, 500)
+    np.testing.assert_array_equal(
+        fast.predict(rows).labels, Predictor(iris_bundle.onnx_path).predict(rows).labels
+    )
+    wrong = CompiledTrees(library, threads=1, n_classes=None, min_rows=MIN_ROWS)
+    with pytest.raises(AcceleratorError, match=r"the accelerator gives no classes, the model 3"):
+        Predictor(iris_bundle.onnx_path, accelerator=wrong)

@@ -154,7 +154,9 @@ class Predictor:
             ``onnxbridge tune --engines all`` recorded for this bundle (compiled trees checked
             equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
             default: its library is native code, loaded only when asked for and only when its
-            hash matches the bundle's card. Classifiers and regressors only.
+            hash matches the bundle's card. Classifiers and regressors only. A
+            :class:`~onnxbridge.runtime.accelerator.CompiledTrees` the caller loaded (and
+            checked) is used as it is.
         regime: ``"throughput"`` runs every call, whatever its size, on the throughput
             settings (tuned, or the default ones with trees in blocks) and opens only that
             session — batch scoring, whose results must not depend on the batch size; None
@@ -180,7 +182,7 @@ class Predictor:
         allow_spinning: bool | None = None,
         settings: SessionSettings | None = None,
         tuned: bool = True,
-        accelerator: bool = False,
+        accelerator: bool | CompiledTrees = False,
         regime: str | None = None,
     ) -> None:
         source: str | bytes
@@ -284,14 +286,16 @@ class Predictor:
         self._label_at = self._role_index.get("label", -1)
         self._probabilities_at = self._role_index.get("probabilities", -1)
         self.accelerator: CompiledTrees | None = None
-        if accelerator:
-            self.accelerator = self._load_accelerator()
+        if accelerator is not False:
+            self.accelerator = self._load_accelerator(
+                accelerator if isinstance(accelerator, CompiledTrees) else None
+            )
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
         )
 
-    def _load_accelerator(self) -> CompiledTrees:
+    def _load_accelerator(self, given: CompiledTrees | None) -> CompiledTrees:
         roles = set(self._roles)
         classifier = roles == {"label", "probabilities"}
         if not classifier and roles != {"value"}:
@@ -301,9 +305,17 @@ class Predictor:
             )
         if self._multi_input():
             raise AcceleratorError("an accelerator takes one numeric input; this model has more")
-        record = self.tuning.accelerator if self.tuning is not None else None
         classes = self._classes if classifier else None
-        loaded = load_accelerator(self.path, record, len(classes) if classes else None)
+        if given is not None:
+            if given.n_classes != (len(classes) if classes else None):
+                raise AcceleratorError(
+                    f"the accelerator gives {given.n_classes or 'no'} classes, the model "
+                    f"{len(classes) if classes else 'none'}; load it for this model"
+                )
+            loaded = given
+        else:
+            record = self.tuning.accelerator if self.tuning is not None else None
+            loaded = load_accelerator(self.path, record, len(classes) if classes else None)
         if classes is not None:
             strings = any(isinstance(c, str) for c in classes)
             self._class_table = np.asarray(classes, dtype=object if strings else None)
