@@ -129,3 +129,39 @@ def test_a_loaded_accelerator_is_used_as_given(iris_bundle: Bundle, tmp_path: Pa
     wrong = CompiledTrees(library, threads=1, n_classes=None, min_rows=MIN_ROWS)
     with pytest.raises(AcceleratorError, match=r"the accelerator gives no classes, the model 3"):
         Predictor(iris_bundle.onnx_path, accelerator=wrong)
+
+
+@pytest.mark.parametrize("n_classes", [1, 2, 3, 7, 16, 17, 40])
+def test_first_argmax_is_numpys_argmax_ties_included(n_classes: int) -> None:
+    from onnxbridge.runtime.predictor import first_argmax
+
+    rng = np.random.RandomState(n_classes)
+    # Few distinct values: many rows have equal maxima, where the first column must win.
+    matrix = rng.randint(0, 3, size=(500, n_classes)).astype(np.float32) / 2
+    got = first_argmax(matrix)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.argmax(matrix, axis=1))
+    before = matrix.copy()
+    first_argmax(matrix)
+    np.testing.assert_array_equal(matrix, before)  # the input is left as it was
+
+
+def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.ensemble import RandomForestClassifier
+
+    from onnxbridge import convert_estimator
+    from onnxbridge.runtime.accelerator import CompiledTrees
+
+    X, y = load_iris(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    path = convert_estimator(forest, X[:20], precision="double").save(tmp_path / "rf64.onnx")
+    candidates, skipped = build_candidates(forest, tmp_path, n_classes=3, threads=[1])
+    assert candidates, skipped
+    given = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=10)
+    fast = Predictor(path, accelerator=given)
+    assert fast.inputs[0].type == "tensor(double)"
+    rows = np.tile(X, (2, 1))
+    got = fast.predict(rows)
+    np.testing.assert_array_equal(got.labels, forest.predict(rows))
+    np.testing.assert_allclose(got.probabilities, forest.predict_proba(rows), atol=1e-6)

@@ -285,7 +285,8 @@ def _build_tl2cgen(
             engine = tl2cgen.Predictor(str(library), nthread=n, verbose=False)
 
         def predict(X: np.ndarray, engine: Any = engine) -> np.ndarray:
-            raw = engine.predict(tl2cgen.DMatrix(X, dtype="float32"))
+            rows = X if not isinstance(X, np.ndarray) else np.ascontiguousarray(X, np.float32)
+            raw = engine.predict(tl2cgen.DMatrix(rows, dtype="float32"))
             return compiled_output(raw, len(X), n_classes)
 
         result.append(

@@ -46,8 +46,14 @@ class CompiledTrees:
         self._engine = tl2cgen.Predictor(str(library), nthread=threads, verbose=False)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor."""
-        raw = self._engine.predict(self._tl2cgen.DMatrix(X, dtype="float32"))
+        """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
+
+        ``X`` comes in the model's input type: float64 rows (a model converted in double) are
+        compared with the trees' thresholds in double, anything else in float32.
+        """
+        dtype = np.float64 if X.dtype == np.float64 else np.float32
+        rows = np.ascontiguousarray(X, dtype=dtype)
+        raw = self._engine.predict(self._tl2cgen.DMatrix(rows, dtype=np.dtype(dtype).name))
         return compiled_output(raw, len(X), self.n_classes, np.float32)
 
 
