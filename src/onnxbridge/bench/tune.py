@@ -213,13 +213,15 @@ def stage_one_candidates(cores: int) -> list[SessionSettings]:
 
 
 def stage_two_candidates(
-    winner: SessionSettings, cores: int, *, blocks: bool = False
+    winner: SessionSettings, cores: int, *, blocks: bool = False, split: bool = False
 ) -> list[SessionSettings]:
     """The step-one winner, then its parallel-mode and lower-optimisation variants.
 
-    With ``blocks`` (the model has a tree ensemble large enough to split, see
-    :mod:`onnxbridge.runtime.blocking`) also the winner with its trees in blocks, and on several
-    cores the blocks run side by side (parallel mode, one thread per block).
+    With ``split`` (a throughput regime, several cores) also one intra-op thread with each
+    call's rows split across the cores (``row_split``). With ``blocks`` (the model has a tree
+    ensemble large enough to split, see :mod:`onnxbridge.runtime.blocking`) also the winner with
+    its trees in blocks, and on several cores the blocks run side by side (parallel mode, one
+    thread per block) and the blocked graph on one thread with the rows split across the cores.
     ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
     """
     variants = [winner]
@@ -227,6 +229,9 @@ def stage_two_candidates(
         variants.append(replace(winner, execution_mode="parallel", inter_op_num_threads=cores))
     for level in ("extended", "basic", "disabled"):
         variants.append(replace(winner, graph_optimization_level=level))
+    one_thread = replace(winner, intra_op_num_threads=1, allow_spinning=False)
+    if split and cores > 1:
+        variants.append(replace(one_thread, row_split=cores))
     if blocks:
         blocked = replace(winner, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
         variants.append(blocked)
@@ -239,6 +244,8 @@ def stage_two_candidates(
                     inter_op_num_threads=cores,
                 )
             )
+            one_thread_blocks = replace(one_thread, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
+            variants.append(replace(one_thread_blocks, row_split=cores))
     return variants
 
 
@@ -278,7 +285,9 @@ def _tune_regime(
     # Step two also re-times both defaults, so that every ratio reported compares timings of
     # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
     ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
-    stage2_candidates = stage_two_candidates(winner, cores, blocks=blocks)
+    stage2_candidates = stage_two_candidates(
+        winner, cores, blocks=blocks, split=regime == "throughput"
+    )
     stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
     stage2 = run_stage(stage2_candidates, 2)
     winner, winner_timing = stage2[_pick(stage2, margin)]
@@ -300,10 +309,10 @@ def _cooldowns(settings: dict[str, SessionSettings]) -> dict[str, float]:
     return {name: SPIN_COOLDOWN for name, s in settings.items() if spins_between_runs(s)}
 
 
-def _regime_steps(cores: int, repeat: int, blocks: bool = False) -> int:
+def _regime_steps(cores: int, repeat: int, blocks: bool = False, split: bool = False) -> int:
     stage1 = len(stage_one_candidates(cores))
     # At most: the winner's variants and the two defaults.
-    stage2 = len(stage_two_candidates(SessionSettings(), cores, blocks=blocks)) + 2
+    stage2 = len(stage_two_candidates(SessionSettings(), cores, blocks=blocks, split=split)) + 2
     return (stage1 + stage2) * (repeat + 1)
 
 
@@ -450,7 +459,10 @@ def tune_model(
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
     blockable = blocked_model(source.onnx_path.read_bytes(), DEFAULT_TREE_BLOCK_NODES) is not None
-    total = sum(_regime_steps(cores, repeat, blockable and w == "throughput") for w in wanted)
+    total = sum(
+        _regime_steps(cores, repeat, blockable and w == "throughput", w == "throughput")
+        for w in wanted
+    )
     if regime == "both":
         total += len(_BOUNDARY_SIZES) * 2 * (repeat + 1)
     if engines == "all":

@@ -36,7 +36,7 @@ from onnxbridge.errors import (
 )
 from onnxbridge.runtime.accelerator import CompiledTrees, load_accelerator
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
-from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
 from onnxbridge.runtime.sessions import (
     RegimeSessions,
     blocked_model,
@@ -149,7 +149,7 @@ class Predictor:
             ``tuning.latency_max_rows`` rows then run on the latency settings, larger calls on
             the throughput settings (one session each, the second opened on first use);
             ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
-            both.
+            both (``intra_op_num_threads`` also turns a tuned ``row_split`` off).
         accelerator: run calls of at least the recorded ``min_rows`` rows on the accelerator
             ``onnxbridge tune --engines all`` recorded for this bundle (compiled trees checked
             equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
@@ -201,7 +201,9 @@ class Predictor:
         # them all, the two keyword arguments replace their field in both regimes.
         overrides: dict[str, Any] = {}
         if intra_op_num_threads is not None:
+            # The caller sets the threads of a call: no rows split across more of them.
             overrides["intra_op_num_threads"] = intra_op_num_threads
+            overrides["row_split"] = 0
         if allow_spinning is not None:
             overrides["allow_spinning"] = allow_spinning
         base = settings or replace(SessionSettings.onnxbridge_default(), **overrides)
@@ -477,7 +479,8 @@ class Predictor:
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
         if not allow_missing and array.dtype.kind == "f" and self._refuses_missing():
-            self._check_missing(np.isnan(array))
+            if has_nan(array):  # the mask (and the message) only when there is something
+                self._check_missing(np.isnan(array))
         return {spec.name: np.ascontiguousarray(array)}
 
     def _matrix(self, data: Any) -> np.ndarray:

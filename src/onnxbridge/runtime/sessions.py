@@ -12,9 +12,11 @@ Settings are clamped to the cores available here (:meth:`SessionSettings.clamped
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,17 @@ from onnxbridge.runtime.blocking import block_tree_ensembles
 from onnxbridge.runtime.fastpath import BoundRunner
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["RegimeSessions", "blocked_model", "open_ort_session"]
+__all__ = [
+    "ROW_SPLIT_MIN_PART",
+    "RegimeSessions",
+    "RowSplitSession",
+    "blocked_model",
+    "open_ort_session",
+]
+
+# Rows a part of a split call has at least: handing a part to another thread costs some tens of
+# µs, which a part of fewer rows does not win back.
+ROW_SPLIT_MIN_PART = 1024
 
 
 class RegimeSessions:
@@ -163,6 +175,71 @@ def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
     return _BLOCKED[key]
 
 
+class RowSplitSession:
+    """An ONNX Runtime session whose large calls are cut into parts run side by side.
+
+    ``run`` has ``InferenceSession.run``'s shape: a call of ``N`` rows (every feed ``[N, ...]``)
+    is cut into up to ``parts`` consecutive slices of at least :data:`ROW_SPLIT_MIN_PART` rows;
+    the caller's thread runs the first, a small pool the others (ONNX Runtime releases the GIL
+    while it runs, and one session serves concurrent runs), and the outputs are joined in order.
+    Rows are scored independently, so with one intra-op thread the results are the unsplit
+    call's, bit for bit. Everything else (``get_inputs``, ``io_binding``, …) is the session's.
+
+    Args:
+        session: the ``onnxruntime.InferenceSession``.
+        parts: the most parts a call is cut into (2 or more).
+    """
+
+    def __init__(self, session: Any, parts: int) -> None:
+        self.session = session
+        self.parts = parts
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
+
+    def run(self, output_names: Any, feeds: dict[str, Any], run_options: Any = None) -> list[Any]:
+        """``session.run`` over the parts of the call, outputs joined in row order."""
+        rows = _rows_of(feeds)
+        parts = min(self.parts, rows // ROW_SPLIT_MIN_PART)
+        if parts < 2:
+            return self.session.run(output_names, feeds, run_options)
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        slices = [
+            {name: value[start:stop] for name, value in feeds.items()}
+            for start, stop in itertools.pairwise(bounds)
+        ]
+        pool = self._pool or self._start_pool()
+        futures = [
+            pool.submit(self.session.run, output_names, part, run_options) for part in slices[1:]
+        ]
+        results = [self.session.run(output_names, slices[0], run_options)]
+        results += [future.result() for future in futures]
+        return [_join([r[i] for r in results]) for i in range(len(results[0]))]
+
+    def _start_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.parts - 1, thread_name_prefix="onnxbridge-rows"
+                )
+            return self._pool
+
+
+def _rows_of(feeds: dict[str, Any]) -> int:
+    for value in feeds.values():
+        return len(value)
+    return 0
+
+
+def _join(pieces: list[Any]) -> Any:
+    """One output from its parts: arrays concatenated along rows, lists (ZipMap) chained."""
+    if isinstance(pieces[0], list):
+        return [item for piece in pieces for item in piece]
+    return np.concatenate(pieces)
+
+
 def open_ort_session(
     model: str | os.PathLike[str] | bytes,
     settings: SessionSettings,
@@ -172,14 +249,22 @@ def open_ort_session(
 
     With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
     (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
+    With ``settings.row_split`` of 2 or more it comes wrapped in a :class:`RowSplitSession`.
     Should the rewrite fail or not load, the graph as it is runs instead (blocks only make large
     calls faster). ONNX Runtime's own errors propagate (callers wrap them).
     """
+    session = _open_plain(model, settings, list(providers or ["CPUExecutionProvider"]))
+    return RowSplitSession(session, settings.row_split) if settings.row_split > 1 else session
+
+
+def _open_plain(
+    model: str | os.PathLike[str] | bytes, settings: SessionSettings, chosen: list[str]
+) -> Any:
     import onnxruntime as ort
 
     source: Any = model if isinstance(model, bytes) else str(model)
-    chosen = list(providers or ["CPUExecutionProvider"])
     options = settings.to_session_options()
+
     if settings.tree_block_nodes:
         # The rewrite needs the bytes; the graph as it is still opens from the path (external
         # data files resolve relative to it).

@@ -73,6 +73,11 @@ class SessionSettings:
             sections keep spinning's quick hand-offs, but between calls the threads sleep
             instead of spinning on for tens of milliseconds — time they would take from the
             next call of any other session (a second regime, another model) on the same cores.
+        row_split: cut calls of many rows into up to this many parts, run side by side on the
+            session from as many threads (:class:`~onnxbridge.runtime.sessions.RowSplitSession`);
+            with one intra-op thread, each part walks the trees on its own core, start to end,
+            where ONNX Runtime's own threads would split every operator (every block of trees)
+            again. 0 or 1: no split.
         execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
         graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
         tree_block_nodes: split tree-ensemble operators larger than this many nodes into blocks
@@ -90,11 +95,13 @@ class SessionSettings:
     graph_optimization_level: str = "all"
     tree_block_nodes: int = 0
     spin_in_runs_only: bool = False
+    row_split: int = 0
 
     def __post_init__(self) -> None:
         _check_int("intra_op_num_threads", self.intra_op_num_threads)
         _check_int("tree_block_nodes", self.tree_block_nodes, zero="no blocks")
         _check_int("inter_op_num_threads", self.inter_op_num_threads)
+        _check_int("row_split", self.row_split, zero="no split")
         for flag in ("allow_spinning", "spin_in_runs_only"):
             if not isinstance(getattr(self, flag), bool):
                 raise SessionSettingsError(
@@ -132,6 +139,8 @@ class SessionSettings:
         text = f"{head}, {spin}, {mode}, opt {self.graph_optimization_level}"
         if self.tree_block_nodes:
             text += f", trees in blocks of {self.tree_block_nodes} nodes"
+        if self.row_split > 1:
+            text += f", rows split ×{self.row_split}"
         return text
 
     def clamped(self, cores: int | None = None) -> SessionSettings:
@@ -144,6 +153,7 @@ class SessionSettings:
             self,
             intra_op_num_threads=min(self.intra_op_num_threads, cores),
             inter_op_num_threads=min(self.inter_op_num_threads, cores),
+            row_split=min(self.row_split, cores),
         )
 
     def to_dict(self) -> dict[str, Any]:
