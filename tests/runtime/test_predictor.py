@@ -186,3 +186,28 @@ def test_missing_values_pass_when_the_source_accepts_them(predictor: Predictor) 
     assert predictor.metadata.missing_values == "accepted"  # sklearn forests route NaN
     row = np.array([[5.1, np.nan, 1.4, 0.2]])
     assert len(predictor.predict(row)) == 1
+
+
+def test_large_calls_check_for_missing_values_while_they_run(tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    from onnxbridge import convert_estimator
+    from onnxbridge.runtime.predictor import OVERLAP_CHECK_MIN_ROWS
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    predictor = Predictor(convert_estimator(model, X[:20]).save(tmp_path / "lr.onnx"))
+    assert predictor.metadata is not None and predictor.metadata.missing_values == "refused"
+    rows = np.tile(X, (OVERLAP_CHECK_MIN_ROWS // len(X) + 1, 1)).astype(np.float32)
+    assert len(rows) >= OVERLAP_CHECK_MIN_ROWS
+    clean = predictor.predict(rows)
+    expected = predictor.session_for(len(rows)).run(None, {"input": rows})
+    np.testing.assert_array_equal(clean.labels, expected[0])
+    np.testing.assert_array_equal(clean.probabilities, expected[1])
+    rows[-1, 3] = np.nan
+    with pytest.raises(
+        SchemaMismatchError, match=r"missing values \(NaN\) in 1 row, columns: 'x3' \(1\)"
+    ):
+        predictor.predict(rows)
+    assert len(predictor.predict(rows, allow_missing=True)) == len(rows)
