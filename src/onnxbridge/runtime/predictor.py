@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -289,11 +287,6 @@ class Predictor:
         self._plain_classifier = plain and not self._restore
         self._label_at = self._role_index.get("label", -1)
         self._probabilities_at = self._role_index.get("probabilities", -1)
-        # One numeric float tensor input of a model that refuses NaN: predict() may check the
-        # rows of a large call while they run.
-        self._checks_nan_alone = (
-            fast_input is not None and fast_input[3] and np.dtype(fast_input[1]).kind == "f"
-        )
         self.accelerator: CompiledTrees | None = None
         if accelerator is not False:
             self.accelerator = self._load_accelerator(
@@ -607,43 +600,12 @@ class Predictor:
                         if labels.ndim == 1 and probabilities.ndim == 2:
                             return PredictionResult(labels, probabilities, None, self._classes)
                     return self._result(outputs)
-        # A large call of a model that refuses NaN checks its rows while the session runs them
-        # (_run_checking): the check is a pass over the whole input, a tenth of a linear
-        # model's run on 100 000 rows.
-        overlap = not allow_missing and self._checks_nan_alone and self.accelerator is None
-        feeds = self.prepare(
-            data, ignore_extra=ignore_extra, allow_missing=allow_missing or overlap
-        )
-        if overlap:
-            array = next(iter(feeds.values()))
-            if array.dtype.kind == "f":
-                if len(array) >= OVERLAP_CHECK_MIN_ROWS:
-                    return self._result(self._run_checking(feeds, array))
-                if has_nan(array):
-                    self._check_missing(np.isnan(array))
+        feeds = self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
         if self.accelerator is not None:
             accelerated = self._accelerated(feeds)
             if accelerated is not None:
                 return accelerated
         return self._result(self.run(feeds))
-
-    def _run_checking(self, feeds: dict[str, np.ndarray], array: np.ndarray) -> list[Any]:
-        """``run(feeds)`` on a helper thread while this one looks for NaN in ``array``.
-
-        ONNX Runtime and numpy's reductions both release the GIL, so the two overlap; the
-        result is only returned when there is no NaN (else the missing-values error).
-        """
-        future = _helper_pool().submit(self.run, feeds)
-        found = has_nan(array)
-        try:
-            outputs = future.result()
-        except Exception:
-            if found:
-                self._check_missing(np.isnan(array))
-            raise
-        if found:
-            self._check_missing(np.isnan(array))
-        return outputs
 
     def _result(self, outputs: list[Any]) -> PredictionResult:
         """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.
@@ -691,24 +653,6 @@ class Predictor:
         if index is not None:
             result.transformed = np.asarray(outputs[index])
         return result
-
-
-# Calls of at least this many rows check for NaN while the session runs (a thread hand-off costs
-# tens of µs; the check of 16 384 rows of 28 float32 values about as much).
-OVERLAP_CHECK_MIN_ROWS = 16_384
-_HELPERS: ThreadPoolExecutor | None = None
-_HELPERS_LOCK = threading.Lock()
-
-
-def _helper_pool() -> ThreadPoolExecutor:
-    """Threads that run sessions while the caller checks their input (shared, made once)."""
-    global _HELPERS
-    with _HELPERS_LOCK:
-        if _HELPERS is None:
-            _HELPERS = ThreadPoolExecutor(
-                max_workers=max(2, _available_cores()), thread_name_prefix="onnxbridge-run"
-            )
-        return _HELPERS
 
 
 # Up to this many classes, comparing columns beats np.argmax(axis=1), which walks each short row.
