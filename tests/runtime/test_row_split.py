@@ -53,17 +53,31 @@ def test_split_calls_give_the_unsplit_results_bit_for_bit(
     assert [o.name for o in split.get_outputs()] == ["label", "probabilities"]
 
 
+def test_small_calls_keep_the_sessions_threads_and_parts_run_on_one(forest_path: Path) -> None:
+    two = SessionSettings(intra_op_num_threads=2, allow_spinning=False)
+    split = open_ort_session(forest_path, SessionSettings(**{**two.to_dict(), "row_split": 2}))
+    assert isinstance(split, RowSplitSession) and split.part_session is not split.session
+    small, large = {"input": _rows(100)}, {"input": _rows(6000)}
+    for got, want in (
+        (split.run(None, small), open_ort_session(forest_path, two).run(None, small)),
+        (split.run(None, large), open_ort_session(forest_path, ONE_THREAD).run(None, large)),
+    ):
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_calls_with_too_few_rows_per_part_are_not_split(forest_path: Path) -> None:
     split = open_ort_session(forest_path, SessionSettings(intra_op_num_threads=1, row_split=2))
     seen: list[int] = []
     inner = split.session
+    assert split.part_session is inner  # one intra-op thread already: no twin
 
     class Counting:
         def run(self, names, feeds, options=None):
             seen.append(len(feeds["input"]))
             return inner.run(names, feeds, options)
 
-    split.session = Counting()
+    split.session = split.part_session = Counting()
     split.run(None, {"input": _rows(ROW_SPLIT_MIN_PART * 2 - 1)})
     assert seen == [ROW_SPLIT_MIN_PART * 2 - 1]
     seen.clear()

@@ -217,8 +217,9 @@ def stage_two_candidates(
 ) -> list[SessionSettings]:
     """The step-one winner, then its parallel-mode and lower-optimisation variants.
 
-    With ``split`` (a throughput regime, several cores) also one intra-op thread with each
-    call's rows split across the cores (``row_split``). With ``blocks`` (the model has a tree
+    With ``split`` (a throughput regime, several cores) also the winner with each large call's
+    rows split across the cores (``row_split``: one thread per part; calls too small to split
+    keep the winner's threads). With ``blocks`` (the model has a tree
     ensemble large enough to split, see :mod:`onnxbridge.runtime.blocking`) also the winner with
     its trees in blocks, and on several cores the blocks run side by side (parallel mode, one
     thread per block) and the blocked graph on one thread with the rows split across the cores.
@@ -229,9 +230,10 @@ def stage_two_candidates(
         variants.append(replace(winner, execution_mode="parallel", inter_op_num_threads=cores))
     for level in ("extended", "basic", "disabled"):
         variants.append(replace(winner, graph_optimization_level=level))
-    one_thread = replace(winner, intra_op_num_threads=1, allow_spinning=False)
     if split and cores > 1:
-        variants.append(replace(one_thread, row_split=cores))
+        # Large calls split across the cores (one thread per part); smaller ones keep the
+        # winner's own threads.
+        variants.append(replace(winner, row_split=cores))
     if blocks:
         blocked = replace(winner, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
         variants.append(blocked)
@@ -244,8 +246,7 @@ def stage_two_candidates(
                     inter_op_num_threads=cores,
                 )
             )
-            one_thread_blocks = replace(one_thread, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
-            variants.append(replace(one_thread_blocks, row_split=cores))
+            variants.append(replace(blocked, row_split=cores))
     return variants
 
 

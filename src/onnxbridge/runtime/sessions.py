@@ -17,6 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,20 +179,24 @@ def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
 class RowSplitSession:
     """An ONNX Runtime session whose large calls are cut into parts run side by side.
 
-    ``run`` has ``InferenceSession.run``'s shape: a call of ``N`` rows (every feed ``[N, ...]``)
-    is cut into up to ``parts`` consecutive slices of at least :data:`ROW_SPLIT_MIN_PART` rows;
-    the caller's thread runs the first, a small pool the others (ONNX Runtime releases the GIL
-    while it runs, and one session serves concurrent runs), and the outputs are joined in order.
-    Rows are scored independently, so with one intra-op thread the results are the unsplit
-    call's, bit for bit. Everything else (``get_inputs``, ``io_binding``, …) is the session's.
+    ``run`` has ``InferenceSession.run``'s shape. A call of ``N`` rows (every feed ``[N, ...]``)
+    with room for at least two parts of :data:`ROW_SPLIT_MIN_PART` rows is cut into up to
+    ``parts`` consecutive slices, run on ``part_session`` (one intra-op thread): the caller's
+    thread runs the first, a small pool the others (ONNX Runtime releases the GIL while it runs,
+    and one session serves concurrent runs), and the outputs are joined in order. Rows are scored
+    independently, so the results are those of one unsplit call on ``part_session``, bit for
+    bit. Smaller calls run on ``session`` as they are, with its own threads. Everything else
+    (``get_inputs``, ``io_binding``, …) is ``session``'s.
 
     Args:
-        session: the ``onnxruntime.InferenceSession``.
+        session: the ``onnxruntime.InferenceSession`` for calls too small to split.
         parts: the most parts a call is cut into (2 or more).
+        part_session: the session the parts run on (one intra-op thread); ``session`` if None.
     """
 
-    def __init__(self, session: Any, parts: int) -> None:
+    def __init__(self, session: Any, parts: int, part_session: Any = None) -> None:
         self.session = session
+        self.part_session = part_session if part_session is not None else session
         self.parts = parts
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -211,10 +216,9 @@ class RowSplitSession:
             for start, stop in itertools.pairwise(bounds)
         ]
         pool = self._pool or self._start_pool()
-        futures = [
-            pool.submit(self.session.run, output_names, part, run_options) for part in slices[1:]
-        ]
-        results = [self.session.run(output_names, slices[0], run_options)]
+        run = self.part_session.run
+        futures = [pool.submit(run, output_names, part, run_options) for part in slices[1:]]
+        results = [run(output_names, slices[0], run_options)]
         results += [future.result() for future in futures]
         return [_join([r[i] for r in results]) for i in range(len(results[0]))]
 
@@ -249,12 +253,21 @@ def open_ort_session(
 
     With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
     (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
-    With ``settings.row_split`` of 2 or more it comes wrapped in a :class:`RowSplitSession`.
+    With ``settings.row_split`` of 2 or more it comes wrapped in a :class:`RowSplitSession`
+    whose parts run on a one-thread twin (the same session when it has one thread already).
     Should the rewrite fail or not load, the graph as it is runs instead (blocks only make large
     calls faster). ONNX Runtime's own errors propagate (callers wrap them).
     """
-    session = _open_plain(model, settings, list(providers or ["CPUExecutionProvider"]))
-    return RowSplitSession(session, settings.row_split) if settings.row_split > 1 else session
+    chosen = list(providers or ["CPUExecutionProvider"])
+    session = _open_plain(model, settings, chosen)
+    if settings.row_split < 2:
+        return session
+    # The parts run on one intra-op thread each (the cores are taken by the parts).
+    single = replace(settings, intra_op_num_threads=1, allow_spinning=False, row_split=0)
+    parts = session if settings.intra_op_num_threads == 1 else None
+    if parts is None:
+        parts = _open_plain(model, single, chosen)
+    return RowSplitSession(session, settings.row_split, parts)
 
 
 def _open_plain(

@@ -73,11 +73,12 @@ class SessionSettings:
             sections keep spinning's quick hand-offs, but between calls the threads sleep
             instead of spinning on for tens of milliseconds — time they would take from the
             next call of any other session (a second regime, another model) on the same cores.
-        row_split: cut calls of many rows into up to this many parts, run side by side on the
-            session from as many threads (:class:`~onnxbridge.runtime.sessions.RowSplitSession`);
-            with one intra-op thread, each part walks the trees on its own core, start to end,
-            where ONNX Runtime's own threads would split every operator (every block of trees)
-            again. 0 or 1: no split.
+        row_split: cut calls of many rows into up to this many parts, run side by side from
+            as many threads on a one-intra-op-thread twin of the session
+            (:class:`~onnxbridge.runtime.sessions.RowSplitSession`): each part walks the trees
+            on its own core, start to end, where ONNX Runtime's own threads would split every
+            operator (every block of trees) again. Calls too small to split run with the
+            settings' own threads. 0 or 1: no split.
         execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
         graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
         tree_block_nodes: split tree-ensemble operators larger than this many nodes into blocks
