@@ -54,12 +54,29 @@ def test_tune_stores_the_winners_where_predictor_reads_them(any_bundle: Bundle) 
     assert bundle.card["tuning"]["report"] == "reports/tune.json"
     saved = json.loads((bundle.reports_dir / "tune.json").read_text())
     assert saved["spec"] == spec.to_dict()
+    # Throughput candidates were also timed on 100-row calls (between the two regimes' sizes).
+    latency_saved, throughput_saved = saved["regimes"]
+    assert all("mid_timing" not in c for c in latency_saved["candidates"])
+    assert all(
+        c["mid_rows"] == 100 and c["mid_timing"]["median"] > 0
+        for c in throughput_saved["candidates"]
+    )
     predictor = Predictor(any_bundle.onnx_path)
     assert predictor.tuning == spec
     assert predictor.settings_for(1) == spec.latency.clamped()
     assert predictor.settings_for(10_000) == spec.throughput.clamped()
     # Only metadata changed: the model still validates.
     assert validate_bundle(any_bundle.path).verdict == "EQUIVALENT"
+
+
+def test_a_candidate_is_judged_by_its_worse_size() -> None:
+    from onnxbridge.bench.tune import _pick_score
+
+    # Scores are the worse of a candidate's two ratios to the best: the cheapest candidate
+    # within the margin of the best score wins.
+    assert _pick_score([1.5, 1.01, 1.0], 0.02) == 1
+    assert _pick_score([1.0, 1.0], 0.02) == 0
+    assert _pick_score([1.3, 1.2, 1.0], 0.02) == 2
 
 
 def test_one_regime_keeps_the_other(iris_bundle: Bundle) -> None:

@@ -18,7 +18,9 @@ For each regime, ``latency`` (``latency_rows`` rows per call, 1 by default) and 
 **Choosing** within a step: candidates are listed from the cheapest for a shared machine (fewer
 threads, no spinning, sequential, all optimisations) to the dearest, and the first one whose median
 is within ``margin`` (2 %) of the fastest wins — a difference smaller than that is noise here, and
-the cheaper setting leaves the cores to other processes.
+the cheaper setting leaves the cores to other processes. The throughput regime's candidates are
+also timed on calls of ``MID_ROWS`` (100) rows and judged by the worse of their two ratios to the
+best: its settings serve every call above the boundary, not only the large ones.
 
 **The regime boundary** (both regimes tuned, with different winners): the two winners are timed
 against each other at batch sizes between the two regimes (10, 100, 1 000 rows); the latency
@@ -80,6 +82,9 @@ ENGINE_CHOICES = ("onnxruntime", "all")
 # The boundary used when it was not measured (one regime tuned alone).
 DEFAULT_LATENCY_MAX_ROWS = 100
 _BOUNDARY_SIZES = (10, 100, 1_000)
+# The throughput regime's candidates are also timed on calls of this many rows (see
+# _tune_regime), when it lies between the two regimes' sizes.
+MID_ROWS = 100
 TUNE_FORMAT = "1"
 
 
@@ -90,10 +95,12 @@ class CandidateTiming:
     settings: SessionSettings
     timing: Timing
     step: int = 1
+    # The throughput regime's second size (MID_ROWS rows per call), when measured.
+    mid: Timing | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
+        out = {
             "step": self.step,
             "settings": self.settings.to_dict(),
             "label": self.settings.label(),
@@ -101,6 +108,10 @@ class CandidateTiming:
             "spread": self.timing.spread,
             "timing": self.timing.to_dict(),
         }
+        if self.mid is not None:
+            out["mid_rows"] = MID_ROWS
+            out["mid_timing"] = self.mid.to_dict()
+        return out
 
 
 @dataclass
@@ -183,15 +194,6 @@ def _session(path: Path, settings: SessionSettings) -> Any:
     return open_ort_session(path, settings)
 
 
-def _pick(timings: list[tuple[SessionSettings, Timing]], margin: float) -> int:
-    """Index of the first (cheapest) candidate within ``margin`` of the fastest median."""
-    best = min(t.median for _, t in timings)
-    for i, (_, t) in enumerate(timings):
-        if t.median <= best * (1.0 + margin):
-            return i
-    return 0  # unreachable: the fastest is within its own margin
-
-
 def stage_one_candidates(cores: int) -> list[SessionSettings]:
     """Threads × spinning, cheapest first, then ONNX Runtime's defaults.
 
@@ -262,14 +264,20 @@ def _tune_regime(
     margin: float,
     progress: Any,
     blocks: bool = False,
+    mid_feeds: dict[str, np.ndarray] | None = None,
 ) -> RegimeResult:
+    """Steps one and two for one regime.
+
+    With ``mid_feeds`` (the throughput regime: a call of :data:`MID_ROWS` rows) every candidate
+    is also timed on those, and judged by the worse of its two ratios to the best: the
+    throughput settings serve every call above the boundary, and a setting that only shines at
+    10 000 rows (spinning within runs, say, which wakes its threads on every call) can be twice
+    as slow at 100.
+    """
     measured: list[CandidateTiming] = []
 
-    def run_stage(
-        candidates: list[SessionSettings], step: int
-    ) -> list[tuple[SessionSettings, Timing]]:
-        sessions = [_session(path, s) for s in candidates]
-        calls = {str(i): (lambda s=s: s.run(None, feeds)) for i, s in enumerate(sessions)}
+    def time_all(sessions: list[Any], candidates: list[SessionSettings], on: Any) -> list[Timing]:
+        calls = {str(i): (lambda s=s: s.run(None, on)) for i, s in enumerate(sessions)}
         timings = measure_many(
             calls,
             repeat=repeat,
@@ -277,12 +285,22 @@ def _tune_regime(
             progress=progress,
             cooldown=_cooldowns(dict(zip(calls, candidates, strict=True))),
         )
-        pairs = [(candidates[i], timings[str(i)]) for i in range(len(candidates))]
-        measured.extend(CandidateTiming(s, t, step) for s, t in pairs)
-        return pairs
+        return [timings[str(i)] for i in range(len(candidates))]
 
-    stage1 = run_stage(stage_one_candidates(cores), 1)
-    winner, _ = stage1[_pick(stage1, margin)]
+    def run_stage(candidates: list[SessionSettings], step: int) -> tuple[list[Any], int]:
+        sessions = [_session(path, s) for s in candidates]
+        main = time_all(sessions, candidates, feeds)
+        mid = time_all(sessions, candidates, mid_feeds) if mid_feeds is not None else None
+        pairs = list(zip(candidates, main, strict=True))
+        for i, (settings, timing) in enumerate(pairs):
+            measured.append(CandidateTiming(settings, timing, step, mid[i] if mid else None))
+        scores = _ratios(main)
+        if mid is not None:
+            scores = [max(a, b) for a, b in zip(scores, _ratios(mid), strict=True)]
+        return pairs, _pick_score(scores, margin)
+
+    stage1, chosen = run_stage(stage_one_candidates(cores), 1)
+    winner, _ = stage1[chosen]
     # Step two also re-times both defaults, so that every ratio reported compares timings of
     # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
     ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
@@ -290,8 +308,8 @@ def _tune_regime(
         winner, cores, blocks=blocks, split=regime == "throughput"
     )
     stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
-    stage2 = run_stage(stage2_candidates, 2)
-    winner, winner_timing = stage2[_pick(stage2, margin)]
+    stage2, chosen = run_stage(stage2_candidates, 2)
+    winner, winner_timing = stage2[chosen]
     timing_of = dict(stage2)
     return RegimeResult(
         regime=regime,
@@ -304,17 +322,30 @@ def _tune_regime(
     )
 
 
+def _ratios(timings: list[Timing]) -> list[float]:
+    best = min(t.median for t in timings)
+    return [t.median / best for t in timings]
+
+
+def _pick_score(scores: list[float], margin: float) -> int:
+    """Index of the first (cheapest) candidate whose score is within ``margin`` of the best."""
+    best = min(scores)
+    return next(i for i, score in enumerate(scores) if score <= best * (1.0 + margin))
+
+
 def _cooldowns(settings: dict[str, SessionSettings]) -> dict[str, float]:
     """Pauses after the candidates whose threads spin on after a run (see ``measure_many``):
     without them, whichever candidate is timed next pays for their spinning."""
     return {name: SPIN_COOLDOWN for name, s in settings.items() if spins_between_runs(s)}
 
 
-def _regime_steps(cores: int, repeat: int, blocks: bool = False, split: bool = False) -> int:
+def _regime_steps(
+    cores: int, repeat: int, blocks: bool = False, split: bool = False, mid: bool = False
+) -> int:
     stage1 = len(stage_one_candidates(cores))
     # At most: the winner's variants and the two defaults.
     stage2 = len(stage_two_candidates(SessionSettings(), cores, blocks=blocks, split=split)) + 2
-    return (stage1 + stage2) * (repeat + 1)
+    return (stage1 + stage2) * (repeat + 1) * (2 if mid else 1)
 
 
 def read_tuning(path: str | Path) -> TuningSpec | None:
@@ -460,8 +491,15 @@ def tune_model(
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
     blockable = blocked_model(source.onnx_path.read_bytes(), DEFAULT_TREE_BLOCK_NODES) is not None
+    mid = latency_rows < MID_ROWS < throughput_rows
     total = sum(
-        _regime_steps(cores, repeat, blockable and w == "throughput", w == "throughput")
+        _regime_steps(
+            cores,
+            repeat,
+            blocks=blockable and w == "throughput",
+            split=w == "throughput",
+            mid=mid and w == "throughput",
+        )
         for w in wanted
     )
     if regime == "both":
@@ -496,6 +534,11 @@ def tune_model(
             progress=step_for(f"{name}: {rows} rows"),
             # One row gains nothing from blocks (docs/benchmarks.md): tried on batches only.
             blocks=blockable and name == "throughput",
+            mid_feeds=(
+                predictor.prepare(tile_rows(source.rows, MID_ROWS), allow_missing=True)
+                if mid and name == "throughput"
+                else None
+            ),
         )
     fallback = SessionSettings.onnxbridge_default()
     latency = (
