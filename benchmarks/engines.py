@@ -35,6 +35,7 @@ every engine's median per call and its ratio to the fastest engine of that line 
     PYTHONPATH=src .venv/bin/python benchmarks/engines.py [--sizes 1,100,10000,100000]
         [--repeat 5] [--min-time 0.05] [--models rf10,rf100,...] [--json out.json]
         [--no-accelerators]
+    PYTHONPATH=src .venv/bin/python benchmarks/engines.py --summarize out.json
 """
 
 from __future__ import annotations
@@ -243,6 +244,31 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def summarize(results: list[dict[str, Any]]) -> None:
+    """Per model and batch size: onnxbridge's paths against the fastest engine of the line.
+
+    ``best`` is the faster of ``onnxbridge`` (the tuned Predictor on ONNX Runtime) and
+    ``onnxbridge-accel`` (the same with the equivalent compiled trees as its accelerator, which
+    ``tune --engines all`` records only when it is faster); ``x sklearn`` is sklearn's median
+    over onnxbridge's (ONNX Runtime) median.
+    """
+    print("\nonnxbridge's paths / the fastest engine (target: best <= 1.10)")
+    print(f"{'model':<11}{'rows':>7}{'onnxbridge':>12}{'accel':>8}{'best':>7}  fastest engine")
+    for result in results:
+        if "lines" not in result:
+            print(f"{result['model']:<11} skipped: {result['skipped']}")
+            continue
+        for line in result["lines"]:
+            ratio = line["ratio_to_fastest"]
+            ours, accel = ratio["onnxbridge"], ratio.get("onnxbridge-accel")
+            best = min(ours, accel) if accel is not None else ours
+            shown = f"{accel:.2f}" if accel is not None else "-"
+            print(
+                f"{result['model']:<11}{line['rows']:>7}{ours:>12.2f}{shown:>8}{best:>7.2f}"
+                f"  {min(ratio, key=ratio.get)}{'' if best <= 1.10 else '  (not within 1.10)'}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,100,10000,100000")
@@ -251,11 +277,20 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument(
+        "--summarize",
+        type=Path,
+        default=None,
+        help="print the summary of a --json file written by an earlier run, and stop",
+    )
+    parser.add_argument(
         "--no-accelerators",
         action="store_true",
         help="do not build tl2cgen / lleaves (compiling a 100-tree model can take minutes)",
     )
     args = parser.parse_args()
+    if args.summarize:
+        summarize(json.loads(args.summarize.read_text()))
+        return
     args.sizes = [int(s) for s in args.sizes.split(",")]
     print(
         f"engines per batch size: median per call ±IQR/2 (ratio to the fastest); "
@@ -270,6 +305,7 @@ def main() -> None:
             if "skipped" in result:
                 print(f"\n== {name}: skipped, {result['skipped']}")
             results.append(result)
+    summarize(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
