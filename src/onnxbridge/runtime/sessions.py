@@ -202,6 +202,9 @@ class RowSplitSession:
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
+        # Only for what this class does not have; never for its own fields (copy, pickle).
+        if name.startswith("__") or name in ("session", "part_session"):
+            raise AttributeError(name)
         return getattr(self.session, name)
 
     def run(self, output_names: Any, feeds: dict[str, Any], run_options: Any = None) -> list[Any]:
