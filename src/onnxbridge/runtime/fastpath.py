@@ -11,7 +11,8 @@ it is, without a copy, whenever nobody holds the arrays the previous call return
 reference count is back to what the runner's own references make; a view, a result object or a
 DataFrame built on them all count) — the usual case of a caller that turns each result into JSON
 or a row and drops it. While the caller still holds them, the call runs on the *scratch* set and
-returns copies, so a result never changes under its holder's feet.
+returns copies, so a result never changes under its holder's feet. (A weak reference is not a
+holder: one kept to a dropped result may see a later call's values.)
 
 It only serves what it can serve exactly like the plain path: a single tensor input, numeric
 arrays of the right width, tensor outputs whose shape depends on the row count alone, at most
