@@ -221,10 +221,10 @@ def stage_two_candidates(
 
     With ``split`` (a throughput regime, several cores) also the winner with each large call's
     rows split across the cores (``row_split``: one thread per part; calls too small to split
-    keep the winner's threads). With ``blocks`` (the model has a tree
-    ensemble large enough to split, see :mod:`onnxbridge.runtime.blocking`) also the winner with
-    its trees in blocks, and on several cores the blocks run side by side (parallel mode, one
-    thread per block) and the blocked graph on one thread with the rows split across the cores.
+    keep the winner's threads). With ``blocks`` (the model has a tree ensemble large enough to
+    split, see :mod:`onnxbridge.runtime.blocking`) also the winner with its trees in blocks, and
+    on several cores the blocks run side by side (parallel mode, one thread per block) and the
+    blocked winner with the rows split across the cores.
     ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
     """
     variants = [winner]
