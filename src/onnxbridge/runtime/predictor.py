@@ -124,13 +124,6 @@ class PredictionResult:
         return pd.DataFrame(columns)
 
 
-def _available_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 class Predictor:
     """Run an ONNX model on tabular data.
 

@@ -136,9 +136,7 @@ class RegimeSessions:
 
     def rows_of(self, feeds: dict[str, np.ndarray]) -> int:
         """Rows in prepared feeds (0 for none)."""
-        for value in feeds.values():
-            return len(value)
-        return 0
+        return _rows_of(feeds)
 
 
 def fast_input_of(
@@ -265,12 +263,11 @@ def open_ort_session(
     session = _open_plain(model, settings, chosen)
     if settings.row_split < 2:
         return session
+    if settings.intra_op_num_threads == 1:
+        return RowSplitSession(session, settings.row_split)
     # The parts run on one intra-op thread each (the cores are taken by the parts).
     single = replace(settings, intra_op_num_threads=1, allow_spinning=False, row_split=0)
-    parts = session if settings.intra_op_num_threads == 1 else None
-    if parts is None:
-        parts = _open_plain(model, single, chosen)
-    return RowSplitSession(session, settings.row_split, parts)
+    return RowSplitSession(session, settings.row_split, _open_plain(model, single, chosen))
 
 
 def _open_plain(
