@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from onnxbridge import convert_estimator
-from onnxbridge.bench import SPIN_COOLDOWN, measure_many, spins_between_runs
+from onnxbridge.bench import SPIN_COOLDOWN, measure_many, spin_cooldowns
 from onnxbridge.runtime import SessionSettings
 from onnxbridge.runtime.sessions import open_ort_session
 
@@ -63,8 +63,9 @@ def main() -> None:
             alone[k] = measure_many({k: fn}, repeat=args.repeat, min_time=args.min_time)[k]
             time.sleep(SPIN_COOLDOWN)  # its threads may spin on: let them stop first
         together = measure_many(calls, repeat=args.repeat, min_time=args.min_time)
-        cooldown = {k: SPIN_COOLDOWN for k, s in SESSIONS.items() if spins_between_runs(s)}
-        cooled = measure_many(calls, repeat=args.repeat, min_time=args.min_time, cooldown=cooldown)
+        cooled = measure_many(
+            calls, repeat=args.repeat, min_time=args.min_time, cooldown=spin_cooldowns(SESSIONS)
+        )
     print(
         f"benchmark forest, {args.rows} rows per call, {args.repeat} repeats; "
         f"cores {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.2f}"

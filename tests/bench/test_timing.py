@@ -60,3 +60,14 @@ def test_tune_tries_spinning_only_where_there_are_threads_to_spin() -> None:
         "1 thread, no spin, sequential, opt all",
         "auto threads, spin, sequential, opt all",
     ]
+
+
+def test_cooldowns_name_only_the_sessions_that_spin_on() -> None:
+    from onnxbridge.bench import SPIN_COOLDOWN, spin_cooldowns
+
+    settings = {
+        "default": SessionSettings(),
+        "in-runs": SessionSettings(intra_op_num_threads=2, spin_in_runs_only=True),
+        "one": SessionSettings(intra_op_num_threads=1),
+    }
+    assert spin_cooldowns(settings) == {"default": SPIN_COOLDOWN}

@@ -9,6 +9,7 @@ from onnxbridge.bench.timing import (
     compare_speed,
     measure,
     measure_many,
+    spin_cooldowns,
     spins_between_runs,
 )
 from onnxbridge.bench.tune import TuneReport, read_tuning, tune_model
@@ -26,6 +27,7 @@ __all__ = [
     "measure",
     "measure_many",
     "read_tuning",
+    "spin_cooldowns",
     "spins_between_runs",
     "tune_model",
 ]

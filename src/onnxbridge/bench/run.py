@@ -33,13 +33,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.bench.source import open_source, parse_batch_sizes, tile_rows
-from onnxbridge.bench.timing import (
-    SPIN_COOLDOWN,
-    Timing,
-    measure,
-    measure_many,
-    spins_between_runs,
-)
+from onnxbridge.bench.timing import Timing, measure, measure_many, spin_cooldowns
 from onnxbridge.bundle import MODEL_NAME, now_iso
 from onnxbridge.errors import DataError
 from onnxbridge.runtime import Predictor
@@ -361,8 +355,9 @@ def bench_engines(
                 progress(done, total, f"{label}{batch} rows")
 
         # Sessions whose threads spin on after a call get a pause before the next engine.
-        spinning = {"ort-default": SessionSettings(), "onnxbridge": predictor.settings_for(batch)}
-        cooldown = {k: SPIN_COOLDOWN for k, s in spinning.items() if spins_between_runs(s)}
+        cooldown = spin_cooldowns(
+            {"ort-default": SessionSettings(), "onnxbridge": predictor.settings_for(batch)}
+        )
         timings = measure_many(
             calls, repeat=repeat, min_time=min_time, progress=step, cooldown=cooldown
         )

@@ -20,6 +20,7 @@ __all__ = [
     "compare_speed",
     "measure",
     "measure_many",
+    "spin_cooldowns",
     "spins_between_runs",
 ]
 
@@ -37,6 +38,12 @@ def spins_between_runs(settings: Any) -> bool:
         settings.execution_mode == "parallel" and settings.inter_op_num_threads != 1
     )
     return settings.allow_spinning and not settings.spin_in_runs_only and pools
+
+
+def spin_cooldowns(settings: Mapping[str, Any]) -> dict[str, float]:
+    """``measure_many``'s ``cooldown`` for calls named by their session settings: a pause of
+    :data:`SPIN_COOLDOWN` after each one whose threads spin on after a run."""
+    return {name: SPIN_COOLDOWN for name, s in settings.items() if spins_between_runs(s)}
 
 
 @dataclass(frozen=True)

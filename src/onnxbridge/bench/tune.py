@@ -53,7 +53,7 @@ import numpy as np
 from onnxbridge._files import atomic_write_path
 from onnxbridge.bench.run import ProgressFn, machine_info
 from onnxbridge.bench.source import BenchSource, open_source, tile_rows
-from onnxbridge.bench.timing import SPIN_COOLDOWN, Timing, measure_many, spins_between_runs
+from onnxbridge.bench.timing import Timing, measure_many, spin_cooldowns
 from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
@@ -283,7 +283,7 @@ def _tune_regime(
             repeat=repeat,
             min_time=min_time,
             progress=progress,
-            cooldown=_cooldowns(dict(zip(calls, candidates, strict=True))),
+            cooldown=spin_cooldowns(dict(zip(calls, candidates, strict=True))),
         )
         return [timings[str(i)] for i in range(len(candidates))]
 
@@ -331,12 +331,6 @@ def _pick_score(scores: list[float], margin: float) -> int:
     """Index of the first (cheapest) candidate whose score is within ``margin`` of the best."""
     best = min(scores)
     return next(i for i, score in enumerate(scores) if score <= best * (1.0 + margin))
-
-
-def _cooldowns(settings: dict[str, SessionSettings]) -> dict[str, float]:
-    """Pauses after the candidates whose threads spin on after a run (see ``measure_many``):
-    without them, whichever candidate is timed next pays for their spinning."""
-    return {name: SPIN_COOLDOWN for name, s in settings.items() if spins_between_runs(s)}
 
 
 def _regime_steps(
@@ -417,7 +411,7 @@ def _boundary(
             repeat=repeat,
             min_time=min_time,
             progress=progress,
-            cooldown=_cooldowns({"latency": latency, "throughput": throughput}),
+            cooldown=spin_cooldowns({"latency": latency, "throughput": throughput}),
         )
         lat, thr = timings["latency"].median, timings["throughput"].median
         rows.append({"rows": size, "latency": lat, "throughput": thr})
@@ -670,7 +664,7 @@ def _tune_accelerators(
             repeat=repeat,
             min_time=min_time,
             progress=progress,
-            cooldown=_cooldowns({"onnxruntime": throughput}),
+            cooldown=spin_cooldowns({"onnxruntime": throughput}),
         )
         for c, check in zip(candidates, checks, strict=True):
             check.speedups[size] = timings["onnxruntime"].median / timings[c.name].median
