@@ -301,16 +301,17 @@ class Predictor:
         if self._multi_input():
             raise AcceleratorError("an accelerator takes one numeric input; this model has more")
         classes = self._classes if classifier else None
+        n_classes = len(classes) if classes else None
         if given is not None:
-            if given.n_classes != (len(classes) if classes else None):
+            if given.n_classes != n_classes:
                 raise AcceleratorError(
                     f"the accelerator gives {given.n_classes or 'no'} classes, the model "
-                    f"{len(classes) if classes else 'none'}; load it for this model"
+                    f"{n_classes or 'none'}; load it for this model"
                 )
             loaded = given
         else:
             record = self.tuning.accelerator if self.tuning is not None else None
-            loaded = load_accelerator(self.path, record, len(classes) if classes else None)
+            loaded = load_accelerator(self.path, record, n_classes)
         if classes is not None:
             strings = any(isinstance(c, str) for c in classes)
             self._class_table = np.asarray(classes, dtype=object if strings else None)
