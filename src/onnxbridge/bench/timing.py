@@ -112,7 +112,10 @@ def measure_many(
     """Time several calls with their repeats interleaved, so machine noise hits them alike.
 
     Each call is warmed up and calibrated first; then every round runs one repeat of each call,
-    in turn. ``progress`` (if given) is called after each calibration and each repeat, that is
+    in turn, each round starting one call further along (round-robin), so that every call is
+    timed equally often in every place of the order. The place matters: the second of two
+    *identical* session calls timed back to back measured 5-10 % slower over whole runs here
+    (docs/benchmarks.md), which a fixed order would charge to one call. ``progress`` (if given) is called after each calibration and each repeat, that is
     ``len(fns) * (repeat + 1)`` times.
 
     ``cooldown`` maps a call's name to seconds to pause after each of its repeats (and its
@@ -132,9 +135,11 @@ def measure_many(
         if progress is not None:
             progress()
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            samples[name].append(_one_repeat(fn, numbers[name]))
+    names = list(fns)
+    for round_ in range(repeat):
+        start = round_ % len(names)
+        for name in names[start:] + names[:start]:
+            samples[name].append(_one_repeat(fns[name], numbers[name]))
             if name in pauses:
                 time.sleep(pauses[name])
             if progress is not None:
