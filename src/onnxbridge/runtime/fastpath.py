@@ -58,6 +58,8 @@ class _Binding:
     scratch: list[np.ndarray]
     # The Python IOBinding objects: they own the OrtValues bound to the buffers.
     owners: list[Any]
+    # Passed to every run: without one, each call builds a default RunOptions (see _runner).
+    options: Any
     # The reference count of an ``outputs`` array nobody outside the runner holds (see
     # _free_refs); 0 until measured by the first call.
     free: int = 0
@@ -141,9 +143,9 @@ class BoundRunner:
             handout = _free_refs(outputs) <= free
         try:
             if handout:
-                binding.run(binding.io, None)
+                binding.run(binding.io, binding.options)
                 return list(outputs)
-            binding.run(binding.scratch_io, None)
+            binding.run(binding.scratch_io, binding.options)
         except Exception:
             # Let the plain path run it and raise its wrapped error; never retry here.
             self.disabled = True
@@ -194,6 +196,7 @@ class BoundRunner:
             scratch_io=native_scratch,
             scratch=sets[1],
             owners=ios,
+            options=ort.RunOptions(),
         )
         bindings[rows] = binding
         return binding
@@ -225,11 +228,13 @@ def _free_refs(outputs: list[np.ndarray]) -> int:
 
 
 def _runner(session: Any, io: Any) -> tuple[Any, Any]:
-    """``(run, io)`` such that ``run(io, None)`` runs ``session`` on the binding ``io``.
+    """``(run, io)`` such that ``run(io, options)`` runs ``session`` on the binding ``io``.
 
     ``InferenceSession.run_with_iobinding`` is a thin Python wrapper over the C++ session; calling
     the C++ method directly saves a quarter of a microsecond per call (measured on a one-row
     forest call of ~6 µs). The public method is used whenever those internals are not there.
+    Either way the caller passes a ``RunOptions`` made once: given ``None``, ONNX Runtime builds
+    a default one on every call, about 1 µs of a 7 µs one-row forest call (measured here).
     """
     native_session = getattr(session, "_sess", None)
     native_io = getattr(io, "_iobinding", None)
