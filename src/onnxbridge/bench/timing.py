@@ -115,8 +115,8 @@ def measure_many(
     in turn, each round starting one call further along (round-robin), so that every call is
     timed equally often in every place of the order. The place matters: the second of two
     *identical* session calls timed back to back measured 5-10 % slower over whole runs here
-    (docs/benchmarks.md), which a fixed order would charge to one call. ``progress`` (if given) is called after each calibration and each repeat, that is
-    ``len(fns) * (repeat + 1)`` times.
+    (docs/benchmarks.md), which a fixed order would charge to one call. ``progress`` (if given)
+    is called after each calibration and each repeat, that is ``len(fns) * (repeat + 1)`` times.
 
     ``cooldown`` maps a call's name to seconds to pause after each of its repeats (and its
     calibration) before the next call is timed. ONNX Runtime sessions that allow spinning keep
