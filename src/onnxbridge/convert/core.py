@@ -25,6 +25,7 @@ from onnxbridge.bundle import (
     library_versions,
     now_iso,
 )
+from onnxbridge.convert.folding import fold_scaling_into_linear
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
@@ -336,6 +337,8 @@ def convert_estimator(
         from onnxbridge.convert.precision import fix_double_graph
 
         model = fix_double_graph(model, estimator)
+    # Scalers before a linear model become part of its coefficients (convert/folding.py).
+    folded = fold_scaling_into_linear(model)
     # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
     graph_names = [i.name for i in model.graph.input]
     if len(graph_names) == len(inputs):
@@ -362,6 +365,7 @@ def convert_estimator(
         opsets=choice,
         zipmap=_has_zipmap(model),
         precision="double" if precision == "double" else "float",
+        notes=folded,
     )
 
 
