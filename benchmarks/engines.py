@@ -17,10 +17,14 @@ Engines, each timed on the same float32 rows with interleaved repeats
 - ``onnxbridge``: ``Predictor.predict`` with the tuned settings (the end-to-end path);
 - ``tl2cgen-Nt`` / ``lleaves-Nt``: compiled trees, when installed and equivalent to the ONNX
   model on the probe rows (a non-equivalent build is reported and not timed);
-- ``onnxbridge-accel`` (batches of ``ACCEL_MIN_ROWS`` rows and more): ``Predictor.predict`` with
-  the equivalent tl2cgen library of as many threads as cores loaded as its accelerator — what
-  ``tune --engines all`` records and ``score --accelerator`` / ``Predictor(accelerator=True)``
-  run (the whole path: input checks, the compiled trees, labels from the probabilities);
+- ``onnxbridge-accel`` (batches of ``ACCEL_MIN_ROWS`` = 100 rows and more): ``Predictor.predict``
+  with an equivalent compiled model loaded as its accelerator — lleaves for LightGBM, else the
+  tl2cgen library, of as many threads as cores — what ``tune --engines all`` records and
+  ``score --accelerator`` / ``Predictor(accelerator=True)`` run (the whole path: input checks,
+  the compiled trees, labels from the probabilities). tune records the accelerator from the
+  smallest measured size (100, 1 000, 10 000 rows) from which it stays faster, so a model whose
+  accelerator loses at 100 rows keeps ONNX Runtime there: the summary's ``best`` is the faster
+  of the two paths;
 - hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
 
 Every engine's repeat is followed by a pause (``SPIN_COOLDOWN``) before the next engine is timed:
@@ -59,8 +63,9 @@ from onnxbridge.errors import first_line
 from onnxbridge.runtime import SessionSettings
 
 MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
-# Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine.
-ACCEL_MIN_ROWS = 1_000
+# Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine: the smallest
+# size `tune --engines all` measures it at (it records the smallest from which it stays faster).
+ACCEL_MIN_ROWS = 100
 
 
 def _estimator(name: str) -> Any:
@@ -178,18 +183,29 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     if candidates:
         print(f"   accelerators built in {build:.1f} s")
     cores = len(os.sched_getaffinity(0))
-    compiled = [c for c in accelerators if c.engine == "tl2cgen"]
     accel_predictor = None
-    if compiled:
-        from onnxbridge.runtime.accelerator import CompiledTrees
+    if accelerators:
+        from onnxbridge.runtime.accelerator import CompiledTrees, LeavesTrees
 
-        chosen = min(compiled, key=lambda c: abs(c.threads - cores))
-        loaded = CompiledTrees(
-            chosen.artifact,
-            threads=chosen.threads,
-            n_classes=len(classes) if classes else None,
-            min_rows=ACCEL_MIN_ROWS,
+        # lleaves where it is equivalent (LightGBM: the faster compiler), else tl2cgen; the
+        # thread count closest to the cores (lleaves uses one thread below 2048 rows anyway).
+        engine = "lleaves" if any(c.engine == "lleaves" for c in accelerators) else "tl2cgen"
+        chosen = min(
+            (c for c in accelerators if c.engine == engine), key=lambda c: abs(c.threads - cores)
         )
+        n_classes = len(classes) if classes else None
+        loaded: Any
+        if engine == "lleaves":
+            loaded = LeavesTrees(
+                chosen.artifact, chosen.model_text, chosen.threads, n_classes, ACCEL_MIN_ROWS
+            )
+        else:
+            loaded = CompiledTrees(
+                chosen.artifact,
+                threads=chosen.threads,
+                n_classes=n_classes,
+                min_rows=ACCEL_MIN_ROWS,
+            )
         accel_predictor = Predictor(path, accelerator=loaded)
     lines = []
     for n in args.sizes:

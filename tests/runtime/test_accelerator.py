@@ -165,3 +165,45 @@ def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Pa
     got = fast.predict(rows)
     np.testing.assert_array_equal(got.labels, forest.predict(rows))
     np.testing.assert_allclose(got.probabilities, forest.predict_proba(rows), atol=1e-6)
+
+
+def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(tmp_path: Path) -> None:
+    from onnxbridge import convert_bundle, train_bundle
+    from onnxbridge.runtime.accelerator import LEAVES_PARALLEL_ROWS, LeavesTrees
+
+    bundle, _ = train_bundle(
+        "breast_cancer", "LGBMClassifier(n_estimators=20, random_state=0)", tmp_path / "lgbm"
+    )
+    convert_bundle(bundle)
+    estimator = bundle.load_estimator()
+    (tmp_path / "build").mkdir()
+    candidates, skipped = build_candidates(estimator, tmp_path / "build", n_classes=2, threads=[2])
+    leaves = next(c for c in candidates if c.engine == "lleaves")
+    assert leaves.model_text is not None and leaves.model_text.is_file(), skipped
+    source = open_source(bundle.path)
+    record = {
+        "engine": "lleaves",
+        "threads": 2,
+        "min_rows": MIN_ROWS,
+        "library": _keep_artifact(source, leaves.artifact),
+        "model_text": _keep_artifact(source, leaves.model_text),
+    }
+    default = SessionSettings.onnxbridge_default()
+    store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
+
+    fast = Predictor(bundle.onnx_path, accelerator=True)
+    plain = Predictor(bundle.onnx_path)
+    assert isinstance(fast.accelerator, LeavesTrees) and fast.accelerator.min_rows == MIN_ROWS
+    # One call below the parallel threshold (one thread), one above it (two).
+    for n in (MIN_ROWS, LEAVES_PARALLEL_ROWS + 5):
+        rows = _rows(bundle, n)
+        got, expected = fast.predict(rows), plain.predict(rows)
+        np.testing.assert_array_equal(got.labels, expected.labels)
+        np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
+        assert got.probabilities.dtype == np.float32 and got.probabilities.shape == (n, 2)
+
+    # The model text is checked like the library: a changed one is never read.
+    text = bundle.path / record["model_text"]
+    text.write_text(text.read_text().replace("num_leaves", "num_leaves ", 1))
+    with pytest.raises(AcceleratorError, match="cannot be trusted"):
+        Predictor(bundle.onnx_path, accelerator=True)

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.accelerator import compiled_output
+from onnxbridge.runtime.accelerator import LeavesTrees, compiled_output
 from onnxbridge.runtime.settings import available_cores
 from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -76,6 +76,8 @@ class AcceleratorCandidate:
         threads: threads it runs with.
         artifact: the compiled library it loads, if any.
         build_seconds: how long building it took.
+        model_text: for lleaves, the LightGBM model text the library was compiled from (lleaves
+            reads it beside the library when it loads).
     """
 
     engine: str
@@ -83,6 +85,7 @@ class AcceleratorCandidate:
     threads: int = 1
     artifact: Path | None = None
     build_seconds: float = 0.0
+    model_text: Path | None = None
 
     @property
     def name(self) -> str:
@@ -303,17 +306,20 @@ def _build_lleaves(
     text = workdir / "lightgbm.txt"
     estimator.booster_.save_model(str(text))
     library = workdir / "lleaves.o"
-    model = lleaves.Model(model_file=str(text))
     with _quiet():
-        model.compile(cache=str(library))
+        lleaves.Model(model_file=str(text)).compile(cache=str(library))
     result = []
     for n in threads:
-
-        def predict(X: np.ndarray, n: int = n) -> np.ndarray:
-            return compiled_output(model.predict(X.astype(np.float64), n_jobs=n), len(X), n_classes)
-
+        # Timed and checked as `Predictor(accelerator=True)` will run it: loaded from the files.
+        loaded = LeavesTrees(library, text, n, n_classes, min_rows=1)
         result.append(
-            AcceleratorCandidate(engine="lleaves", predict=predict, threads=n, artifact=library)
+            AcceleratorCandidate(
+                engine="lleaves",
+                predict=loaded.predict,
+                threads=n,
+                artifact=library,
+                model_text=text,
+            )
         )
     return result
 

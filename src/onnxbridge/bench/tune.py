@@ -651,7 +651,8 @@ def _tune_accelerators(
     )
     checks = [check_candidate(c, predictor, probes) for c in candidates]
     session = _session(source.onnx_path, throughput)
-    sizes = sorted({min(1_000, throughput_rows), throughput_rows})
+    # From MID_ROWS up: the accelerator serves every call from the smallest size it wins at.
+    sizes = sorted({min(n, throughput_rows) for n in (MID_ROWS, 1_000, throughput_rows)})
     for size in sizes:
         frame = tile_rows(source.rows, size)
         feeds = predictor.prepare(frame, allow_missing=True)
@@ -688,11 +689,14 @@ def _tune_accelerators(
         }
         if write and candidate.artifact is not None and source.bundle is not None:
             record["library"] = _keep_artifact(source, candidate.artifact)
+            if candidate.model_text is not None:
+                record["model_text"] = _keep_artifact(source, candidate.model_text)
     return record, [c.to_dict() for c in checks], skipped
 
 
 def _keep_artifact(source: BenchSource, artifact: Path) -> str:
-    """Copy a compiled library into ``BUNDLE/accelerators/`` and record its hash."""
+    """Copy an accelerator's file (its library, lleaves' model text) into
+    ``BUNDLE/accelerators/`` and record its hash."""
     bundle = source.bundle
     if bundle is None:  # pragma: no cover - callers pass bundles only
         raise OnnxModelError("accelerators are kept in bundles only")

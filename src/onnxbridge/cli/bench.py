@@ -303,7 +303,8 @@ def _print_tune(report: Any, stored: bool) -> None:
     if spec.accelerator:
         acc = spec.accelerator
         console.print(
-            f"recorded accelerator for batch scoring: {acc['engine']} ({acc['threads']} threads) "
+            f"recorded accelerator for batch scoring: {acc['engine']} "
+            f"({acc['threads']} thread{'s' if acc['threads'] != 1 else ''}) "
             f"from {acc['min_rows']:,} rows, {acc['speedup']:.2f}× ONNX Runtime"
         )
     if stored:

@@ -1,15 +1,18 @@
-"""The accelerator ``onnxbridge tune --engines all`` recorded, used for large batches on request.
+"""The accelerator ``onnxbridge tune --engines all`` recorded, used for batches on request.
 
-``tune`` builds compiled copies of a bundle's trees (tl2cgen), checks them with the probes of
-``validate`` against the ONNX model and records one only when it is equivalent and faster, with
-the compiled library in ``BUNDLE/accelerators/`` (its sha256 in ``card.json``). Nothing uses it
-by default: ONNX stays the artifact and ONNX Runtime the engine. ``Predictor(...,
-accelerator=True)`` (and ``onnxbridge score --accelerator``) runs calls of at least the recorded
-``min_rows`` rows on it instead — **a compiled library is native code**, so it is loaded only
-when asked for, only from a bundle, and only when its hash matches the card.
+``tune`` builds compiled copies of a bundle's trees (tl2cgen for scikit-learn ensembles and
+LightGBM, lleaves for LightGBM), checks them with the probes of ``validate`` against the ONNX
+model and records one only when it is equivalent and faster, with its files in
+``BUNDLE/accelerators/`` (their sha256 in ``card.json``). Nothing uses it by default: ONNX stays
+the artifact and ONNX Runtime the engine. ``Predictor(..., accelerator=True)`` (and
+``onnxbridge score --accelerator``) runs calls of at least the recorded ``min_rows`` rows on it
+instead — **a compiled library is native code**, so it is loaded only when asked for, only from
+a bundle, and only when the hash of every file matches the card.
 
-Only accelerators with a library are loadable here (tl2cgen); an lleaves record (compiled at
-load time, from the LightGBM model text) is refused with a message.
+- ``tl2cgen``: a shared library (``accelerators/tl2cgen.so``), :class:`CompiledTrees`;
+- ``lleaves``: LLVM's object code (``accelerators/lleaves.o``) with the LightGBM model text it
+  was compiled from (``accelerators/lightgbm.txt``, which lleaves reads for the model's shape),
+  :class:`LeavesTrees`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,78 @@ import numpy as np
 
 from onnxbridge.errors import AcceleratorError, BundleError, first_line
 
-__all__ = ["CompiledTrees", "compiled_output", "load_accelerator"]
+__all__ = [
+    "LEAVES_PARALLEL_ROWS",
+    "Accelerator",
+    "CompiledTrees",
+    "LeavesTrees",
+    "compiled_output",
+    "load_accelerator",
+]
+
+# lleaves starts a thread pool on every call with more than one job (a few hundred µs): calls
+# below this many rows run on one thread, whatever the recorded thread count.
+LEAVES_PARALLEL_ROWS = 2048
 
 
-class CompiledTrees:
+class Accelerator:
+    """What a :class:`~onnxbridge.runtime.Predictor` needs of an accelerator.
+
+    Attributes:
+        engine: ``"tl2cgen"`` or ``"lleaves"``.
+        threads: the threads it was recorded with.
+        n_classes: classes of a classifier, or None for a regressor.
+        min_rows: the smallest call it serves (smaller ones stay on ONNX Runtime).
+    """
+
+    engine = ""
+    threads = 1
+    n_classes: int | None = None
+    min_rows = 1
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor."""
+        raise NotImplementedError
+
+
+class LeavesTrees(Accelerator):
+    """A LightGBM model compiled by lleaves: ``[N, F]`` rows → probabilities ``[N, C]`` or values.
+
+    Args:
+        library: the object code ``lleaves.Model.compile(cache=...)`` wrote.
+        model_text: the LightGBM model text it was compiled from.
+        threads: threads for calls of :data:`LEAVES_PARALLEL_ROWS` rows or more.
+        n_classes: classes of a classifier, or None for a regressor.
+        min_rows: the smallest call it serves.
+    """
+
+    engine = "lleaves"
+
+    def __init__(
+        self, library: Path, model_text: Path, threads: int, n_classes: int | None, min_rows: int
+    ) -> None:
+        import lleaves
+
+        self.library = library
+        self.threads = threads
+        self.n_classes = n_classes
+        self.min_rows = min_rows
+        self._model = lleaves.Model(model_file=str(model_text))
+        # With the cache file there, lleaves loads it instead of compiling.
+        self._model.compile(cache=str(library))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
+
+        lleaves computes in float64; float32 rows are widened exactly, so the trees see the
+        values the ONNX model sees.
+        """
+        jobs = self.threads if len(X) >= LEAVES_PARALLEL_ROWS else 1
+        raw = self._model.predict(X, n_jobs=jobs)
+        return compiled_output(raw, len(X), self.n_classes, np.float32)
+
+
+class CompiledTrees(Accelerator):
     """A loaded tl2cgen library: ``[N, F]`` float32 rows → probabilities ``[N, C]`` or values.
 
     Args:
@@ -34,6 +105,8 @@ class CompiledTrees:
         n_classes: classes of a classifier, or None for a regressor.
         min_rows: the smallest call it serves (smaller ones stay on ONNX Runtime).
     """
+
+    engine = "tl2cgen"
 
     def __init__(self, library: Path, threads: int, n_classes: int | None, min_rows: int) -> None:
         import tl2cgen
@@ -72,12 +145,12 @@ def compiled_output(
 
 def load_accelerator(
     model_path: Path | None, record: dict[str, Any] | None, n_classes: int | None
-) -> CompiledTrees:
+) -> Accelerator:
     """The recorded accelerator of the bundle holding ``model_path``, loaded and checked.
 
     Raises:
         AcceleratorError: no bundle, nothing recorded, an engine that cannot be loaded here,
-            tl2cgen not installed, or a library that is missing or changed since ``tune``.
+            its library not installed, or a file that is missing or changed since ``tune``.
     """
     hint = "run `onnxbridge tune BUNDLE --engines all` on a bundle with model.skops first"
     if model_path is None:
@@ -92,39 +165,49 @@ def load_accelerator(
         )
     engine = record.get("engine")
     library = record.get("library")
-    if engine != "tl2cgen" or not library:
+    model_text = record.get("model_text")
+    if (
+        engine not in ("tl2cgen", "lleaves")
+        or not library
+        or (engine == "lleaves" and not model_text)
+    ):
         raise AcceleratorError(
-            f"the recorded accelerator ({engine}) has no compiled library to load; only tl2cgen "
-            "libraries are loaded (leave --accelerator out)"
-        )
-    if importlib.util.find_spec("tl2cgen") is None:
-        raise AcceleratorError(
-            "the recorded accelerator needs tl2cgen: pip install 'onnxbridge[accel]' "
+            f"the recorded accelerator ({engine}) has no compiled library to load; re-run {hint} "
             "(or leave --accelerator out)"
         )
+    if importlib.util.find_spec(engine) is None:
+        raise AcceleratorError(
+            f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]' "
+            "(or leave --accelerator out)"
+        )
+    folder = model_path.parent
+    paths = [_checked_file(folder, str(name), hint) for name in (library, model_text) if name]
+    threads = int(record.get("threads") or 1)
+    min_rows = int(record.get("min_rows") or 1)
+    try:
+        if engine == "lleaves":
+            return LeavesTrees(paths[0], paths[1], threads, n_classes, min_rows)
+        return CompiledTrees(paths[0], threads=threads, n_classes=n_classes, min_rows=min_rows)
+    except Exception as exc:  # the engines raise their own errors for files they cannot load
+        raise AcceleratorError(
+            f"{engine} could not load {str(paths[0])!r} ({first_line(exc)}); re-run {hint}"
+        ) from exc
+
+
+def _checked_file(folder: Path, name: str, hint: str) -> Path:
+    """``folder / name`` after checking it is inside the bundle and matches its recorded hash."""
     from onnxbridge.bundle import Bundle
 
-    folder = model_path.parent
     try:
         bundle = Bundle.open(folder)
-        if str(library) not in bundle.card.get("files", {}):
-            raise BundleError(f"card.json records no hash for {library}")
-        bundle.check_file(str(library))
+        if name not in bundle.card.get("files", {}):
+            raise BundleError(f"card.json records no hash for {name}")
+        bundle.check_file(name)
     except BundleError as exc:
         raise AcceleratorError(
-            f"the accelerator library cannot be trusted: {first_line(exc)}; re-run {hint}"
+            f"the accelerator's files cannot be trusted: {first_line(exc)}; re-run {hint}"
         ) from exc
-    path = (folder / str(library)).resolve()
+    path = (folder / name).resolve()
     if folder.resolve() not in path.parents:
-        raise AcceleratorError(f"the accelerator library {library!r} is outside the bundle")
-    try:
-        return CompiledTrees(
-            path,
-            threads=int(record.get("threads") or 1),
-            n_classes=n_classes,
-            min_rows=int(record.get("min_rows") or 1),
-        )
-    except Exception as exc:  # tl2cgen raises its own errors for a library it cannot load
-        raise AcceleratorError(
-            f"tl2cgen could not load {str(path)!r} ({first_line(exc)}); re-run {hint}"
-        ) from exc
+        raise AcceleratorError(f"the accelerator file {name!r} is outside the bundle")
+    return path

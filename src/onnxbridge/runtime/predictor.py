@@ -34,7 +34,7 @@ from onnxbridge.errors import (
     SessionSettingsError,
     first_line,
 )
-from onnxbridge.runtime.accelerator import CompiledTrees, load_accelerator
+from onnxbridge.runtime.accelerator import Accelerator, load_accelerator
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
 from onnxbridge.runtime.sessions import (
@@ -148,7 +148,7 @@ class Predictor:
             equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
             default: its library is native code, loaded only when asked for and only when its
             hash matches the bundle's card. Classifiers and regressors only. A
-            :class:`~onnxbridge.runtime.accelerator.CompiledTrees` the caller loaded (and
+            :class:`~onnxbridge.runtime.accelerator.Accelerator` the caller loaded (and
             checked) is used as it is.
         regime: ``"throughput"`` runs every call, whatever its size, on the throughput
             settings (tuned, or the default ones with trees in blocks) and opens only that
@@ -175,7 +175,7 @@ class Predictor:
         allow_spinning: bool | None = None,
         settings: SessionSettings | None = None,
         tuned: bool = True,
-        accelerator: bool | CompiledTrees = False,
+        accelerator: bool | Accelerator = False,
         regime: str | None = None,
     ) -> None:
         source: str | bytes
@@ -280,17 +280,17 @@ class Predictor:
         self._plain_classifier = plain and not self._restore
         self._label_at = self._role_index.get("label", -1)
         self._probabilities_at = self._role_index.get("probabilities", -1)
-        self.accelerator: CompiledTrees | None = None
+        self.accelerator: Accelerator | None = None
         if accelerator is not False:
             self.accelerator = self._load_accelerator(
-                accelerator if isinstance(accelerator, CompiledTrees) else None
+                accelerator if isinstance(accelerator, Accelerator) else None
             )
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
         )
 
-    def _load_accelerator(self, given: CompiledTrees | None) -> CompiledTrees:
+    def _load_accelerator(self, given: Accelerator | None) -> Accelerator:
         roles = set(self._roles)
         classifier = roles == {"label", "probabilities"}
         if not classifier and roles != {"value"}:
