@@ -37,6 +37,7 @@ from onnxbridge.errors import (
 from onnxbridge.runtime.accelerator import Accelerator, load_accelerator
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
+from onnxbridge.runtime.nancheck import graph_carries_nan, session_shows_nan
 from onnxbridge.runtime.sessions import (
     RegimeSessions,
     blocked_model,
@@ -51,6 +52,9 @@ __all__ = ["PredictionResult", "Predictor"]
 # block: below a few thousand rows that costs more than the blocks save (benchmark forest, two
 # threads: 0.83x at 1 000 rows, 1.13x at 10 000; one thread: 1.27x at 1 000 — docs/benchmarks.md).
 MULTI_THREAD_BLOCK_MIN_ROWS = 4096
+# From this many rows, a model whose output shows its input's NaN has the output checked instead
+# of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
+OUTPUT_NAN_CHECK_MIN_ROWS = 2048
 
 _ORT_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -226,6 +230,7 @@ class Predictor:
                     "file written by `onnxbridge convert` or another exporter"
                 ) from exc
 
+        self._source = source
         first = open_session(base)
         props = dict(first.get_modelmeta().custom_metadata_map)
         self.metadata: ModelMetadata | None = ModelMetadata.from_props(props)
@@ -285,6 +290,19 @@ class Predictor:
             self.accelerator = self._load_accelerator(
                 accelerator if isinstance(accelerator, Accelerator) else None
             )
+        # Large calls of a model refusing NaN whose graph carries NaN to its output check the
+        # output (runtime/nancheck.py): the graph is read on the first such call, each session
+        # probed once.
+        self._nan_output_at = next(
+            (
+                self._role_index[r]
+                for r in ("probabilities", "value", "scores")
+                if r in self._role_index
+            ),
+            -1,
+        )
+        self._graph_carries_nan: bool | None = None
+        self._sessions_show_nan: dict[int, bool] = {}
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
@@ -594,12 +612,56 @@ class Predictor:
                         if labels.ndim == 1 and probabilities.ndim == 2:
                             return PredictionResult(labels, probabilities, None, self._classes)
                     return self._result(outputs)
-        feeds = self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        check_output = not allow_missing and self._output_shows_nan(data)
+        feeds = self.prepare(
+            data, ignore_extra=ignore_extra, allow_missing=allow_missing or check_output
+        )
         if self.accelerator is not None:
             accelerated = self._accelerated(feeds)
             if accelerated is not None:
                 return accelerated
-        return self._result(self.run(feeds))
+        outputs = self.run(feeds)
+        if check_output and has_nan(outputs[self._nan_output_at]):
+            X = next(iter(feeds.values()))
+            if has_nan(X):  # the input check prepare() skipped, with its message
+                self._check_missing(np.isnan(X))
+        return self._result(outputs)
+
+    def _output_shows_nan(self, data: Any) -> bool:
+        """Whether this large call may check the output for NaN instead of the input: the
+        model refuses NaN, its graph carries NaN to the output and the session shows it."""
+        if not self._refuses_missing() or self._nan_output_at < 0 or self._multi_input():
+            return False
+        if not isinstance(data, np.ndarray | pd.DataFrame) or data.ndim != 2:
+            return False
+        rows = data.shape[0]
+        if rows < OUTPUT_NAN_CHECK_MIN_ROWS or rows >= self._accelerated_from:
+            return False
+        if self._graph_carries_nan is None:
+            source = self._source
+            data_bytes = source if isinstance(source, bytes) else Path(source).read_bytes()
+            self._graph_carries_nan = graph_carries_nan(data_bytes)
+        if not self._graph_carries_nan:
+            return False
+        session = self._sessions.session_for(rows)
+        shows = self._sessions_show_nan.get(id(session))
+        if shows is None:
+            spec = self.inputs[0]
+            width = len(self.feature_names) if self.feature_names else self._input_width()
+            dtype = _ORT_TO_NUMPY.get(spec.type)
+            # A split session runs large calls on its one-thread twin: probe both.
+            probed = [session, getattr(session, "part_session", session)]
+            shows = (
+                bool(width)
+                and dtype is not None
+                and np.dtype(dtype).kind == "f"
+                and all(
+                    session_shows_nan(s, spec.name, dtype, width, self._nan_output_at)
+                    for s in probed
+                )
+            )
+            self._sessions_show_nan[id(session)] = shows
+        return shows
 
     def _result(self, outputs: list[Any]) -> PredictionResult:
         """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.
