@@ -247,10 +247,11 @@ class Predictor:
                 throughput=replace(self.tuning.throughput, **overrides),
             )
         fast_input = None
+        # The columns a single-tensor input takes (None when unknown); read on every call.
+        self._width = len(self.feature_names) if self.feature_names else self._input_width()
         if not self._multi_input():
-            width = len(self.feature_names) if self.feature_names else self._input_width()
             refused = bool(self.metadata and self.metadata.missing_values == "refused")
-            fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, width, refused)
+            fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, self._width, refused)
         regimes = self.tuning
         if regimes is None and settings is None:
             # Untuned: calls too large for the bound path run with the same settings on the
@@ -300,6 +301,9 @@ class Predictor:
                 if r in self._role_index
             ),
             -1,
+        )
+        self._output_check_possible = (
+            self._refuses_missing() and self._nan_output_at >= 0 and not self._multi_input()
         )
         self._graph_carries_nan: bool | None = None
         self._sessions_show_nan: dict[int, bool] = {}
@@ -502,7 +506,7 @@ class Predictor:
             array = array.reshape(1, -1)
         if array.ndim != 2:
             raise SchemaMismatchError(f"data must be 2-D [rows, features], got shape {array.shape}")
-        width = len(self.feature_names) if self.feature_names else self._input_width()
+        width = self._width
         if width is not None and array.shape[1] != width:
             raise SchemaMismatchError(
                 f"data has {array.shape[1]} columns but the model expects {width}"
@@ -630,7 +634,7 @@ class Predictor:
     def _output_shows_nan(self, data: Any) -> bool:
         """Whether this large call may check the output for NaN instead of the input: the
         model refuses NaN, its graph carries NaN to the output and the session shows it."""
-        if not self._refuses_missing() or self._nan_output_at < 0 or self._multi_input():
+        if not self._output_check_possible:
             return False
         if not isinstance(data, np.ndarray | pd.DataFrame) or data.ndim != 2:
             return False
@@ -647,7 +651,7 @@ class Predictor:
         shows = self._sessions_show_nan.get(id(session))
         if shows is None:
             spec = self.inputs[0]
-            width = len(self.feature_names) if self.feature_names else self._input_width()
+            width = self._width
             dtype = _ORT_TO_NUMPY.get(spec.type)
             # A split session runs large calls on its one-thread twin: probe both.
             probed = [session, getattr(session, "part_session", session)]
