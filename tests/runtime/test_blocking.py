@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +240,37 @@ def test_a_rewrite_that_fails_runs_the_graph_as_it_is(big_forest: BigForest, mon
     predictor = Predictor(path, intra_op_num_threads=1)
     result = predictor.predict(_frame(X[2000:]))  # 2 000 rows: the throughput regime
     np.testing.assert_array_equal(result.labels, forest.predict(X[2000:]))
+
+
+def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Path) -> None:
+    import shutil
+
+    from onnxbridge.runtime.sessions import blocks_from_rows
+    from onnxbridge.runtime.settings import SESSION_KEY, TuningSpec
+
+    path = tmp_path / "tuned.onnx"
+    shutil.copyfile(big_forest.path, path)
+    blocked = SessionSettings(2, allow_spinning=False, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
+    spec = TuningSpec(
+        latency=SessionSettings(1, allow_spinning=False), throughput=blocked, latency_max_rows=10
+    )
+    model = onnx.load(str(path))
+    model.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
+    onnx.save(model, str(path))
+    # 4096 rows with two threads (257 on a one-core machine, where they clamp to one).
+    FROM_ROWS = blocks_from_rows(blocked.clamped())
+
+    predictor = Predictor(path)
+    # Above the boundary but below the rows blocks pay on: the throughput settings, unblocked.
+    assert predictor.settings_for(100) == replace(blocked.clamped(), tree_block_nodes=0)
+    assert predictor.settings_for(FROM_ROWS - 1).tree_block_nodes == 0
+    assert predictor.settings_for(FROM_ROWS).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    assert predictor.session_for(100) is not predictor.session_for(FROM_ROWS)
+    forest, X = big_forest.forest, big_forest.X
+    for rows in (100, FROM_ROWS):
+        part = X[np.arange(rows) % len(X)]
+        np.testing.assert_array_equal(predictor.predict(part).labels, forest.predict(part))
+    # Batch scoring runs one session whatever the size: blocked for every call.
+    batch = Predictor(path, regime="throughput")
+    assert batch.settings_for(100).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    assert batch.session_for(100) is batch.session_for(FROM_ROWS)

@@ -58,7 +58,7 @@ from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
-from onnxbridge.runtime.sessions import blocked_model, open_ort_session
+from onnxbridge.runtime.sessions import blocked_model, blocks_from_rows, open_ort_session
 from onnxbridge.runtime.settings import (
     SESSION_KEY,
     SessionSettings,
@@ -290,7 +290,17 @@ def _tune_regime(
     def run_stage(candidates: list[SessionSettings], step: int) -> tuple[list[Any], int]:
         sessions = [_session(path, s) for s in candidates]
         main = time_all(sessions, candidates, feeds)
-        mid = time_all(sessions, candidates, mid_feeds) if mid_feeds is not None else None
+        mid = None
+        if mid_feeds is not None:
+            # A Predictor runs calls too small for trees in blocks on the unblocked twin
+            # (RegimeSessions): time the 100-row calls of a blocked candidate on that.
+            small = [
+                _session(path, replace(c, tree_block_nodes=0))
+                if c.tree_block_nodes and MID_ROWS < blocks_from_rows(c)
+                else session
+                for c, session in zip(candidates, sessions, strict=True)
+            ]
+            mid = time_all(small, candidates, mid_feeds)
         pairs = list(zip(candidates, main, strict=True))
         for i, (settings, timing) in enumerate(pairs):
             measured.append(CandidateTiming(settings, timing, step, mid[i] if mid else None))

@@ -39,6 +39,7 @@ from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
 from onnxbridge.runtime.nancheck import graph_carries_nan, session_shows_nan
 from onnxbridge.runtime.sessions import (
+    MULTI_THREAD_BLOCK_MIN_ROWS,
     RegimeSessions,
     blocked_model,
     fast_input_of,
@@ -48,10 +49,6 @@ from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = ["PredictionResult", "Predictor"]
 
-# Untuned sessions of several intra-op threads split each block's rows between threads, once per
-# block: below a few thousand rows that costs more than the blocks save (benchmark forest, two
-# threads: 0.83x at 1 000 rows, 1.13x at 10 000; one thread: 1.27x at 1 000 — docs/benchmarks.md).
-MULTI_THREAD_BLOCK_MIN_ROWS = 4096
 # From this many rows, a model whose output shows its input's NaN has the output checked instead
 # of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
 OUTPUT_NAN_CHECK_MIN_ROWS = 2048

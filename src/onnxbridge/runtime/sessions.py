@@ -28,16 +28,31 @@ from onnxbridge.runtime.fastpath import BoundRunner
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = [
+    "MULTI_THREAD_BLOCK_MIN_ROWS",
     "ROW_SPLIT_MIN_PART",
     "RegimeSessions",
     "RowSplitSession",
     "blocked_model",
+    "blocks_from_rows",
     "open_ort_session",
 ]
 
 # Rows a part of a split call has at least: handing a part to another thread costs some tens of
 # µs, which a part of fewer rows does not win back.
 ROW_SPLIT_MIN_PART = 1024
+# Sessions of several intra-op threads split each block's rows between threads, once per block:
+# below a few thousand rows that costs more than the blocks save (benchmark forest, two threads:
+# 0.83x at 1 000 rows, 1.13x at 10 000; one thread: 1.27x at 1 000 — docs/benchmarks.md).
+MULTI_THREAD_BLOCK_MIN_ROWS = 4096
+# One-thread sessions gain from blocks above the bound path's calls.
+SINGLE_THREAD_BLOCK_MIN_ROWS = 257
+
+
+def blocks_from_rows(settings: SessionSettings) -> int:
+    """The smallest call that gains from running on the blocked graph with ``settings``."""
+    if settings.intra_op_num_threads == 1:
+        return SINGLE_THREAD_BLOCK_MIN_ROWS
+    return MULTI_THREAD_BLOCK_MIN_ROWS
 
 
 class RegimeSessions:
@@ -69,6 +84,10 @@ class RegimeSessions:
         # The bound paths, once made (read directly by Predictor.predict on every small call).
         self.latency_runner: BoundRunner | None = None
         self.throughput_runner: BoundRunner | None = None
+        # Per-call regimes run calls too small to gain from trees in blocks on the settings'
+        # unblocked twin (see _settings_for); a single regime (spec None, or every call a
+        # throughput call) runs one session whatever the size, so its results never depend on it.
+        self._unblock_small = spec is not None and spec.latency_max_rows > 0
         if spec is None:
             self._latency = self._throughput = first_settings
             self.latency_max_rows = 0
@@ -80,6 +99,8 @@ class RegimeSessions:
             self.session_for(1)
             # latency_max_rows 0: every call is a throughput call (Predictor(regime=...)).
             used = {self._throughput} if self.latency_max_rows == 0 else set(self.settings.values())
+            if self._unblock_small:  # the unblocked twins serve the small calls
+                used |= {replace(u, tree_block_nodes=0) for u in used if u.tree_block_nodes}
             if first_settings not in used:
                 del self._sessions[first_settings]  # needed only to read the model's metadata
 
@@ -90,11 +111,17 @@ class RegimeSessions:
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings a call of ``rows`` rows runs with."""
-        return self._latency if rows <= self.latency_max_rows else self._throughput
+        settings = self._latency if rows <= self.latency_max_rows else self._throughput
+        if settings.tree_block_nodes and self._unblock_small and rows < blocks_from_rows(settings):
+            # Blocks only pay on large calls: smaller ones run the graph as it is.
+            return replace(settings, tree_block_nodes=0)
+        return settings
 
     def session_for(self, rows: int) -> Any:
         """The session for a call of ``rows`` rows (opened on first use)."""
         settings = self._latency if rows <= self.latency_max_rows else self._throughput
+        if settings.tree_block_nodes and self._unblock_small and rows < blocks_from_rows(settings):
+            settings = replace(settings, tree_block_nodes=0)
         session = self._sessions.get(settings)
         if session is None:
             with self._lock:
@@ -108,6 +135,8 @@ class RegimeSessions:
         """Open the throughput session now too (it is otherwise opened on first use)."""
         if self._throughput != self._latency:
             self.session_for(self.latency_max_rows + 1)
+            # and, with trees in blocks, the blocked session large calls run on
+            self.session_for(max(self.latency_max_rows + 1, blocks_from_rows(self._throughput)))
 
     def runner_for(self, rows: int) -> BoundRunner | None:
         """The bound fast path of the session for ``rows`` rows, or None without one."""
