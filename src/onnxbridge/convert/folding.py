@@ -38,10 +38,13 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
     from onnx import numpy_helper
 
     graph = model.graph
+    linears = [n for n in graph.node if n.domain == _ML_DOMAIN and n.op_type in _LINEAR]
+    if not linears:  # most graphs: no shape inference, no copies of the initializers
+        return []
     constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     float_inputs = _float32_tensors(model)
     done = []
-    for linear in [n for n in graph.node if n.domain == _ML_DOMAIN and n.op_type in _LINEAR]:
+    for linear in linears:
         chain, start = _affine_chain(graph, linear.input[0], constants)
         if not chain or start not in float_inputs:
             continue

@@ -85,7 +85,7 @@ class RegimeSessions:
         self.latency_runner: BoundRunner | None = None
         self.throughput_runner: BoundRunner | None = None
         # Per-call regimes run calls too small to gain from trees in blocks on the settings'
-        # unblocked twin (see _settings_for); a single regime (spec None, or every call a
+        # unblocked twin (see settings_for); a single regime (spec None, or every call a
         # throughput call) runs one session whatever the size, so its results never depend on it.
         self._unblock_small = spec is not None and spec.latency_max_rows > 0
         if spec is None:
@@ -119,9 +119,7 @@ class RegimeSessions:
 
     def session_for(self, rows: int) -> Any:
         """The session for a call of ``rows`` rows (opened on first use)."""
-        settings = self._latency if rows <= self.latency_max_rows else self._throughput
-        if settings.tree_block_nodes and self._unblock_small and rows < blocks_from_rows(settings):
-            settings = replace(settings, tree_block_nodes=0)
+        settings = self.settings_for(rows)
         session = self._sessions.get(settings)
         if session is None:
             with self._lock:
