@@ -93,7 +93,7 @@ class LeavesTrees(Accelerator):
         """
         jobs = self.threads if len(X) >= LEAVES_PARALLEL_ROWS else 1
         raw = self._model.predict(X, n_jobs=jobs)
-        return compiled_output(raw, len(X), self.n_classes, np.float32)
+        return compiled_output(raw, len(X), self.n_classes, np.float32, columns=True)
 
 
 class CompiledTrees(Accelerator):
@@ -127,13 +127,30 @@ class CompiledTrees(Accelerator):
         dtype = np.float64 if X.dtype == np.float64 else np.float32
         rows = np.ascontiguousarray(X, dtype=dtype)
         raw = self._engine.predict(self._tl2cgen.DMatrix(rows, dtype=np.dtype(dtype).name))
-        return compiled_output(raw, len(X), self.n_classes, np.float32)
+        return compiled_output(raw, len(X), self.n_classes, np.float32, columns=True)
 
 
 def compiled_output(
-    raw: Any, n_rows: int, n_classes: int | None, dtype: Any = np.float64
+    raw: Any, n_rows: int, n_classes: int | None, dtype: Any = np.float64, *, columns: bool = False
 ) -> np.ndarray:
-    """Compiled engines' outputs → ``[N, C]`` probabilities or ``[N]`` values of ``dtype``."""
+    """Compiled engines' outputs → ``[N, C]`` probabilities or ``[N]`` values of ``dtype``.
+
+    With ``columns`` a classifier's probabilities come column by column in memory (an
+    ``[N, C]`` array in Fortran order, the same values): the conversion to ``dtype`` writes them
+    so in the same pass, and the labels computed from them next (``first_argmax``) need no
+    transposing copy of their own.
+    """
+    if n_classes is not None and columns:
+        scores = np.asarray(raw).reshape(n_rows, -1)
+        if scores.shape[1] == 1 and n_classes == 2:
+            # Binary models give the positive class's probability only.
+            out = np.empty((2, n_rows), dtype=dtype)
+            np.copyto(out[1], scores[:, 0], casting="unsafe")
+            np.subtract(1.0, out[1], out=out[0])
+            return out.T
+        out = np.empty((scores.shape[1], n_rows), dtype=dtype)
+        np.copyto(out, scores.T, casting="unsafe")
+        return out.T
     out = np.asarray(raw, dtype=dtype).reshape(n_rows, -1)
     if n_classes is None:
         return out.reshape(n_rows) if out.shape[1] == 1 else out
