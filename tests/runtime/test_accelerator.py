@@ -167,17 +167,26 @@ def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Pa
     np.testing.assert_allclose(got.probabilities, forest.predict_proba(rows), atol=1e-6)
 
 
-def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("data", "spec", "n_classes"),
+    [
+        ("breast_cancer", "LGBMClassifier(n_estimators=20, random_state=0)", 2),
+        ("diabetes", "LGBMRegressor(n_estimators=20, random_state=0)", None),
+    ],
+)
+def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
+    tmp_path: Path, data: str, spec: str, n_classes: int | None
+) -> None:
     from onnxbridge import convert_bundle, train_bundle
     from onnxbridge.runtime.accelerator import LEAVES_PARALLEL_ROWS, LeavesTrees
 
-    bundle, _ = train_bundle(
-        "breast_cancer", "LGBMClassifier(n_estimators=20, random_state=0)", tmp_path / "lgbm"
-    )
+    bundle, _ = train_bundle(data, spec, tmp_path / "lgbm")
     convert_bundle(bundle)
     estimator = bundle.load_estimator()
     (tmp_path / "build").mkdir()
-    candidates, skipped = build_candidates(estimator, tmp_path / "build", n_classes=2, threads=[2])
+    candidates, skipped = build_candidates(
+        estimator, tmp_path / "build", n_classes=n_classes, threads=[2]
+    )
     leaves = next(c for c in candidates if c.engine == "lleaves")
     assert leaves.model_text is not None and leaves.model_text.is_file(), skipped
     source = open_source(bundle.path)
@@ -198,6 +207,10 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(tmp_pat
     for n in (MIN_ROWS, LEAVES_PARALLEL_ROWS + 5):
         rows = _rows(bundle, n)
         got, expected = fast.predict(rows), plain.predict(rows)
+        if n_classes is None:  # regression: values [N], within float32 of ONNX Runtime's
+            assert got.values.shape == (n,) and got.values.dtype == np.float32
+            np.testing.assert_allclose(got.values, expected.values, rtol=1e-5, atol=1e-4)
+            continue
         np.testing.assert_array_equal(got.labels, expected.labels)
         np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
         assert got.probabilities.dtype == np.float32 and got.probabilities.shape == (n, 2)
