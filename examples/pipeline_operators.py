@@ -8,7 +8,8 @@ the same results as scikit-learn on the held-out rows.
 skl2onnx writes the StandardScaler as an ``ai.onnx.ml.Scaler`` node; onnxbridge then folds that
 scaling into the ``LinearClassifier``'s coefficients (one pass over the rows less per call, see
 docs/convert.md "Scalers folded into linear models") and says so in the conversion's notes, so
-the graph has no Scaler node. The example reports whichever happened.
+the graph has no Scaler node (``convert_bundle(..., fold=False)`` or ``onnxbridge convert
+--no-fold`` keeps it). The example reports whichever happened.
 
     python examples/pipeline_operators.py --out runs/examples
 

@@ -320,6 +320,25 @@ def test_convert_names_score_outputs(capsys, tmp_path: Path) -> None:
     assert code == 0 and stdout.splitlines()[0] == "label,score_0,score_1,score_2"
 
 
+def test_convert_folds_a_scaler_unless_told_not_to(capsys, tmp_path: Path) -> None:
+    import onnx
+
+    out = tmp_path / "lr"
+    model = "StandardScaler() | LogisticRegression(max_iter=200)"
+    assert run(capsys, "train", "--data", "iris", "--model", model, "--out", out)[0] == 0
+    code, stdout, err = run(capsys, "convert", out)
+    assert code == 0, err
+    assert "note: folded the scaling (Scaler) into LinearClassifier" in stdout
+    folded = [n.op_type for n in onnx.load(str(out / "model.onnx")).graph.node]
+    code, stdout, err = run(capsys, "convert", out, "--no-fold")
+    assert code == 0, err
+    assert "folded" not in stdout
+    kept = [n.op_type for n in onnx.load(str(out / "model.onnx")).graph.node]
+    assert "Scaler" not in folded and kept == ["Scaler", *folded]
+    code, stdout, err = run(capsys, "validate", out)
+    assert code == 0 and "verdict: EQUIVALENT" in stdout, err
+
+
 def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "onnxbridge"
     proc = subprocess.run([exe, "validate", str(tmp_path / "none")], capture_output=True, text=True)

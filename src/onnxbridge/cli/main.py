@@ -180,6 +180,14 @@ def convert(
             "float unless that changes the model's decisions."
         ),
     ] = "auto",
+    fold: Annotated[
+        bool,
+        typer.Option(
+            "--fold/--no-fold",
+            help="Fold a scaler before a linear model into its coefficients (one pass less per "
+            "call); --no-fold keeps one node per pipeline step.",
+        ),
+    ] = True,
     sample: Annotated[
         Path | None,
         typer.Option(help="Data file with a few training rows (for a model file)."),
@@ -222,7 +230,7 @@ def convert(
         from onnxbridge.validate import write_golden
 
         result = convert_bundle(
-            source, opset=opset, ml_opset=ml_opset, zipmap=zipmap, precision=precision
+            source, opset=opset, ml_opset=ml_opset, zipmap=zipmap, precision=precision, fold=fold
         )
         golden_path = write_golden(source)
     else:
@@ -249,6 +257,7 @@ def convert(
             precision=precision,
             target=target,
             description=type(estimator).__name__,
+            fold=fold,
         )
         result.save(out or source.with_suffix(".onnx"))
     if as_json:

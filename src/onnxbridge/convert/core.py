@@ -261,6 +261,7 @@ def convert_estimator(
     precision: str = "auto",
     target: str | None = None,
     description: str | None = None,
+    fold: bool = True,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
 
@@ -279,6 +280,8 @@ def convert_estimator(
             (float32 unless that changes the model's decisions).
         target: the target column name, recorded in the metadata.
         description: how the estimator was specified (e.g. the ``--model`` spec).
+        fold: fold a scaler before a linear model into its coefficients
+            (:mod:`onnxbridge.convert.folding`); False keeps one node per pipeline step.
 
     Returns:
         The converted model, its metadata and the choices made.
@@ -319,6 +322,7 @@ def convert_estimator(
                 precision=chosen,
                 target=target,
                 description=description,
+                fold=fold,
             )
 
         return convert_auto(estimator, frame, convert_as)
@@ -338,7 +342,7 @@ def convert_estimator(
 
         model = fix_double_graph(model, estimator)
     # Scalers before a linear model become part of its coefficients (convert/folding.py).
-    folded = fold_scaling_into_linear(model)
+    folded = fold_scaling_into_linear(model) if fold else []
     # skl2onnx turns names into identifiers ("age years" -> "age_years"): record its names.
     graph_names = [i.name for i in model.graph.input]
     if len(graph_names) == len(inputs):
@@ -498,8 +502,11 @@ def convert_bundle(
     ml_opset: int | None = None,
     zipmap: bool = False,
     precision: str = "auto",
+    fold: bool = True,
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
+
+    ``fold``: as in :func:`convert_estimator`.
 
     Raises:
         BundleError, ConversionError, ...: the bundle is left as it was on any error.
@@ -517,6 +524,7 @@ def convert_bundle(
         precision=precision,
         target=bundle.target,
         description=bundle.card.get("model", {}).get("spec"),
+        fold=fold,
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
