@@ -196,5 +196,7 @@ def _set_floats(node: Any, name: str, values: np.ndarray) -> None:
 
 def _drop_unused_initializers(graph: Any) -> None:
     used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    # An initializer also listed as a graph input (older IR) is the input's default: keep it.
+    used |= {i.name for i in graph.input}
     for init in [i for i in graph.initializer if i.name not in used]:
         graph.initializer.remove(init)
