@@ -197,8 +197,16 @@ def load_accelerator(
             f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]' "
             "(or leave --accelerator out)"
         )
+    from onnxbridge.bundle import Bundle
+
     folder = model_path.parent
-    paths = [_checked_file(folder, str(name), hint) for name in (library, model_text) if name]
+    try:
+        bundle = Bundle.open(folder)
+    except BundleError as exc:
+        raise AcceleratorError(
+            f"the accelerator's files cannot be trusted: {first_line(exc)}; re-run {hint}"
+        ) from exc
+    paths = [_checked_file(bundle, str(name), hint) for name in (library, model_text) if name]
     threads = int(record.get("threads") or 1)
     min_rows = int(record.get("min_rows") or 1)
     try:
@@ -211,12 +219,11 @@ def load_accelerator(
         ) from exc
 
 
-def _checked_file(folder: Path, name: str, hint: str) -> Path:
-    """``folder / name`` after checking it is inside the bundle and matches its recorded hash."""
-    from onnxbridge.bundle import Bundle
-
+def _checked_file(bundle: Any, name: str, hint: str) -> Path:
+    """``bundle.path / name`` after checking it is inside the bundle and matches its recorded
+    hash."""
+    folder = bundle.path
     try:
-        bundle = Bundle.open(folder)
         if name not in bundle.card.get("files", {}):
             raise BundleError(f"card.json records no hash for {name}")
         bundle.check_file(name)
