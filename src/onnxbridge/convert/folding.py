@@ -48,7 +48,7 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
         chain, start = _affine_chain(graph, linear.input[0], constants)
         if not chain or start not in float_inputs:
             continue
-        width, scale, shift = _compose(chain, constants)
+        width, scale, shift = _compose(chain)
         coefficients, intercepts = _linear_weights(linear)
         if not intercepts.size:
             continue
@@ -72,8 +72,8 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
         _set_floats(linear, "coefficients", new_coefficients.ravel())
         _set_floats(linear, "intercepts", new_intercepts)
         linear.input[0] = start
-        names = " + ".join(node.op_type for node in reversed(chain))
-        for node in chain:
+        names = " + ".join(node.op_type for node, _ in reversed(chain))
+        for node, _ in chain:
             graph.node.remove(node)
         done.append(f"folded the scaling ({names}) into {linear.op_type}: one pass less per call")
     if done:
@@ -96,14 +96,15 @@ def _float32_tensors(model: Any) -> set[str]:
 
 def _affine_chain(graph: Any, name: str, constants: dict[str, np.ndarray]) -> tuple[list, str]:
     """The per-feature affine nodes that end in tensor ``name``, last first, each used only by
-    the next, and the tensor the chain starts from."""
+    the next, as ``(node, (a, c))`` pairs, and the tensor the chain starts from."""
     outputs = {o.name for o in graph.output}
-    chain: list[Any] = []
+    chain: list[tuple[Any, tuple[np.ndarray, np.ndarray]]] = []
     while name not in outputs and _consumers(graph, name) == 1:
         node = _producer(graph, name)
-        if node is None or _affine(node, constants) is None:
+        step = _affine(node, constants) if node is not None else None
+        if step is None:
             break
-        chain.append(node)
+        chain.append((node, step))
         name = _variable_input(node, constants)
     return chain, name
 
@@ -155,16 +156,13 @@ def _affine(node: Any, constants: dict[str, np.ndarray]) -> tuple[np.ndarray, np
     return 1.0 / value, zero
 
 
-def _compose(chain: list[Any], constants: dict[str, np.ndarray]) -> tuple[int | None, Any, Any]:
+def _compose(chain: list[Any]) -> tuple[int | None, Any, Any]:
     """``(width, a, c)`` of the whole chain (first node applied first); width None when every
     step is a scalar."""
     scale: Any = np.ones(1)
     shift: Any = np.zeros(1)
     width = None
-    for node in reversed(chain):
-        step = _affine(node, constants)
-        assert step is not None  # _affine_chain kept only affine nodes
-        a, c = step
+    for _, (a, c) in reversed(chain):
         for part in (a, c):
             if part.size > 1:
                 if width not in (None, part.size):
