@@ -13,7 +13,7 @@ from onnxbridge import Bundle, Predictor, score
 from onnxbridge.bench.accelerators import build_candidates
 from onnxbridge.bench.source import open_source
 from onnxbridge.bench.tune import _keep_artifact, store_tuning
-from onnxbridge.errors import AcceleratorError, DataError
+from onnxbridge.errors import AcceleratorError, DataError, SchemaMismatchError
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 MIN_ROWS = 100
@@ -55,6 +55,17 @@ def test_large_calls_run_on_the_accelerator_with_the_same_results(
     assert got.labels.dtype == expected.labels.dtype
     np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
     assert got.classes == expected.classes
+    # Arrays take a shorter way to the accelerator than DataFrames (no prepare()): the same
+    # rows, in float64 or float32, give the same result as the frame.
+    for array in (rows.to_numpy(), rows.to_numpy(np.float32)):
+        from_array = fast.predict(array)
+        np.testing.assert_array_equal(from_array.labels, got.labels)
+        np.testing.assert_array_equal(from_array.probabilities, got.probabilities)
+    # The forest takes missing values: a NaN row goes through, as on ONNX Runtime.
+    holed = rows.to_numpy(copy=True)
+    holed[7, 1] = np.nan
+    assert fast.metadata.missing_values == "accepted"
+    assert fast.predict(holed).labels[7] == plain.predict(holed).labels[7]
     # Below min_rows the call stays on ONNX Runtime: bit for bit the plain result.
     small = _rows(iris_bundle, MIN_ROWS - 1)
     np.testing.assert_array_equal(
@@ -141,6 +152,11 @@ def test_first_argmax_is_numpys_argmax_ties_included(n_classes: int) -> None:
     got = first_argmax(matrix)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.argmax(matrix, axis=1))
+    # The accelerators hand over their probabilities column by column (Fortran order).
+    np.testing.assert_array_equal(first_argmax(np.asfortranarray(matrix)), got)
+    # Distinct values too: the last column to raise the running maximum wins.
+    spread = rng.rand(500, n_classes).astype(np.float32)
+    np.testing.assert_array_equal(first_argmax(spread), np.argmax(spread, axis=1))
     before = matrix.copy()
     first_argmax(matrix)
     np.testing.assert_array_equal(matrix, before)  # the input is left as it was
@@ -165,6 +181,30 @@ def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Pa
     got = fast.predict(rows)
     np.testing.assert_array_equal(got.labels, forest.predict(rows))
     np.testing.assert_allclose(got.probabilities, forest.predict_proba(rows), atol=1e-6)
+
+
+def test_arrays_on_the_accelerator_keep_the_missing_values_rule(tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    from onnxbridge import convert_estimator
+    from onnxbridge.runtime.accelerator import CompiledTrees
+
+    X, y = load_iris(return_X_y=True)
+    boosted = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X, y)
+    path = convert_estimator(boosted, X[:20], precision="float").save(tmp_path / "gb.onnx")
+    candidates, skipped = build_candidates(boosted, tmp_path, n_classes=3, threads=[1])
+    assert candidates, skipped
+    given = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=10)
+    fast, plain = Predictor(path, accelerator=given), Predictor(path)
+    assert fast.metadata.missing_values == "refused"  # GradientBoosting refuses NaN
+    rows = np.tile(X, (2, 1))
+    # float64 rows are narrowed to the model's float32 first, as on ONNX Runtime.
+    np.testing.assert_array_equal(fast.predict(rows).labels, plain.predict(rows).labels)
+    rows[11, 2] = np.nan
+    with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+        fast.predict(rows)
+    assert fast.predict(rows, allow_missing=True).labels.shape == (len(rows),)
 
 
 @pytest.mark.parametrize(
