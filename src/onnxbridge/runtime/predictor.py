@@ -306,6 +306,8 @@ class Predictor:
             self._refuses_missing() and self._nan_output_at >= 0 and not self._multi_input()
         )
         self._graph_carries_nan: bool | None = None
+        # id(session) -> (run(feeds), session) for run(): see _native_run.
+        self._native_runs: dict[int, tuple[Any, Any]] = {}
         self._sessions_show_nan: dict[int, bool] = {}
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
@@ -596,8 +598,11 @@ class Predictor:
             InferenceError: ONNX Runtime failed.
         """
         session = self._sessions.session_for(self._sessions.rows_of(feeds))
+        run = self._native_runs.get(id(session))
+        if run is None:
+            run = self._native_runs[id(session)] = _native_run(session)
         try:
-            return session.run(None, feeds)
+            return run[0](feeds)
         except Exception as exc:
             raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
 
@@ -735,6 +740,28 @@ class Predictor:
         if index is not None:
             result.transformed = np.asarray(outputs[index])
         return result
+
+
+def _native_run(session: Any) -> tuple[Any, Any]:
+    """``(run, session)``: ``run(feeds)`` is ``session.run(None, feeds)``, minus its wrapper.
+
+    ``InferenceSession.run`` checks the feed names in Python and builds a default
+    ``RunOptions`` on each call: 2 µs of a 7 µs 100-row linear call, 5 µs of a 10 000-row one
+    (measured here). Feeds from ``prepare`` need neither, so the C++ session is called with the
+    output names and one ``RunOptions`` made here; a session without those internals (or one of
+    onnxbridge's own, such as rows split across twins) runs through its ``run``. The session is
+    kept in the pair so that its ``id`` stays its own.
+    """
+    import onnxruntime as ort
+
+    # Only a real InferenceSession: the wrappers forward unknown attributes to the session
+    # they wrap, and that one's C++ run would bypass them.
+    method = getattr(getattr(session, "_sess", None), "run", None)
+    if not isinstance(session, ort.InferenceSession) or method is None:
+        return (lambda feeds: session.run(None, feeds)), session
+    names = [output.name for output in session.get_outputs()]
+    options = ort.RunOptions()
+    return (lambda feeds: method(names, feeds, options)), session
 
 
 # Up to this many classes, comparing columns beats np.argmax(axis=1), which walks each short row.
