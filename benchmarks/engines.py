@@ -37,9 +37,9 @@ Models whose conversion fails here are skipped with the reason. Each (model, bat
 every engine's median per call and its ratio to the fastest engine of that line (1.00 = fastest).
 
     PYTHONPATH=src .venv/bin/python benchmarks/engines.py [--sizes 1,100,10000,100000]
-        [--repeat 5] [--min-time 0.05] [--models rf10,rf100,...] [--json out.json]
-        [--no-accelerators]
-    PYTHONPATH=src .venv/bin/python benchmarks/engines.py --summarize out.json
+        [--repeat 5] [--small-repeat 15] [--min-time 0.05] [--models rf10,rf100,...]
+        [--json out.json] [--no-accelerators]
+    PYTHONPATH=src .venv/bin/python benchmarks/engines.py --summarize out.json [more.json ...]
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
 # Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine: the smallest
 # size `tune --engines all` measures it at (it records the smallest from which it stays faster).
 ACCEL_MIN_ROWS = 100
+# Batches up to this size take ``--small-repeat`` repeats: their calls last micro- to
+# milliseconds, so more repeats cost little and tame the 10-20 % swings of single lines.
+SMALL_ROWS = 1000
 
 
 def _estimator(name: str) -> Any:
@@ -233,7 +236,7 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             calls["onnxbridge-accel"] = lambda X=X: accel_predictor.predict(X)
         timings = measure_many(
             calls,
-            repeat=args.repeat,
+            repeat=args.small_repeat if n <= SMALL_ROWS else args.repeat,
             min_time=args.min_time,
             cooldown=dict.fromkeys(calls, SPIN_COOLDOWN),
         )
@@ -260,28 +263,56 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def summarize(results: list[dict[str, Any]]) -> None:
+def _best_ratios(result: dict[str, Any]) -> dict[int, tuple[float, float | None, str]]:
+    """rows -> (onnxbridge's ratio to the fastest, the accelerator path's, the fastest engine)."""
+    ratios = {}
+    for line in result["lines"]:
+        ratio = line["ratio_to_fastest"]
+        ratios[line["rows"]] = (
+            ratio["onnxbridge"],
+            ratio.get("onnxbridge-accel"),
+            min(ratio, key=ratio.get),
+        )
+    return ratios
+
+
+def summarize(runs: list[list[dict[str, Any]]]) -> None:
     """Per model and batch size: onnxbridge's paths against the fastest engine of the line.
 
     ``best`` is the faster of ``onnxbridge`` (the tuned Predictor on ONNX Runtime) and
     ``onnxbridge-accel`` (the same with the equivalent compiled trees as its accelerator, which
-    ``tune --engines all`` records only when it is faster); ``x sklearn`` is sklearn's median
-    over onnxbridge's (ONNX Runtime) median.
+    ``tune --engines all`` records only when it is faster). With several runs (``--summarize``
+    of several JSON files) each figure is the median over the runs, ``best`` also shows its
+    range, and the fastest engine is the one of the run with the median ``best``.
     """
-    print("\nonnxbridge's paths / the fastest engine (target: best <= 1.10)")
-    print(f"{'model':<11}{'rows':>7}{'onnxbridge':>12}{'accel':>8}{'best':>7}  fastest engine")
-    for result in results:
+    several = len(runs) > 1
+    print(
+        "\nonnxbridge's paths / the fastest engine (target: best <= 1.10)"
+        + (f"; medians of {len(runs)} runs [range of best]" if several else "")
+    )
+    print(
+        f"{'model':<11}{'rows':>7}{'onnxbridge':>12}{'accel':>8}{'best':>7}"
+        + (f"{'range':>13}" if several else "")
+        + "  fastest engine"
+    )
+    for index, result in enumerate(runs[0]):
         if "lines" not in result:
             print(f"{result['model']:<11} skipped: {result['skipped']}")
             continue
-        for line in result["lines"]:
-            ratio = line["ratio_to_fastest"]
-            ours, accel = ratio["onnxbridge"], ratio.get("onnxbridge-accel")
-            best = min(ours, accel) if accel is not None else ours
+        per_run = [_best_ratios(run[index]) for run in runs if "lines" in run[index]]
+        for rows in _best_ratios(result):
+            seen = [r[rows] for r in per_run if rows in r]
+            ours = float(np.median([s[0] for s in seen]))
+            accels = [s[1] for s in seen if s[1] is not None]
+            accel = float(np.median(accels)) if accels else None
+            bests = [min(s[0], s[1]) if s[1] is not None else s[0] for s in seen]
+            best = float(np.median(bests))
+            fastest = seen[int(np.argsort(bests)[len(bests) // 2])][2]
             shown = f"{accel:.2f}" if accel is not None else "-"
+            spread = f"{min(bests):>7.2f}-{max(bests):.2f}" if several else ""
             print(
-                f"{result['model']:<11}{line['rows']:>7}{ours:>12.2f}{shown:>8}{best:>7.2f}"
-                f"  {min(ratio, key=ratio.get)}{'' if best <= 1.10 else '  (not within 1.10)'}"
+                f"{result['model']:<11}{rows:>7}{ours:>12.2f}{shown:>8}{best:>7.2f}{spread}"
+                f"  {fastest}{'' if best <= 1.10 else '  (not within 1.10)'}"
             )
 
 
@@ -289,14 +320,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,100,10000,100000")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--small-repeat",
+        type=int,
+        default=15,
+        help=f"repeats for batches of up to {SMALL_ROWS} rows (default 15)",
+    )
     parser.add_argument("--min-time", type=float, default=0.05)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument(
         "--summarize",
         type=Path,
+        nargs="+",
         default=None,
-        help="print the summary of a --json file written by an earlier run, and stop",
+        help="print the summary of --json files written by earlier runs (medians over several "
+        "runs, with the range), and stop",
     )
     parser.add_argument(
         "--no-accelerators",
@@ -305,13 +344,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.summarize:
-        summarize(json.loads(args.summarize.read_text()))
+        summarize([json.loads(path.read_text()) for path in args.summarize])
         return
     args.sizes = [int(s) for s in args.sizes.split(",")]
     print(
         f"engines per batch size: median per call ±IQR/2 (ratio to the fastest); "
-        f"{args.repeat} interleaved repeats; cores {len(os.sched_getaffinity(0))}, "
-        f"load {os.getloadavg()[0]:.2f}"
+        f"{args.repeat} interleaved repeats ({args.small_repeat} up to {SMALL_ROWS} rows); "
+        f"cores {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.2f}"
     )
     print("hummingbird: not installed (pins onnx<=1.16.1; benchmark it in its own environment)")
     results = []
@@ -321,7 +360,7 @@ def main() -> None:
             if "skipped" in result:
                 print(f"\n== {name}: skipped, {result['skipped']}")
             results.append(result)
-    summarize(results)
+    summarize([results])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
