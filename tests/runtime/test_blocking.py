@@ -270,6 +270,15 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
     for rows in (100, FROM_ROWS):
         part = X[np.arange(rows) % len(X)]
         np.testing.assert_array_equal(predictor.predict(part).labels, forest.predict(part))
+    # A first call too large for the bound path does not bind the later small calls' bound
+    # path to the blocked session: the runner is made on the session of small calls.
+    fresh = Predictor(path)
+    large = X[np.arange(FROM_ROWS) % len(X)]
+    np.testing.assert_array_equal(fresh.predict(large).labels, forest.predict(large))
+    runner = fresh._sessions.throughput_runner
+    assert runner is not None and runner._session is fresh.session_for(100)
+    assert runner._session is not fresh.session_for(FROM_ROWS)
+    np.testing.assert_array_equal(fresh.predict(X[:100]).labels, forest.predict(X[:100]))
     # Batch scoring runs one session whatever the size: blocked for every call.
     batch = Predictor(path, regime="throughput")
     assert batch.settings_for(100).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES

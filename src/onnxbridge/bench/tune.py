@@ -82,6 +82,9 @@ ENGINE_CHOICES = ("onnxruntime", "all")
 # The boundary used when it was not measured (one regime tuned alone).
 DEFAULT_LATENCY_MAX_ROWS = 100
 _BOUNDARY_SIZES = (10, 100, 1_000)
+# The boundary's calls are small and cheap to repeat, and their noise picks the regime of every
+# call up to 1 000 rows: they take this many times the candidates' repeats.
+_BOUNDARY_REPEAT_FACTOR = 3
 # The throughput regime's candidates are also timed on calls of this many rows (see
 # _tune_regime), when it lies between the two regimes' sizes.
 MID_ROWS = 100
@@ -409,16 +412,25 @@ def _boundary(
     if not sizes:
         return low, []
     predictor = Predictor(path)
-    sessions = {"latency": _session(path, latency), "throughput": _session(path, throughput)}
+    opened: dict[SessionSettings, Any] = {}
     rows: list[dict[str, Any]] = []
     limit = low
     still_winning = True
     for size in sizes:
         feeds = predictor.prepare(tile_rows(source.rows, size), allow_missing=True)
+        # Each regime on the session a Predictor runs a call of this size on: trees in blocks
+        # serve only calls of blocks_from_rows rows and more, smaller ones the graph as it is.
+        sessions = {}
+        for name, settings in (("latency", latency), ("throughput", throughput)):
+            if settings.tree_block_nodes and size < blocks_from_rows(settings):
+                settings = replace(settings, tree_block_nodes=0)
+            if settings not in opened:
+                opened[settings] = _session(path, settings)
+            sessions[name] = opened[settings]
         calls = {k: (lambda s=s, f=feeds: s.run(None, f)) for k, s in sessions.items()}
         timings = measure_many(
             calls,
-            repeat=repeat,
+            repeat=repeat * _BOUNDARY_REPEAT_FACTOR,
             min_time=min_time,
             progress=progress,
             cooldown=spin_cooldowns({"latency": latency, "throughput": throughput}),
@@ -507,7 +519,7 @@ def tune_model(
         for w in wanted
     )
     if regime == "both":
-        total += len(_BOUNDARY_SIZES) * 2 * (repeat + 1)
+        total += len(_BOUNDARY_SIZES) * 2 * (repeat * _BOUNDARY_REPEAT_FACTOR + 1)
     if engines == "all":
         total += 2 * cores * 2 * (repeat + 1)
     done = 0

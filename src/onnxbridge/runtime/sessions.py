@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from onnxbridge.runtime.blocking import block_tree_ensembles
-from onnxbridge.runtime.fastpath import BoundRunner
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = [
@@ -140,23 +140,35 @@ class RegimeSessions:
         """The bound fast path of the session for ``rows`` rows, or None without one."""
         # Cached per regime in plain attributes: this runs on every small call, and hashing the
         # settings to look a runner up would cost a tenth of such a call.
+        # A runner serves calls of up to DEFAULT_MAX_ROWS rows only, so it runs on the session of
+        # such calls whatever size the call that made it: with trees in blocks for large calls
+        # only, a first call of 10 000 rows must not bind later 100-row calls to the blocks.
+        small = min(rows, DEFAULT_MAX_ROWS)
         if rows <= self.latency_max_rows:
             runner = self.latency_runner
             if runner is None and self._fast_input is not None:
-                runner = self.latency_runner = self._make_runner(self._latency, rows)
+                runner = self.latency_runner = self._make_runner(self._latency, small)
         else:
             runner = self.throughput_runner
             if runner is None and self._fast_input is not None:
-                runner = self.throughput_runner = self._make_runner(self._throughput, rows)
+                runner = self.throughput_runner = self._make_runner(
+                    self._throughput, max(small, self.latency_max_rows + 1)
+                )
         return runner
 
     def _make_runner(self, settings: SessionSettings, rows: int) -> BoundRunner:
+        """The bound path of ``settings``' regime, on the session of a ``rows``-row call."""
         assert self._fast_input is not None
         runner = self._runners.get(settings)
         if runner is None:
             name, dtype, width, check_missing = self._fast_input
             runner = BoundRunner(
-                self.session_for(rows), name, dtype, width, check_missing=check_missing
+                self.session_for(rows),
+                name,
+                dtype,
+                width,
+                check_missing=check_missing,
+                max_rows=DEFAULT_MAX_ROWS,
             )
             self._runners[settings] = runner
         return runner
