@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -162,20 +163,30 @@ def test_first_argmax_is_numpys_argmax_ties_included(n_classes: int) -> None:
     np.testing.assert_array_equal(matrix, before)  # the input is left as it was
 
 
-def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Path) -> None:
+def _iris_accelerated(
+    tmp_path: Path, estimator: Any, precision: str
+) -> tuple[Predictor, Path, np.ndarray]:
+    """``estimator`` fitted on Iris and converted in ``precision``: a Predictor with its tl2cgen
+    library as accelerator from 10 rows, the model's path and the Iris rows."""
     from sklearn.datasets import load_iris
-    from sklearn.ensemble import RandomForestClassifier
 
     from onnxbridge import convert_estimator
     from onnxbridge.runtime.accelerator import CompiledTrees
 
     X, y = load_iris(return_X_y=True)
-    forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
-    path = convert_estimator(forest, X[:20], precision="double").save(tmp_path / "rf64.onnx")
-    candidates, skipped = build_candidates(forest, tmp_path, n_classes=3, threads=[1])
+    estimator.fit(X, y)
+    path = convert_estimator(estimator, X[:20], precision=precision).save(tmp_path / "m.onnx")
+    candidates, skipped = build_candidates(estimator, tmp_path, n_classes=3, threads=[1])
     assert candidates, skipped
     given = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=10)
-    fast = Predictor(path, accelerator=given)
+    return Predictor(path, accelerator=given), path, X
+
+
+def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Path) -> None:
+    from sklearn.ensemble import RandomForestClassifier
+
+    forest = RandomForestClassifier(n_estimators=5, random_state=0)
+    fast, _, X = _iris_accelerated(tmp_path, forest, "double")
     assert fast.inputs[0].type == "tensor(double)"
     rows = np.tile(X, (2, 1))
     got = fast.predict(rows)
@@ -184,19 +195,11 @@ def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Pa
 
 
 def test_arrays_on_the_accelerator_keep_the_missing_values_rule(tmp_path: Path) -> None:
-    from sklearn.datasets import load_iris
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from onnxbridge import convert_estimator
-    from onnxbridge.runtime.accelerator import CompiledTrees
-
-    X, y = load_iris(return_X_y=True)
-    boosted = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X, y)
-    path = convert_estimator(boosted, X[:20], precision="float").save(tmp_path / "gb.onnx")
-    candidates, skipped = build_candidates(boosted, tmp_path, n_classes=3, threads=[1])
-    assert candidates, skipped
-    given = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=10)
-    fast, plain = Predictor(path, accelerator=given), Predictor(path)
+    boosted = GradientBoostingClassifier(n_estimators=5, random_state=0)
+    fast, path, X = _iris_accelerated(tmp_path, boosted, "float")
+    plain = Predictor(path)
     assert fast.metadata.missing_values == "refused"  # GradientBoosting refuses NaN
     rows = np.tile(X, (2, 1))
     # float64 rows are narrowed to the model's float32 first, as on ONNX Runtime.
