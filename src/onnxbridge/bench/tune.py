@@ -58,7 +58,7 @@ from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
-from onnxbridge.runtime.sessions import blocked_model, blocks_from_rows, open_ort_session
+from onnxbridge.runtime.sessions import blocked_model, open_ort_session, settings_for_rows
 from onnxbridge.runtime.settings import (
     SESSION_KEY,
     SessionSettings,
@@ -297,12 +297,10 @@ def _tune_regime(
         if mid_feeds is not None:
             # A Predictor runs calls too small for trees in blocks on the unblocked twin
             # (RegimeSessions): time the 100-row calls of a blocked candidate on that.
-            small = [
-                _session(path, replace(c, tree_block_nodes=0))
-                if c.tree_block_nodes and MID_ROWS < blocks_from_rows(c)
-                else session
-                for c, session in zip(candidates, sessions, strict=True)
-            ]
+            small = []
+            for c, session in zip(candidates, sessions, strict=True):
+                unblocked = settings_for_rows(c, MID_ROWS)
+                small.append(session if unblocked == c else _session(path, unblocked))
             mid = time_all(small, candidates, mid_feeds)
         pairs = list(zip(candidates, main, strict=True))
         for i, (settings, timing) in enumerate(pairs):
@@ -421,9 +419,8 @@ def _boundary(
         # Each regime on the session a Predictor runs a call of this size on: trees in blocks
         # serve only calls of blocks_from_rows rows and more, smaller ones the graph as it is.
         sessions = {}
-        for name, settings in (("latency", latency), ("throughput", throughput)):
-            if settings.tree_block_nodes and size < blocks_from_rows(settings):
-                settings = replace(settings, tree_block_nodes=0)
+        for name, regime_settings in (("latency", latency), ("throughput", throughput)):
+            settings = settings_for_rows(regime_settings, size)
             if settings not in opened:
                 opened[settings] = _session(path, settings)
             sessions[name] = opened[settings]

@@ -35,6 +35,7 @@ __all__ = [
     "blocked_model",
     "blocks_from_rows",
     "open_ort_session",
+    "settings_for_rows",
 ]
 
 # Rows a part of a split call has at least: handing a part to another thread costs some tens of
@@ -53,6 +54,14 @@ def blocks_from_rows(settings: SessionSettings) -> int:
     if settings.intra_op_num_threads == 1:
         return SINGLE_THREAD_BLOCK_MIN_ROWS
     return MULTI_THREAD_BLOCK_MIN_ROWS
+
+
+def settings_for_rows(settings: SessionSettings, rows: int) -> SessionSettings:
+    """The settings a per-call regime runs a call of ``rows`` rows with: trees in blocks only
+    from :func:`blocks_from_rows` rows on, the graph as it is below."""
+    if settings.tree_block_nodes and rows < blocks_from_rows(settings):
+        return replace(settings, tree_block_nodes=0)
+    return settings
 
 
 class RegimeSessions:
@@ -112,10 +121,8 @@ class RegimeSessions:
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings a call of ``rows`` rows runs with."""
         settings = self._latency if rows <= self.latency_max_rows else self._throughput
-        if settings.tree_block_nodes and self._unblock_small and rows < blocks_from_rows(settings):
-            # Blocks only pay on large calls: smaller ones run the graph as it is.
-            return replace(settings, tree_block_nodes=0)
-        return settings
+        # Blocks only pay on large calls: smaller ones run the graph as it is.
+        return settings_for_rows(settings, rows) if self._unblock_small else settings
 
     def session_for(self, rows: int) -> Any:
         """The session for a call of ``rows`` rows (opened on first use)."""
@@ -163,12 +170,7 @@ class RegimeSessions:
         if runner is None:
             name, dtype, width, check_missing = self._fast_input
             runner = BoundRunner(
-                self.session_for(rows),
-                name,
-                dtype,
-                width,
-                check_missing=check_missing,
-                max_rows=DEFAULT_MAX_ROWS,
+                self.session_for(rows), name, dtype, width, check_missing=check_missing
             )
             self._runners[settings] = runner
         return runner
