@@ -160,8 +160,15 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.no_accelerators:
         candidates, skipped = [], ["tl2cgen / lleaves: not built (--no-accelerators)"]
     else:
+        # A model that `--precision auto` converted in double takes float64 rows (and float64
+        # compiled trees).
+        double = predictor.inputs[0].type == "tensor(double)"
         candidates, skipped = build_candidates(
-            estimator, workdir, n_classes=len(classes) if classes else None, threads=[1, 2]
+            estimator,
+            workdir,
+            n_classes=len(classes) if classes else None,
+            threads=[1, 2],
+            precision="double" if double else "float",
         )
     build = time.perf_counter() - start
     for line in skipped:
@@ -213,8 +220,6 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     lines = []
     for n in args.sizes:
         X = np.ascontiguousarray(rows[np.arange(n) % len(rows)])
-        # A model that `--precision auto` converted in double takes float64 rows.
-        double = predictor.inputs[0].type == "tensor(double)"
         feeds = {predictor.inputs[0].name: X.astype(np.float64) if double else X}
         tuned = predictor.session_for(n)
         sk_X: Any = X

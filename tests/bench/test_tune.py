@@ -178,7 +178,7 @@ def test_a_non_equivalent_accelerator_is_never_chosen(iris_bundle: Bundle) -> No
 def test_tune_refuses_a_forced_non_equivalent_candidate(
     iris_bundle: Bundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def build(estimator, workdir, *, n_classes, threads):
+    def build(estimator, workdir, *, n_classes, threads, precision):
         return [_fast_but_wrong(n_classes)], ["forced: the test's own candidate only"]
 
     monkeypatch.setattr(accelerators, "build_candidates", build)

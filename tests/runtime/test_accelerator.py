@@ -176,7 +176,9 @@ def _iris_accelerated(
     X, y = load_iris(return_X_y=True)
     estimator.fit(X, y)
     path = convert_estimator(estimator, X[:20], precision=precision).save(tmp_path / "m.onnx")
-    candidates, skipped = build_candidates(estimator, tmp_path, n_classes=3, threads=[1])
+    candidates, skipped = build_candidates(
+        estimator, tmp_path, n_classes=3, threads=[1], precision=precision
+    )
     assert candidates, skipped
     given = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=10)
     return Predictor(path, accelerator=given), path, X
@@ -188,6 +190,8 @@ def test_a_model_converted_in_double_feeds_the_library_float64_rows(tmp_path: Pa
     forest = RandomForestClassifier(n_estimators=5, random_state=0)
     fast, _, X = _iris_accelerated(tmp_path, forest, "double")
     assert fast.inputs[0].type == "tensor(double)"
+    assert fast.accelerator is not None
+    assert fast.accelerator._engine.threshold_type == "float64"
     rows = np.tile(X, (2, 1))
     got = fast.predict(rows)
     np.testing.assert_array_equal(got.labels, forest.predict(rows))
@@ -263,3 +267,88 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     text.write_text(text.read_text().replace("num_leaves", "num_leaves ", 1))
     with pytest.raises(AcceleratorError, match="cannot be trusted"):
         Predictor(bundle.onnx_path, accelerator=True)
+
+
+def test_a_float_model_gets_float32_trees_with_float32_outputs(tmp_path: Path) -> None:
+    import tl2cgen
+    from sklearn.ensemble import RandomForestClassifier
+
+    forest = RandomForestClassifier(n_estimators=5, random_state=0)
+    fast, _, X = _iris_accelerated(tmp_path, forest, "float")
+    assert fast.accelerator is not None
+    assert fast.accelerator._engine.threshold_type == "float32"
+    rows = np.tile(X, (2, 1)).astype(np.float32)
+    raw = fast.accelerator._engine.predict(tl2cgen.DMatrix(rows, dtype="float32"))
+    assert raw.dtype == np.float32
+    got = fast.predict(rows)
+    np.testing.assert_array_equal(got.labels, forest.predict(rows))
+    np.testing.assert_allclose(got.probabilities, forest.predict_proba(rows), atol=1e-6)
+
+
+def _split_probes(model: Any, n_features: int, seed: int) -> tuple[np.ndarray, int]:
+    """Rows whose value of a split's feature is the float32 nearest its threshold and the
+    float32 either side of it (the other features random), and how many thresholds a plain
+    cast to float32 would have moved to the other side of a value."""
+    rng = np.random.RandomState(seed)
+    header = model.get_header_accessor()
+    rows, moved = [], 0
+    for index in range(int(header.get_field("num_tree")[0])):
+        tree = model.get_tree_accessor(index)
+        kinds, features = tree.get_field("node_type"), tree.get_field("split_index")
+        thresholds = tree.get_field("threshold")
+        for kind, feature, threshold in zip(kinds, features, thresholds, strict=True):
+            if kind != 1:
+                continue
+            nearest = np.float32(threshold)
+            moved += int(float(nearest) > threshold)
+            for value in (
+                np.nextafter(nearest, np.float32(-np.inf)),
+                nearest,
+                np.nextafter(nearest, np.float32(np.inf)),
+            ):
+                row = rng.normal(size=n_features).astype(np.float32)
+                row[feature] = value
+                rows.append(row)
+    return np.array(rows, dtype=np.float32), moved
+
+
+@pytest.mark.parametrize("kind", ["forest", "boosting", "categorical"])
+def test_float32_trees_split_float32_rows_as_the_float64_trees_do(kind: str) -> None:
+    import treelite
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+    from treelite import gtil
+
+    from onnxbridge.bench.accelerators import float32_trees
+
+    X, y = make_classification(
+        n_samples=3000, n_features=6, n_informative=4, n_classes=3, random_state=0
+    )
+    X = X.astype(np.float32)
+    if kind == "categorical":
+        X[:, 0] = np.abs(np.round(X[:, 0] * 3)) % 6
+        X[::17, 1] = np.nan
+    estimator = {
+        "forest": RandomForestClassifier(n_estimators=8, random_state=0),
+        "boosting": HistGradientBoostingClassifier(max_iter=20, random_state=0),
+        "categorical": HistGradientBoostingClassifier(
+            max_iter=20, categorical_features=[0], random_state=0
+        ),
+    }[kind].fit(X, y)
+    wide = treelite.sklearn.import_model(estimator)
+    narrow = float32_trees(wide)
+    assert narrow.input_type == "float32" and narrow.output_type == "float32"
+    probes, moved = _split_probes(wide, X.shape[1], seed=1)
+    if kind == "categorical":
+        probes[:, 0] = np.arange(len(probes)) % 6  # every category
+        probes[::11, 1] = np.nan
+    # Without directed rounding some of these rows would change branch: the probes test it.
+    assert moved > 0
+    expected = gtil.predict(wide, probes.astype(np.float64)).reshape(len(probes), -1)
+    got = gtil.predict(narrow, probes).reshape(len(probes), -1)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(np.argmax(got, axis=1), np.argmax(expected, axis=1))
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_array_equal(
+        np.argmax(expected, axis=1), estimator.predict(probes.astype(np.float64))
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import sys
 import time
@@ -43,6 +44,7 @@ __all__ = [
     "build_candidates",
     "check_candidate",
     "choose_accelerator",
+    "float32_trees",
     "probe_rows",
 ]
 
@@ -205,9 +207,18 @@ def _quiet() -> Any:
 
 
 def build_candidates(
-    estimator: Any, workdir: Path, *, n_classes: int | None, threads: list[int]
+    estimator: Any,
+    workdir: Path,
+    *,
+    n_classes: int | None,
+    threads: list[int],
+    precision: str = "float",
 ) -> tuple[list[AcceleratorCandidate], list[str]]:
     """Build every installed engine that handles ``estimator``, one candidate per thread count.
+
+    ``precision`` is the ONNX model's: ``"float"`` compiles tl2cgen's trees in float32
+    (:func:`float32_trees`: float32 rows in, float32 probabilities out, as ONNX Runtime runs the
+    model), ``"double"`` in float64 as treelite imports them.
 
     Returns:
         The candidates, and one line per engine that was not built saying why.
@@ -232,7 +243,7 @@ def build_candidates(
         start = time.perf_counter()
         try:
             if engine == "tl2cgen":
-                built = _build_tl2cgen(final, workdir, n_classes, threads)
+                built = _build_tl2cgen(final, workdir, n_classes, threads, precision == "double")
             else:
                 built = _build_lleaves(final, workdir, n_classes, threads)
         except Exception as exc:  # compilers fail in many ways; the engine is then skipped
@@ -256,7 +267,7 @@ def _openmp_threads() -> int:
 
 
 def _build_tl2cgen(
-    estimator: Any, workdir: Path, n_classes: int | None, threads: list[int]
+    estimator: Any, workdir: Path, n_classes: int | None, threads: list[int], double: bool
 ) -> list[AcceleratorCandidate]:
     import tl2cgen
     import treelite
@@ -271,6 +282,8 @@ def _build_tl2cgen(
             model = treelite.frontend.from_lightgbm(estimator.booster_)
         else:
             model = treelite.sklearn.import_model(estimator)
+        if not double:
+            model = float32_trees(model)
         # Split the generated C into several files compiled side by side: one file for a
         # 100-tree forest took gcc -O3 over 7 minutes on a busy 2-core machine.
         cores = max(threads)
@@ -282,20 +295,138 @@ def _build_tl2cgen(
             nthread=cores,
             verbose=False,
         )
+    dtype = np.dtype(np.float64 if double else np.float32)
     result = []
     for n in threads:
         with _quiet():
             engine = tl2cgen.Predictor(str(library), nthread=n, verbose=False)
 
         def predict(X: np.ndarray, engine: Any = engine) -> np.ndarray:
-            rows = X if not isinstance(X, np.ndarray) else np.ascontiguousarray(X, np.float32)
-            raw = engine.predict(tl2cgen.DMatrix(rows, dtype="float32"))
-            return compiled_output(raw, len(X), n_classes)
+            # The library as it is: rows in its input type, its outputs in their own type.
+            raw = engine.predict(tl2cgen.DMatrix(np.ascontiguousarray(X, dtype), dtype=dtype.name))
+            return compiled_output(raw, len(X), n_classes, raw.dtype)
 
         result.append(
             AcceleratorCandidate(engine="tl2cgen", predict=predict, threads=n, artifact=library)
         )
     return result
+
+
+# treelite's enumerations (its model spec, serialization v4), as the field accessors give them.
+_TASK_TYPES = {0: "kBinaryClf", 1: "kRegressor", 2: "kMultiClf", 3: "kLearningToRank"}
+_OPERATORS = {1: "==", 2: "<", 3: "<=", 4: ">", 5: ">="}
+_LEAF, _NUMERICAL, _CATEGORICAL = 0, 1, 2
+
+
+def float32_trees(model: Any) -> Any:
+    """A treelite model's trees with float32 thresholds and leaves: the same decisions on float32
+    rows, compiled code that takes float32 rows and gives float32 outputs.
+
+    treelite imports scikit-learn's and LightGBM's trees in float64; tl2cgen then widens every
+    row to float64 and gives float64 probabilities that the caller narrows again (on the
+    reference forest, 10 000 - 100 000 rows, the float32 library with the whole ``Predictor``
+    path took the time of the float64 library alone). Each threshold is rounded towards the
+    side that keeps every float32 value on the branch it took against the float64 threshold
+    (``x <= t`` becomes ``x <= the largest float32 not above t``, ``x < t`` becomes ``x < the
+    smallest float32 not below t``), so only leaf sums round differently — within the tolerance
+    the candidate is then checked against.
+    """
+    from treelite.model_builder import Metadata, ModelBuilder, PostProcessorFunc, TreeAnnotation
+
+    header = model.get_header_accessor()
+
+    def field(name: str) -> Any:
+        return header.get_field(name)
+
+    def ints(name: str) -> list[int]:
+        return [int(v) for v in field(name)]
+
+    task = int(field("task_type")[0])
+    if task not in _TASK_TYPES:
+        raise ValueError(f"treelite task type {task} is not one tl2cgen compiles here")
+    attributes = field("attributes")
+    builder = ModelBuilder(
+        threshold_type="float32",
+        leaf_output_type="float32",
+        metadata=Metadata(
+            num_feature=int(field("num_feature")[0]),
+            task_type=_TASK_TYPES[task],
+            average_tree_output=bool(field("average_tree_output")[0]),
+            num_target=int(field("num_target")[0]),
+            num_class=ints("num_class"),
+            leaf_vector_shape=tuple(ints("leaf_vector_shape")),
+        ),
+        tree_annotation=TreeAnnotation(
+            num_tree=int(field("num_tree")[0]),
+            target_id=ints("target_id"),
+            class_id=ints("class_id"),
+        ),
+        postprocessor=PostProcessorFunc(
+            field("postprocessor"),
+            sigmoid_alpha=float(field("sigmoid_alpha")[0]),
+            ratio_c=float(field("ratio_c")[0]),
+        ),
+        base_scores=[float(v) for v in field("base_scores")],
+        attributes=json.loads(attributes) if attributes else None,
+    )
+    for index in range(int(field("num_tree")[0])):
+        _copy_tree(model.get_tree_accessor(index), builder)
+    return builder.commit()
+
+
+def _copy_tree(tree: Any, builder: Any) -> None:
+    get = tree.get_field
+    kinds, left, right, feature = get("node_type"), get("cleft"), get("cright"), get("split_index")
+    default_left, operators = get("default_left").astype(bool), get("cmp")
+    values, vectors = get("leaf_value"), get("leaf_vector")
+    vector_begin, vector_end = get("leaf_vector_begin"), get("leaf_vector_end")
+    categories = get("category_list")
+    category_begin, category_end = get("category_list_begin"), get("category_list_end")
+    right_side = get("category_list_right_child").astype(bool)
+    thresholds = _float32_thresholds(get("threshold"), operators)
+    builder.start_tree()
+    for node in range(int(get("num_nodes")[0])):
+        builder.start_node(node)
+        kind = int(kinds[node])
+        if kind == _LEAF:
+            begin, end = int(vector_begin[node]), int(vector_end[node])
+            builder.leaf(vectors[begin:end].tolist() if end > begin else float(values[node]))
+        elif kind == _NUMERICAL:
+            builder.numerical_test(
+                int(feature[node]),
+                float(thresholds[node]),
+                default_left=bool(default_left[node]),
+                opname=_OPERATORS[int(operators[node])],
+                left_child_key=int(left[node]),
+                right_child_key=int(right[node]),
+            )
+        elif kind == _CATEGORICAL:
+            begin, end = int(category_begin[node]), int(category_end[node])
+            builder.categorical_test(
+                int(feature[node]),
+                category_list=categories[begin:end].tolist(),
+                default_left=bool(default_left[node]),
+                category_list_right_child=bool(right_side[node]),
+                left_child_key=int(left[node]),
+                right_child_key=int(right[node]),
+            )
+        else:
+            raise ValueError(f"treelite node type {kind} is not one tl2cgen compiles here")
+        builder.end_node()
+    builder.end_tree()
+
+
+def _float32_thresholds(thresholds: np.ndarray, operators: np.ndarray) -> np.ndarray:
+    """float64 thresholds → float32 ones that split float32 values the same way."""
+    wide = np.asarray(thresholds, dtype=np.float64)
+    narrow = wide.astype(np.float32)
+    # x <= t and x > t: a float32 above t would take x = that float32 to the other side.
+    down = np.isin(operators, (3, 4)) & (narrow.astype(np.float64) > wide)
+    # x < t and x >= t: likewise a float32 below t.
+    up = np.isin(operators, (2, 5)) & (narrow.astype(np.float64) < wide)
+    narrow[down] = np.nextafter(narrow[down], np.float32(-np.inf))
+    narrow[up] = np.nextafter(narrow[up], np.float32(np.inf))
+    return narrow
 
 
 def _build_lleaves(

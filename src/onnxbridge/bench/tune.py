@@ -658,7 +658,14 @@ def _tune_accelerators(
     classes = predictor.classes
     n_classes = len(classes) if classes is not None else None
     threads = sorted({1, available_cores()})
-    candidates, skipped = build_candidates(estimator, workdir, n_classes=n_classes, threads=threads)
+    double = any(i.type == "tensor(double)" for i in predictor.inputs)
+    candidates, skipped = build_candidates(
+        estimator,
+        workdir,
+        n_classes=n_classes,
+        threads=threads,
+        precision="double" if double else "float",
+    )
     if not candidates:
         return None, [], skipped
     metadata = predictor.metadata

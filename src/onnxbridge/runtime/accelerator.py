@@ -122,7 +122,9 @@ class CompiledTrees(Accelerator):
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
 
         ``X`` comes in the model's input type: float64 rows (a model converted in double) are
-        compared with the trees' thresholds in double, anything else in float32.
+        compared with the trees' thresholds in double, anything else in float32. ``tune``
+        compiles a float model's trees in float32 (float32 probabilities out, nothing to
+        narrow), a double model's in float64.
         """
         dtype = np.float64 if X.dtype == np.float64 else np.float32
         rows = np.ascontiguousarray(X, dtype=dtype)
