@@ -16,7 +16,9 @@ Engines, each timed on the same float32 rows with interleaved repeats
 - ``ort-tuned``: ``session.run`` on the session ``onnxbridge tune`` chose for the batch size;
 - ``onnxbridge``: ``Predictor.predict`` with the tuned settings (the end-to-end path);
 - ``tl2cgen-Nt`` / ``lleaves-Nt``: compiled trees, when installed and equivalent to the ONNX
-  model on the probe rows (a non-equivalent build is reported and not timed);
+  model on the probe rows (a non-equivalent build is reported and not timed), called through
+  the engine's own API: tl2cgen's ``Predictor.predict`` on a DMatrix (the library tune builds:
+  float32 trees for a float model), lleaves' ``Model.predict(X, n_jobs=N)``;
 - ``onnxbridge-accel`` (batches of ``ACCEL_MIN_ROWS`` = 100 rows and more): ``Predictor.predict``
   with an equivalent compiled model loaded as its accelerator — lleaves for LightGBM, else the
   tl2cgen library, of as many threads as cores — what ``tune --engines all`` records and
@@ -121,6 +123,20 @@ def _prepare(name: str, tmp: Path) -> tuple[Any, Path, np.ndarray, str]:
     return estimator, path, X[10_000:], f"{type(estimator).__name__} ({name})"
 
 
+def _engine_call(candidate: Any) -> Any:
+    """The compiled engine as its own users call it: lleaves' ``Model.predict(X, n_jobs)``
+    (onnxbridge's accelerator calls lleaves' compiled code directly, with a kept thread pool);
+    tl2cgen's ``Predictor.predict`` on a DMatrix, the candidate itself (outputs in the library's
+    own type, reshaped)."""
+    if candidate.engine != "lleaves":
+        return candidate.predict
+    import lleaves
+
+    model = lleaves.Model(model_file=str(candidate.model_text))
+    model.compile(cache=str(candidate.artifact))
+    return lambda X: model.predict(X, n_jobs=candidate.threads)
+
+
 def _session(path: Path, settings: SessionSettings) -> Any:
     import onnxruntime as ort
 
@@ -217,6 +233,7 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
                 min_rows=ACCEL_MIN_ROWS,
             )
         accel_predictor = Predictor(path, accelerator=loaded)
+    engine_calls = {c.name: _engine_call(c) for c in accelerators}
     lines = []
     for n in args.sizes:
         X = np.ascontiguousarray(rows[np.arange(n) % len(rows)])
@@ -235,8 +252,8 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         calls["ort-default"] = lambda f=feeds: default.run(None, f)
         calls["ort-tuned"] = lambda f=feeds, s=tuned: s.run(None, f)
         calls["onnxbridge"] = lambda X=X: predictor.predict(X)
-        for candidate in accelerators:
-            calls[candidate.name] = lambda X=X, c=candidate: c.predict(X)
+        for candidate, call in engine_calls.items():
+            calls[candidate] = lambda X=X, call=call: call(X)
         if accel_predictor is not None and n >= ACCEL_MIN_ROWS:
             calls["onnxbridge-accel"] = lambda X=X: accel_predictor.predict(X)
         timings = measure_many(

@@ -261,6 +261,19 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
         np.testing.assert_array_equal(got.labels, expected.labels)
         np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
         assert got.probabilities.dtype == np.float32 and got.probabilities.shape == (n, 2)
+    # The large call ran its parts on the kept pool; calls from several threads at once share
+    # it and each gets its own rows' results.
+    assert fast.accelerator._pool is not None
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [_rows(bundle, LEAVES_PARALLEL_ROWS + 5 + 37 * i) for i in range(6)]
+    with ThreadPoolExecutor(max_workers=3) as callers:
+        results = list(callers.map(fast.predict, batches))
+    for rows, got in zip(batches, results, strict=True):
+        expected = plain.predict(rows)
+        out = got.values if n_classes is None else got.probabilities
+        want = expected.values if n_classes is None else expected.probabilities
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
 
     # The model text is checked like the library: a changed one is never read.
     text = bundle.path / record["model_text"]
