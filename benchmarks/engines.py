@@ -68,9 +68,12 @@ MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
 # Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine: the smallest
 # size `tune --engines all` measures it at (it records the smallest from which it stays faster).
 ACCEL_MIN_ROWS = 100
-# Batches up to this size take ``--small-repeat`` repeats: their calls last micro- to
-# milliseconds, so more repeats cost little and tame the 10-20 % swings of single lines.
+# Batches up to this size, and larger ones whose onnxbridge call lasts under SHORT_CALL seconds
+# (a linear model's 100 000 rows: ~1.5 ms), take ``--small-repeat`` repeats: their calls last
+# micro- to a few milliseconds, so more repeats cost little and tame the 10-20 % swings of
+# single lines.
 SMALL_ROWS = 1000
+SHORT_CALL = 0.005
 
 
 def _estimator(name: str) -> Any:
@@ -135,6 +138,17 @@ def _engine_call(candidate: Any) -> Any:
     model = lleaves.Model(model_file=str(candidate.model_text))
     model.compile(cache=str(candidate.artifact))
     return lambda X: model.predict(X, n_jobs=candidate.threads)
+
+
+def _short(calls: dict[str, Any]) -> bool:
+    """Whether onnxbridge's call lasts under SHORT_CALL seconds (the fastest of three)."""
+    call = calls["onnxbridge"]
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return min(times) < SHORT_CALL
 
 
 def _session(path: Path, settings: SessionSettings) -> Any:
@@ -258,7 +272,7 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             calls["onnxbridge-accel"] = lambda X=X: accel_predictor.predict(X)
         timings = measure_many(
             calls,
-            repeat=args.small_repeat if n <= SMALL_ROWS else args.repeat,
+            repeat=args.small_repeat if n <= SMALL_ROWS or _short(calls) else args.repeat,
             min_time=args.min_time,
             cooldown=dict.fromkeys(calls, SPIN_COOLDOWN),
         )
@@ -346,7 +360,8 @@ def main() -> None:
         "--small-repeat",
         type=int,
         default=15,
-        help=f"repeats for batches of up to {SMALL_ROWS} rows (default 15)",
+        help=f"repeats for batches of up to {SMALL_ROWS} rows, and for larger ones whose "
+        f"calls last under {SHORT_CALL * 1e3:g} ms (default 15)",
     )
     parser.add_argument("--min-time", type=float, default=0.05)
     parser.add_argument("--models", default=",".join(MODELS))
@@ -371,7 +386,8 @@ def main() -> None:
     args.sizes = [int(s) for s in args.sizes.split(",")]
     print(
         f"engines per batch size: median per call ±IQR/2 (ratio to the fastest); "
-        f"{args.repeat} interleaved repeats ({args.small_repeat} up to {SMALL_ROWS} rows); "
+        f"{args.repeat} interleaved repeats ({args.small_repeat} up to {SMALL_ROWS} rows or "
+        f"{SHORT_CALL * 1e3:g} ms a call); "
         f"cores {len(os.sched_getaffinity(0))}, load {os.getloadavg()[0]:.2f}"
     )
     print("hummingbird: not installed (pins onnx<=1.16.1; benchmark it in its own environment)")

@@ -43,7 +43,10 @@ __all__ = [
 LEAVES_PARALLEL_ROWS = 256
 
 
-_DOUBLE_POINTER = ctypes.POINTER(ctypes.c_double)
+# lleaves' entry point, ``void forest_root(double *rows, double *out, int first, int end)``.
+_ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32
+)
 
 
 class Accelerator:
@@ -100,7 +103,9 @@ class LeavesTrees(Accelerator):
                 "this lleaves does not expose its compiled entry point (lleaves 1.x does); "
                 "pip install 'onnxbridge[accel]'"
             )
-        self._entry = entry
+        # The same function taking plain addresses: ``array.ctypes.data`` is an int, where
+        # ``data_as(POINTER(c_double))`` builds two ctypes objects per array per call.
+        self._entry = _ENTRY_BY_ADDRESS(ctypes.cast(entry, ctypes.c_void_p).value)
         # The model owns the execution engine holding the code: it lives as long as the entry.
         self._model = model
         self._outputs = int(model.num_model_per_iteration())
@@ -118,8 +123,7 @@ class LeavesTrees(Accelerator):
         rows = np.ascontiguousarray(X, dtype=np.float64)
         n = len(rows)
         raw = np.empty(n * self._outputs, dtype=np.float64)
-        source = rows.ctypes.data_as(_DOUBLE_POINTER)
-        target = raw.ctypes.data_as(_DOUBLE_POINTER)
+        source, target = rows.ctypes.data, raw.ctypes.data
         parts = self.threads if n >= LEAVES_PARALLEL_ROWS else 1
         if parts <= 1:
             self._entry(source, target, 0, n)
