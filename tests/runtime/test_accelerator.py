@@ -222,7 +222,7 @@ def test_arrays_on_the_accelerator_keep_the_missing_values_rule(tmp_path: Path) 
     ],
 )
 def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
-    tmp_path: Path, data: str, spec: str, n_classes: int | None
+    tmp_path: Path, data: str, spec: str, n_classes: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from onnxbridge import convert_bundle, train_bundle
     from onnxbridge.runtime.accelerator import LEAVES_PARALLEL_ROWS, LeavesTrees
@@ -274,6 +274,13 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
         out = got.values if n_classes is None else got.probabilities
         want = expected.values if n_classes is None else expected.probabilities
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    # lleaves counts rows in int32: a call beyond that is refused, not run into a crash (the
+    # limit lowered here; 2**31 rows do not fit in a test).
+    from onnxbridge.runtime import accelerator as accelerator_module
+
+    monkeypatch.setattr(accelerator_module, "_MAX_LEAVES_ROWS", MIN_ROWS + 1)
+    with pytest.raises(AcceleratorError, match="score the rows in batches"):
+        fast.predict(_rows(bundle, MIN_ROWS + 1))
 
     # The model text is checked like the library: a changed one is never read.
     text = bundle.path / record["model_text"]

@@ -44,6 +44,7 @@ LEAVES_PARALLEL_ROWS = 256
 
 
 # lleaves' entry point, ``void forest_root(double *rows, double *out, int first, int end)``.
+_MAX_LEAVES_ROWS = 2**31 - 1
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32
 )
@@ -120,8 +121,14 @@ class LeavesTrees(Accelerator):
         into one part per thread, run side by side on a pool kept for this model (the compiled
         code runs without the GIL), the last part on the calling thread.
         """
+        n = len(X)
+        if n >= _MAX_LEAVES_ROWS:
+            # The entry point counts rows in int32.
+            raise AcceleratorError(
+                f"lleaves takes fewer than {_MAX_LEAVES_ROWS} rows per call; got {n}: "
+                "score the rows in batches"
+            )
         rows = np.ascontiguousarray(X, dtype=np.float64)
-        n = len(rows)
         raw = np.empty(n * self._outputs, dtype=np.float64)
         source, target = rows.ctypes.data, raw.ctypes.data
         parts = self.threads if n >= LEAVES_PARALLEL_ROWS else 1
