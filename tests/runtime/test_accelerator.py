@@ -362,6 +362,12 @@ def test_float32_trees_split_float32_rows_as_the_float64_trees_do(kind: str) -> 
     if kind == "categorical":
         probes[:, 0] = np.arange(len(probes)) % 6  # every category
         probes[::11, 1] = np.nan
+        header = wide.get_header_accessor()
+        kinds = [
+            wide.get_tree_accessor(i).get_field("node_type")
+            for i in range(int(header.get_field("num_tree")[0]))
+        ]
+        assert any((k == 2).any() for k in kinds)  # categorical splits were copied too
     # Without directed rounding some of these rows would change branch: the probes test it.
     assert moved > 0
     expected = gtil.predict(wide, probes.astype(np.float64)).reshape(len(probes), -1)
