@@ -263,7 +263,7 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
         assert got.probabilities.dtype == np.float32 and got.probabilities.shape == (n, 2)
     # The large call ran its parts on the kept pool; calls from several threads at once share
     # it and each gets its own rows' results.
-    assert fast.accelerator._pool is not None
+    assert fast.accelerator._pool.started
     from concurrent.futures import ThreadPoolExecutor
 
     batches = [_rows(bundle, LEAVES_PARALLEL_ROWS + 5 + 37 * i) for i in range(6)]

@@ -122,7 +122,7 @@ def test_predictor_with_split_rows_matches_and_runs_from_many_threads(tmp_path: 
     # The calls went through the split (which starts its pool on its first split call), not
     # straight to the session it wraps.
     session = split.session_for(len(X))
-    assert isinstance(session, RowSplitSession) and session._pool is not None
+    assert isinstance(session, RowSplitSession) and session._pool.started
 
 
 def test_explicit_threads_turn_a_tuned_split_off(forest_path: Path, tmp_path: Path) -> None:

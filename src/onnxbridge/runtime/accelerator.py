@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from onnxbridge.errors import AcceleratorError, BundleError, first_line
+from onnxbridge.runtime.pool import LazyPool
 
 __all__ = [
     "LEAVES_PARALLEL_ROWS",
@@ -110,8 +109,7 @@ class LeavesTrees(Accelerator):
         # The model owns the execution engine holding the code: it lives as long as the entry.
         self._model = model
         self._outputs = int(model.num_model_per_iteration())
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self._pool = LazyPool(max(threads - 1, 1), "onnxbridge-lleaves")
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
@@ -136,7 +134,7 @@ class LeavesTrees(Accelerator):
             self._entry(source, target, 0, n)
         else:
             bounds = [n * i // parts for i in range(parts + 1)]
-            pool = self._thread_pool()
+            pool = self._pool.get()
             pending = [
                 pool.submit(self._entry, source, target, bounds[i], bounds[i + 1])
                 for i in range(parts - 1)
@@ -145,14 +143,6 @@ class LeavesTrees(Accelerator):
             for future in pending:
                 future.result()
         return compiled_output(raw, n, self.n_classes, np.float32, columns=True)
-
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self.threads - 1, thread_name_prefix="lleaves"
-                )
-            return self._pool
 
 
 class CompiledTrees(Accelerator):

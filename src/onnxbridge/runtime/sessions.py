@@ -16,7 +16,6 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 
 from onnxbridge.runtime.blocking import block_tree_ensembles
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
+from onnxbridge.runtime.pool import LazyPool
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
 __all__ = [
@@ -237,8 +237,7 @@ class RowSplitSession:
         self.session = session
         self.part_session = part_session if part_session is not None else session
         self.parts = parts
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._pool = LazyPool(parts - 1, "onnxbridge-rows")
 
     def __getattr__(self, name: str) -> Any:
         # Only for what this class does not have; never for its own fields (copy, pickle).
@@ -257,20 +256,12 @@ class RowSplitSession:
             {name: value[start:stop] for name, value in feeds.items()}
             for start, stop in itertools.pairwise(bounds)
         ]
-        pool = self._pool or self._start_pool()
+        pool = self._pool.get()
         run = self.part_session.run
         futures = [pool.submit(run, output_names, part, run_options) for part in slices[1:]]
         results = [run(output_names, slices[0], run_options)]
         results += [future.result() for future in futures]
         return [_join([r[i] for r in results]) for i in range(len(results[0]))]
-
-    def _start_pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self.parts - 1, thread_name_prefix="onnxbridge-rows"
-                )
-            return self._pool
 
 
 def _rows_of(feeds: dict[str, Any]) -> int:
