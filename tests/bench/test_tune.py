@@ -255,7 +255,9 @@ def test_score_runs_the_tuned_model(iris_bundle: Bundle, tmp_path: Path) -> None
     plain = Predictor(iris_bundle.onnx_path, tuned=False).predict(rows).to_frame()
     assert (scored["label"].to_numpy() == plain["label"].to_numpy()).all()
     np.testing.assert_allclose(scored["proba_0"], plain["proba_0"], atol=1e-6)
-    # score opens Predictor with one intra-op thread: that field is score's, the rest is tuned.
+    # score opens Predictor with one intra-op thread (which also turns a tuned row split off:
+    # score runs its batches side by side itself): those fields are score's, the rest is tuned.
     used = Predictor(iris_bundle.onnx_path, intra_op_num_threads=1)
-    assert used.settings_for(1) == replace(spec.latency, intra_op_num_threads=1).clamped()
-    assert used.settings_for(10_000) == replace(spec.throughput, intra_op_num_threads=1).clamped()
+    own = {"intra_op_num_threads": 1, "row_split": 0}
+    assert used.settings_for(1) == replace(spec.latency, **own).clamped()
+    assert used.settings_for(10_000) == replace(spec.throughput, **own).clamped()
