@@ -246,6 +246,7 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     }
     default = SessionSettings.onnxbridge_default()
     store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
+    text_path = bundle.path / record["model_text"]
 
     fast = Predictor(bundle.onnx_path, accelerator=True)
     plain = Predictor(bundle.onnx_path)
@@ -281,9 +282,18 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     monkeypatch.setattr(accelerator_module, "_MAX_LEAVES_ROWS", MIN_ROWS + 1)
     with pytest.raises(AcceleratorError, match="score the rows in batches"):
         fast.predict(_rows(bundle, MIN_ROWS + 1))
+    monkeypatch.undo()
+    # Recorded with 2 threads, loaded where the process has one core: large calls run whole on
+    # the calling thread, with the same results.
+    monkeypatch.setattr(accelerator_module, "available_cores", lambda: 1)
+    accelerator = fast.accelerator
+    one_core = LeavesTrees(accelerator.library, text_path, 2, n_classes, MIN_ROWS)
+    rows = _rows(bundle, LEAVES_PARALLEL_ROWS + 5).to_numpy(np.float64)
+    np.testing.assert_array_equal(one_core.predict(rows), accelerator.predict(rows))
+    assert not one_core._pool.started
 
     # The model text is checked like the library: a changed one is never read.
-    text = bundle.path / record["model_text"]
+    text = text_path
     text.write_text(text.read_text().replace("num_leaves", "num_leaves ", 1))
     with pytest.raises(AcceleratorError, match="cannot be trusted"):
         Predictor(bundle.onnx_path, accelerator=True)

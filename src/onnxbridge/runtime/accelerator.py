@@ -26,6 +26,7 @@ import numpy as np
 
 from onnxbridge.errors import AcceleratorError, BundleError, first_line
 from onnxbridge.runtime.pool import LazyPool
+from onnxbridge.runtime.settings import available_cores
 
 __all__ = [
     "LEAVES_PARALLEL_ROWS",
@@ -109,15 +110,17 @@ class LeavesTrees(Accelerator):
         # The model owns the execution engine holding the code: it lives as long as the entry.
         self._model = model
         self._outputs = int(model.num_model_per_iteration())
-        self._pool = LazyPool(max(threads - 1, 1), "onnxbridge-lleaves")
+        # A bundle tuned on a larger machine: no more parts than this process has cores.
+        self._parts = max(1, min(threads, available_cores()))
+        self._pool = LazyPool(max(self._parts - 1, 1), "onnxbridge-lleaves")
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
 
         lleaves computes in float64; float32 rows are widened exactly, so the trees see the
         values the ONNX model sees. Calls of :data:`LEAVES_PARALLEL_ROWS` rows or more are cut
-        into one part per thread, run side by side on a pool kept for this model (the compiled
-        code runs without the GIL), the last part on the calling thread.
+        into one part per thread (at most one per core), run side by side on a pool kept for
+        this model (the compiled code runs without the GIL), the last part on the calling thread.
         """
         n = len(X)
         if n >= _MAX_LEAVES_ROWS:
@@ -129,7 +132,7 @@ class LeavesTrees(Accelerator):
         rows = np.ascontiguousarray(X, dtype=np.float64)
         raw = np.empty(n * self._outputs, dtype=np.float64)
         source, target = rows.ctypes.data, raw.ctypes.data
-        parts = self.threads if n >= LEAVES_PARALLEL_ROWS else 1
+        parts = self._parts if n >= LEAVES_PARALLEL_ROWS else 1
         if parts <= 1:
             self._entry(source, target, 0, n)
         else:
