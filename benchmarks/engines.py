@@ -186,13 +186,13 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     classes = predictor.classes
     workdir = tmp / f"{name}-accel"
     workdir.mkdir()
+    # A model that `--precision auto` converted in double takes float64 rows (and float64
+    # compiled trees).
+    double = predictor.inputs[0].type == "tensor(double)"
     start = time.perf_counter()
     if args.no_accelerators:
         candidates, skipped = [], ["tl2cgen / lleaves: not built (--no-accelerators)"]
     else:
-        # A model that `--precision auto` converted in double takes float64 rows (and float64
-        # compiled trees).
-        double = predictor.inputs[0].type == "tensor(double)"
         candidates, skipped = build_candidates(
             estimator,
             workdir,
