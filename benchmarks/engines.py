@@ -19,14 +19,13 @@ Engines, each timed on the same float32 rows with interleaved repeats
   model on the probe rows (a non-equivalent build is reported and not timed), called through
   the engine's own API: tl2cgen's ``Predictor.predict`` on a DMatrix (the library tune builds:
   float32 trees for a float model), lleaves' ``Model.predict(X, n_jobs=N)``;
-- ``onnxbridge-accel`` (batches of ``ACCEL_MIN_ROWS`` = 100 rows and more): ``Predictor.predict``
-  with an equivalent compiled model loaded as its accelerator — lleaves for LightGBM, else the
-  tl2cgen library, of as many threads as cores — what ``tune --engines all`` records and
-  ``score --accelerator`` / ``Predictor(accelerator=True)`` run (the whole path: input checks,
-  the compiled trees, labels from the probabilities). tune records the accelerator from the
-  smallest measured size (100, 1 000, 10 000 rows) from which it stays faster, so a model whose
-  accelerator loses at 100 rows keeps ONNX Runtime there: the summary's ``best`` is the faster
-  of the two paths;
+- ``onnxbridge-accel`` (every batch size): ``Predictor.predict`` with an equivalent compiled
+  model loaded as its accelerator — lleaves for LightGBM, else the tl2cgen library, of as many
+  threads as cores — what ``tune --engines all`` records and ``score --accelerator`` /
+  ``Predictor(accelerator=True)`` run (the whole path: input checks, the compiled trees, labels
+  from the probabilities). tune records the accelerator from the smallest measured size (1, 100,
+  1 000, 10 000 rows) from which it stays faster, so a model whose accelerator loses at 1 or 100
+  rows keeps ONNX Runtime there: the summary's ``best`` is the faster of the two paths;
 - hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
 
 Every engine's repeat is followed by a pause (``SPIN_COOLDOWN``) before the next engine is timed:
@@ -67,7 +66,7 @@ from onnxbridge.runtime import SessionSettings
 MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
 # Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine: the smallest
 # size `tune --engines all` measures it at (it records the smallest from which it stays faster).
-ACCEL_MIN_ROWS = 100
+ACCEL_MIN_ROWS = 1
 # Batches up to this size, and larger ones whose onnxbridge call lasts under SHORT_CALL seconds
 # (a linear model's 100 000 rows: ~1.5 ms), take ``--small-repeat`` repeats: their calls last
 # micro- to a few milliseconds, so more repeats cost little and tame the 10-20 % swings of
@@ -228,7 +227,7 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         from onnxbridge.runtime.accelerator import CompiledTrees, LeavesTrees
 
         # lleaves where it is equivalent (LightGBM: the faster compiler), else tl2cgen; the
-        # thread count closest to the cores (lleaves uses one thread below 2048 rows anyway).
+        # thread count closest to the cores (lleaves runs calls under 256 rows on one thread).
         engine = "lleaves" if any(c.engine == "lleaves" for c in accelerators) else "tl2cgen"
         chosen = min(
             (c for c in accelerators if c.engine == engine), key=lambda c: abs(c.threads - cores)

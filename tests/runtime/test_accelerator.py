@@ -279,9 +279,10 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     # limit lowered here; 2**31 rows do not fit in a test).
     from onnxbridge.runtime import accelerator as accelerator_module
 
-    monkeypatch.setattr(accelerator_module, "_MAX_LEAVES_ROWS", MIN_ROWS + 1)
+    limit = LEAVES_PARALLEL_ROWS + 1  # calls below LEAVES_PARALLEL_ROWS are small anyway
+    monkeypatch.setattr(accelerator_module, "_MAX_LEAVES_ROWS", limit)
     with pytest.raises(AcceleratorError, match="score the rows in batches"):
-        fast.predict(_rows(bundle, MIN_ROWS + 1))
+        fast.predict(_rows(bundle, limit))
     monkeypatch.undo()
     # Recorded with 2 threads, loaded where the process has one core: large calls run whole on
     # the calling thread, with the same results.
@@ -291,6 +292,34 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     rows = _rows(bundle, LEAVES_PARALLEL_ROWS + 5).to_numpy(np.float64)
     np.testing.assert_array_equal(one_core.predict(rows), accelerator.predict(rows))
     assert not one_core._pool.started
+    monkeypatch.undo()
+
+    # From one row (what tune records when the compiled code wins there): small calls reuse
+    # their thread's buffers, and every result is its own array, from any thread.
+    from_one = Predictor(
+        bundle.onnx_path, accelerator=LeavesTrees(accelerator.library, text_path, 2, n_classes, 1)
+    )
+    sizes = [1, 3, 1, 40, 2, LEAVES_PARALLEL_ROWS - 1, 1]
+    batches = [_rows(bundle, n).iloc[::-1].to_numpy(np.float32) for n in sizes]
+    expected = [plain.predict(b) for b in batches]
+
+    def outputs(result: Any) -> np.ndarray:
+        return result.values if n_classes is None else result.probabilities
+
+    first = [from_one.predict(b) for b in batches]  # one thread, one set of buffers
+    with ThreadPoolExecutor(max_workers=3) as callers:
+        threaded = list(callers.map(from_one.predict, batches * 3))
+    for got, want in zip(first + threaded, expected * 4, strict=True):
+        np.testing.assert_allclose(outputs(got), outputs(want), rtol=1e-5, atol=1e-4)
+        if n_classes is not None:
+            np.testing.assert_array_equal(got.labels, want.labels)
+    assert not any(
+        np.shares_memory(outputs(a), outputs(b)) for a in first for b in first if a is not b
+    )
+    # Rows of another width never reach the compiled code, which would read past them.
+    width = batches[0].shape[1]
+    with pytest.raises(AcceleratorError, match=f"rows of {width} features; got an array of shape"):
+        from_one.accelerator.predict(np.zeros((1, width - 1)))
 
     # The model text is checked like the library: a changed one is never read.
     text = text_path

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.accelerator import LeavesTrees, compiled_output
+from onnxbridge.runtime.accelerator import Accelerator, CompiledTrees, LeavesTrees, compiled_output
 from onnxbridge.runtime.settings import available_cores
 from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -80,6 +80,8 @@ class AcceleratorCandidate:
         build_seconds: how long building it took.
         model_text: for lleaves, the LightGBM model text the library was compiled from (lleaves
             reads it beside the library when it loads).
+        loaded: the engine loaded from its files as ``Predictor(accelerator=True)`` loads it
+            (serving calls from one row), for the engines onnxbridge runs.
     """
 
     engine: str
@@ -88,11 +90,34 @@ class AcceleratorCandidate:
     artifact: Path | None = None
     build_seconds: float = 0.0
     model_text: Path | None = None
+    loaded: Accelerator | None = None
 
     @property
     def name(self) -> str:
         """``engine-<threads>t``."""
         return f"{self.engine}-{self.threads}t"
+
+    def as_accelerator(self, n_classes: int | None) -> Accelerator:
+        """What a ``Predictor`` runs with this candidate as its accelerator, from one row:
+        the loaded engine, or (another engine's) ``predict`` in float32."""
+        if self.loaded is not None:
+            return self.loaded
+        return _CallAccelerator(self, n_classes)
+
+
+class _CallAccelerator(Accelerator):
+    """A candidate's ``predict`` as an accelerator (engines without a loader of their own)."""
+
+    min_rows = 1
+
+    def __init__(self, candidate: AcceleratorCandidate, n_classes: int | None) -> None:
+        self.engine = candidate.engine
+        self.threads = candidate.threads
+        self.n_classes = n_classes
+        self._predict = candidate.predict
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self._predict(X), dtype=np.float32)
 
 
 @dataclass
@@ -307,7 +332,13 @@ def _build_tl2cgen(
             return compiled_output(raw, len(X), n_classes, raw.dtype)
 
         result.append(
-            AcceleratorCandidate(engine="tl2cgen", predict=predict, threads=n, artifact=library)
+            AcceleratorCandidate(
+                engine="tl2cgen",
+                predict=predict,
+                threads=n,
+                artifact=library,
+                loaded=CompiledTrees(library, threads=n, n_classes=n_classes, min_rows=1),
+            )
         )
     return result
 
@@ -450,6 +481,7 @@ def _build_lleaves(
                 threads=n,
                 artifact=library,
                 model_text=text,
+                loaded=loaded,
             )
         )
     return result

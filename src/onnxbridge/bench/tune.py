@@ -53,9 +53,9 @@ import numpy as np
 from onnxbridge._files import atomic_write_path
 from onnxbridge.bench.run import ProgressFn, machine_info
 from onnxbridge.bench.source import BenchSource, open_source, tile_rows
-from onnxbridge.bench.timing import Timing, measure_many, spin_cooldowns
+from onnxbridge.bench.timing import SPIN_COOLDOWN, Timing, measure_many, spin_cooldowns
 from onnxbridge.bundle import ONNX_NAME, now_iso
-from onnxbridge.errors import DataError, OnnxModelError, first_line
+from onnxbridge.errors import AcceleratorError, DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.sessions import blocked_model, open_ort_session, settings_for_rows
@@ -589,7 +589,8 @@ def tune_model(
         if engines == "all":
             accelerator, checks, skipped = _tune_accelerators(
                 source,
-                throughput,
+                TuningSpec(latency, throughput, latency_max_rows),
+                latency_rows,
                 throughput_rows,
                 tmpdir,
                 repeat=repeat,
@@ -636,7 +637,8 @@ def _version(name: str) -> str | None:
 
 def _tune_accelerators(
     source: BenchSource,
-    throughput: SessionSettings,
+    tuned: TuningSpec,
+    latency_rows: int,
     throughput_rows: int,
     workdir: Path,
     *,
@@ -646,6 +648,7 @@ def _tune_accelerators(
     write: bool,
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[str]]:
     from onnxbridge.bench.accelerators import (
+        AcceleratorCandidate,
         build_candidates,
         check_candidate,
         choose_accelerator,
@@ -676,24 +679,58 @@ def _tune_accelerators(
         accepts_missing=metadata is not None and metadata.missing_values == "accepted",
     )
     checks = [check_candidate(c, predictor, probes) for c in candidates]
-    session = _session(source.onnx_path, throughput)
-    # From MID_ROWS up: the accelerator serves every call from the smallest size it wins at.
-    sizes = sorted({min(n, throughput_rows) for n in (MID_ROWS, 1_000, throughput_rows)})
+    # Both sides are timed as Predictor runs them (its bound path on small calls, labels from the
+    # probabilities on the accelerator): at every size from one row, with the settings the tuned
+    # Predictor has for that size. The accelerator then serves every call from the smallest size
+    # from which it stays faster (min_rows_of) — one row, for compiled code that beats ONNX
+    # Runtime even there.
+    sizes = sorted(
+        {min(n, throughput_rows) for n in (latency_rows, MID_ROWS, 1_000, throughput_rows)}
+    )
+    paths: dict[tuple[SessionSettings, str], Predictor] = {}
+
+    def path_for(settings: SessionSettings, candidate: AcceleratorCandidate | None) -> Predictor:
+        key = (settings, candidate.name if candidate is not None else "")
+        if key not in paths:
+            paths[key] = Predictor(
+                source.onnx_path,
+                settings=settings,
+                accelerator=(
+                    candidate.as_accelerator(n_classes) if candidate is not None else False
+                ),
+            )
+        return paths[key]
+
+    usable = list(zip(candidates, checks, strict=True))
     for size in sizes:
+        settings = tuned.latency if size <= tuned.latency_max_rows else tuned.throughput
         frame = tile_rows(source.rows, size)
-        feeds = predictor.prepare(frame, allow_missing=True)
-        X = next(iter(feeds.values()))
-        calls: dict[str, Any] = {"onnxruntime": lambda f=feeds: session.run(None, f)}
-        for c in candidates:
-            calls[c.name] = lambda c=c, X=X: c.predict(X)
+        X = next(iter(predictor.prepare(frame, allow_missing=True).values()))
+        plain = path_for(settings, None)
+        calls: dict[str, Any] = {
+            "onnxruntime": lambda p=plain, X=X: p.predict(X, allow_missing=True)
+        }
+        for c, check in list(usable):
+            try:
+                accelerated = path_for(settings, c)
+            except AcceleratorError as exc:  # a model Predictor cannot accelerate: not timed
+                check.equivalent = False
+                check.reason = f"Predictor cannot run it: {first_line(exc)}"
+                usable.remove((c, check))
+                continue
+            calls[c.name] = lambda p=accelerated, X=X: p.predict(X, allow_missing=True)
         timings = measure_many(
             calls,
             repeat=repeat,
             min_time=min_time,
             progress=progress,
-            cooldown=spin_cooldowns({"onnxruntime": throughput}),
+            # OpenMP's threads (tl2cgen's) spin on after a call too.
+            cooldown={
+                **spin_cooldowns({"onnxruntime": settings}),
+                **{c.name: SPIN_COOLDOWN for c, _ in usable if c.engine == "tl2cgen"},
+            },
         )
-        for c, check in zip(candidates, checks, strict=True):
+        for c, check in usable:
             check.speedups[size] = timings["onnxruntime"].median / timings[c.name].median
             check.timings[size] = {
                 "candidate": timings[c.name].to_dict(),

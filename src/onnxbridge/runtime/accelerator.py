@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +111,12 @@ class LeavesTrees(Accelerator):
         # The model owns the execution engine holding the code: it lives as long as the entry.
         self._model = model
         self._outputs = int(model.num_model_per_iteration())
+        self._features = int(model.num_feature())
         # A bundle tuned on a larger machine: no more parts than this process has cores.
         self._parts = max(1, min(threads, available_cores()))
         self._pool = LazyPool(max(self._parts - 1, 1), "onnxbridge-lleaves")
+        # Small calls reuse buffers of their own thread (see _small_buffers).
+        self._local = threading.local()
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
@@ -121,8 +125,27 @@ class LeavesTrees(Accelerator):
         values the ONNX model sees. Calls of :data:`LEAVES_PARALLEL_ROWS` rows or more are cut
         into one part per thread (at most one per core), run side by side on a pool kept for
         this model (the compiled code runs without the GIL), the last part on the calling thread.
+        Smaller calls run on the calling thread in float64 buffers it keeps for them.
         """
         n = len(X)
+        if X.ndim != 2 or X.shape[1] != self._features:
+            # The compiled code reads as many columns as the model has, whatever it is given.
+            raise AcceleratorError(
+                f"the lleaves model takes rows of {self._features} features; got an array of "
+                f"shape {X.shape}"
+            )
+        if n < LEAVES_PARALLEL_ROWS:
+            # A single row's whole call lasts a few µs: no allocation or address lookup that
+            # can be done once (``.ctypes.data`` alone costs ~1 µs per array).
+            buffers = getattr(self._local, "buffers", None)
+            if buffers is None or buffers[0].shape[0] < n:
+                buffers = self._small_buffers(n)
+            rows, raw, rows_at, raw_at = buffers
+            np.copyto(rows[:n], X)
+            self._entry(rows_at, raw_at, 0, n)
+            return compiled_output(
+                raw[: n * self._outputs], n, self.n_classes, np.float32, columns=True
+            )
         if n >= _MAX_LEAVES_ROWS:
             # The entry point counts rows in int32.
             raise AcceleratorError(
@@ -132,7 +155,7 @@ class LeavesTrees(Accelerator):
         rows = np.ascontiguousarray(X, dtype=np.float64)
         raw = np.empty(n * self._outputs, dtype=np.float64)
         source, target = rows.ctypes.data, raw.ctypes.data
-        parts = self._parts if n >= LEAVES_PARALLEL_ROWS else 1
+        parts = self._parts
         if parts <= 1:
             self._entry(source, target, 0, n)
         else:
@@ -146,6 +169,16 @@ class LeavesTrees(Accelerator):
             for future in pending:
                 future.result()
         return compiled_output(raw, n, self.n_classes, np.float32, columns=True)
+
+    def _small_buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """This thread's input and output buffers for calls of up to ``n`` rows (and their
+        addresses), grown to the next power of two; kept for its next small calls."""
+        capacity = min(1 << max(n - 1, 0).bit_length(), LEAVES_PARALLEL_ROWS)
+        rows = np.empty((capacity, self._features), dtype=np.float64)
+        raw = np.empty(capacity * self._outputs, dtype=np.float64)
+        buffers = (rows, raw, rows.ctypes.data, raw.ctypes.data)
+        self._local.buffers = buffers
+        return buffers
 
 
 class CompiledTrees(Accelerator):
@@ -197,10 +230,12 @@ def compiled_output(
     if n_classes is not None and columns:
         scores = np.asarray(raw).reshape(n_rows, -1)
         if scores.shape[1] == 1 and n_classes == 2:
-            # Binary models give the positive class's probability only.
+            # Binary models give the positive class's probability only. (Spelled for speed:
+            # this runs on single rows too; the subtraction is in ``dtype``, as before.)
             out = np.empty((2, n_rows), dtype=dtype)
-            np.copyto(out[1], scores[:, 0], casting="unsafe")
-            np.subtract(1.0, out[1], out=out[0])
+            positive = out[1]
+            positive[...] = scores.reshape(n_rows)
+            np.subtract(out.dtype.type(1), positive, out=out[0])
             return out.T
         out = np.empty((scores.shape[1], n_rows), dtype=dtype)
         np.copyto(out, scores.T, casting="unsafe")
