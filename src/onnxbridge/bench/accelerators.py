@@ -1,9 +1,11 @@
-"""Engines that may beat ONNX Runtime on large batches: compiled tree code (tl2cgen, lleaves).
+"""Engines that may beat ONNX Runtime: compiled tree code (tl2cgen, lleaves).
 
 ``tune --engines all`` builds what is installed for the model, checks it against the ONNX model
-on probe rows, times it against the tuned ONNX Runtime session, and records it as an optional
-accelerator for batch scoring **only when it is both equivalent and faster**
-(:func:`choose_accelerator`). ONNX stays the artifact and ONNX Runtime the default engine.
+on probe rows, times ``Predictor`` with it against ``Predictor`` on the tuned ONNX Runtime
+sessions (from one row to the throughput size), and records it as an optional accelerator
+**only when it is both equivalent and faster** (:func:`choose_accelerator`), from the smallest
+measured size from which it stays faster (:func:`min_rows_of`). ONNX stays the artifact and ONNX
+Runtime the default engine.
 
 - ``tl2cgen`` (with ``treelite``): scikit-learn tree ensembles (random forests, extra trees,
   gradient boosting, histogram gradient boosting) and LightGBM models, compiled to a shared

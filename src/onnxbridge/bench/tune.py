@@ -748,7 +748,8 @@ def _tune_accelerators(
             "verdict": "EQUIVALENT",
             "max_abs_diff": chosen.max_abs_diff,
             "probe_rows": chosen.probe_rows,
-            "use": "batch scoring only; ONNX Runtime stays the default engine",
+            "use": "on request only (Predictor(accelerator=True), score --accelerator); "
+            "ONNX Runtime stays the default engine",
         }
         if write and candidate.artifact is not None and source.bundle is not None:
             record["library"] = _keep_artifact(source, candidate.artifact)

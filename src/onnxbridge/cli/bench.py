@@ -303,9 +303,11 @@ def _print_tune(report: Any, stored: bool) -> None:
     if spec.accelerator:
         acc = spec.accelerator
         console.print(
-            f"recorded accelerator for batch scoring: {acc['engine']} "
+            f"recorded accelerator (on request: score --accelerator, "
+            f"Predictor(accelerator=True)): {acc['engine']} "
             f"({acc['threads']} thread{'s' if acc['threads'] != 1 else ''}) "
-            f"from {acc['min_rows']:,} rows, {acc['speedup']:.2f}× ONNX Runtime"
+            f"from {acc['min_rows']:,} row{'s' if acc['min_rows'] != 1 else ''} per call, "
+            f"{acc['speedup']:.2f}× ONNX Runtime"
         )
     if stored:
         console.print(f"stored in {report.model} (metadata {'onnxbridge.session'}) and the card")

@@ -1,4 +1,4 @@
-"""The accelerator ``onnxbridge tune --engines all`` recorded, used for batches on request.
+"""The accelerator ``onnxbridge tune --engines all`` recorded, used on request.
 
 ``tune`` builds compiled copies of a bundle's trees (tl2cgen for scikit-learn ensembles and
 LightGBM, lleaves for LightGBM), checks them with the probes of ``validate`` against the ONNX

@@ -219,9 +219,10 @@ class TuningSpec:
         latency: settings for calls of at most ``latency_max_rows`` rows.
         throughput: settings for larger calls.
         latency_max_rows: the regime boundary (see the module docstring for the rule).
-        accelerator: an engine faster than ONNX Runtime for batch scoring that was checked
-            equivalent to the ONNX model (``{"engine": "tl2cgen", "min_rows": 1000, ...}``),
-            or None. ONNX Runtime stays the default; ``Predictor`` never switches to it.
+        accelerator: an engine faster than ONNX Runtime from ``min_rows`` rows per call that
+            was checked equivalent to the ONNX model (``{"engine": "tl2cgen", "min_rows":
+            1000, ...}``), or None. ONNX Runtime stays the default; ``Predictor`` runs it only
+            when asked (``accelerator=True``; ``score --accelerator``).
         measured: where and when it was measured: ``{"cores": 2, "onnxruntime": "1.32.0", ...}``.
     """
 
