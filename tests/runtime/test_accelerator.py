@@ -145,7 +145,7 @@ def test_a_loaded_accelerator_is_used_as_given(iris_bundle: Bundle, tmp_path: Pa
 
 @pytest.mark.parametrize("n_classes", [1, 2, 3, 7, 16, 17, 40])
 def test_first_argmax_is_numpys_argmax_ties_included(n_classes: int) -> None:
-    from onnxbridge.runtime.predictor import first_argmax
+    from onnxbridge.runtime.accelerator import first_argmax
 
     rng = np.random.RandomState(n_classes)
     # Few distinct values: many rows have equal maxima, where the first column must win.
@@ -316,6 +316,20 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     assert not any(
         np.shares_memory(outputs(a), outputs(b)) for a in first for b in first if a is not b
     )
+    # A single row (in scalars, for a binary model) is bit for bit the array path's row.
+    from onnxbridge.runtime.accelerator import first_argmax
+
+    for row in _rows(bundle, 25).to_numpy(np.float64):
+        one = row[None, :]
+        out, index = from_one.accelerator.predict_indexed(one)
+        array = from_one.accelerator.predict(np.vstack([one, one]))[:1]
+        np.testing.assert_array_equal(out, array)
+        assert out.dtype == array.dtype and out.shape == array.shape
+        if n_classes is None:
+            assert index is None
+        else:
+            assert index.dtype == np.int64
+            np.testing.assert_array_equal(index, first_argmax(array))
     # Rows of another width never reach the compiled code, which would read past them.
     width = batches[0].shape[1]
     with pytest.raises(AcceleratorError, match=f"rows of {width} features; got an array of shape"):

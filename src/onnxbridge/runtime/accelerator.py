@@ -35,6 +35,7 @@ __all__ = [
     "CompiledTrees",
     "LeavesTrees",
     "compiled_output",
+    "first_argmax",
     "load_accelerator",
 ]
 
@@ -46,6 +47,7 @@ LEAVES_PARALLEL_ROWS = 256
 
 # lleaves' entry point, ``void forest_root(double *rows, double *out, int first, int end)``.
 _MAX_LEAVES_ROWS = 2**31 - 1
+_ONE32 = np.float32(1)
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32
 )
@@ -69,6 +71,12 @@ class Accelerator:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor."""
         raise NotImplementedError
+
+    def predict_indexed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``predict``'s result and, for a classifier, each row's class index ``[N]`` int64
+        (the first largest probability, as ``np.argmax``); None for a regressor."""
+        out = self.predict(X)
+        return out, None if self.n_classes is None else first_argmax(out)
 
 
 class LeavesTrees(Accelerator):
@@ -112,6 +120,7 @@ class LeavesTrees(Accelerator):
         self._model = model
         self._outputs = int(model.num_model_per_iteration())
         self._features = int(model.num_feature())
+        self._binary = n_classes == 2 and self._outputs == 1
         # A bundle tuned on a larger machine: no more parts than this process has cores.
         self._parts = max(1, min(threads, available_cores()))
         self._pool = LazyPool(max(self._parts - 1, 1), "onnxbridge-lleaves")
@@ -169,6 +178,26 @@ class LeavesTrees(Accelerator):
             for future in pending:
                 future.result()
         return compiled_output(raw, n, self.n_classes, np.float32, columns=True)
+
+    def predict_indexed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """As :meth:`Accelerator.predict_indexed`; a binary classifier's single row in scalars
+        (the numpy calls of the array path were half of a ~5 µs call)."""
+        if self._binary and X.ndim == 2 and X.shape[0] == 1 and X.shape[1] == self._features:
+            buffers = getattr(self._local, "buffers", None)
+            if buffers is None:
+                buffers = self._small_buffers(1)
+            rows, raw, rows_at, raw_at = buffers
+            rows[0] = X[0]
+            self._entry(rows_at, raw_at, 0, 1)
+            # As compiled_output and first_argmax on arrays: the probability rounded to float32,
+            # its complement computed in float32, label 1 only when strictly larger.
+            positive = np.float32(raw[0])
+            negative = _ONE32 - positive
+            probabilities = np.empty((1, 2), dtype=np.float32)
+            probabilities[0, 0] = negative
+            probabilities[0, 1] = positive
+            return probabilities, np.array([1 if positive > negative else 0], dtype=np.int64)
+        return super().predict_indexed(X)
 
     def _small_buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """This thread's input and output buffers for calls of up to ``n`` rows (and their
@@ -324,3 +353,41 @@ def _checked_file(bundle: Any, name: str, hint: str) -> Path:
     if folder.resolve() not in path.parents:
         raise AcceleratorError(f"the accelerator file {name!r} is outside the bundle")
     return path
+
+
+# Up to this many classes, comparing columns beats np.argmax(axis=1), which walks each short row.
+_COLUMNWISE_ARGMAX = 16
+
+
+def first_argmax(matrix: np.ndarray) -> np.ndarray:
+    """``[N, C] -> [N]`` int64: the column of each row's largest value, the first of equal ones
+    (``np.argmax(matrix, axis=1)`` for finite values, faster for a few columns).
+
+    ``np.argmax`` along a short last axis walks each row on its own; comparing whole columns is
+    1.2-10× faster on 10 000 - 100 000 rows of 2-3 classes.
+    """
+    n_rows, n_cols = matrix.shape
+    if n_cols > _COLUMNWISE_ARGMAX or n_cols == 0:
+        return np.argmax(matrix, axis=1)
+    if n_cols == 1:
+        return np.zeros(n_rows, dtype=np.int64)
+    if n_cols == 2:
+        # Strictly greater: a tie keeps column 0, as argmax does.
+        return np.greater(matrix[:, 1], matrix[:, 0]).astype(np.int64)
+    # One transposing copy makes every class's column contiguous (none for the accelerators'
+    # column-ordered output). The answer is the last column at which the running maximum
+    # strictly grew, so it is the largest of j·[column j > max of columns < j]: whole-column
+    # comparisons, products and maxima in int8, with no data-dependent branch (np.where or a
+    # masked copy branch on each row: 1.6x slower on a forest's probabilities, 4-6x on random
+    # ones, 100 000 rows of 3-5 classes).
+    columns = np.ascontiguousarray(matrix.T)
+    best = np.maximum(columns[0], columns[1])
+    index = np.greater(columns[1], columns[0]).view(np.int8)
+    for j in range(2, n_cols):
+        column = columns[j]
+        larger = np.greater(column, best).view(np.int8)
+        if j < n_cols - 1:
+            np.maximum(best, column, out=best)
+        np.multiply(larger, np.int8(j), out=larger)
+        np.maximum(index, larger, out=index)
+    return index.astype(np.int64)
