@@ -25,7 +25,8 @@ Engines, each timed on the same float32 rows with interleaved repeats
   ``Predictor(accelerator=True)`` run (the whole path: input checks, the compiled trees, labels
   from the probabilities). tune records the accelerator from the smallest measured size (1, 100,
   1 000, 10 000 rows) from which it stays faster, so a model whose accelerator loses at 1 or 100
-  rows keeps ONNX Runtime there: the summary's ``best`` is the faster of the two paths;
+  rows keeps ONNX Runtime there: the summary's ``best`` applies that rule to the run's own
+  timings (the accelerator from the smallest size from which it is > 5 % faster);
 - hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
 
 Every engine's repeat is followed by a pause (``SPIN_COOLDOWN``) before the next engine is timed:
@@ -298,14 +299,31 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _best_ratios(result: dict[str, Any]) -> dict[int, tuple[float, float | None, str]]:
-    """rows -> (onnxbridge's ratio to the fastest, the accelerator path's, the fastest engine)."""
-    ratios = {}
-    for line in result["lines"]:
+def _best_ratios(result: dict[str, Any]) -> dict[int, tuple[float, float | None, float, str]]:
+    """rows -> (onnxbridge's ratio to the fastest, the accelerator path's, the ratio of the path
+    tune's rule picks, the fastest engine).
+
+    The rule (``min_rows_of``, with its margin): the accelerator serves every size from the
+    smallest one from which it stays more than 5 % faster than onnxbridge's ONNX Runtime path,
+    as judged in this run; below that size onnxbridge's own path runs.
+    """
+    lines = sorted(result["lines"], key=lambda line: line["rows"])
+    accel_from = None
+    for line in reversed(lines):
         ratio = line["ratio_to_fastest"]
+        if "onnxbridge-accel" in ratio and ratio["onnxbridge"] > 1.05 * ratio["onnxbridge-accel"]:
+            accel_from = line["rows"]
+        else:
+            break
+    ratios = {}
+    for line in lines:
+        ratio = line["ratio_to_fastest"]
+        accel = ratio.get("onnxbridge-accel")
+        picked = accel if accel_from is not None and line["rows"] >= accel_from else None
         ratios[line["rows"]] = (
             ratio["onnxbridge"],
-            ratio.get("onnxbridge-accel"),
+            accel,
+            ratio["onnxbridge"] if picked is None else picked,
             min(ratio, key=ratio.get),
         )
     return ratios
@@ -314,9 +332,10 @@ def _best_ratios(result: dict[str, Any]) -> dict[int, tuple[float, float | None,
 def summarize(runs: list[list[dict[str, Any]]]) -> None:
     """Per model and batch size: onnxbridge's paths against the fastest engine of the line.
 
-    ``best`` is the faster of ``onnxbridge`` (the tuned Predictor on ONNX Runtime) and
-    ``onnxbridge-accel`` (the same with the equivalent compiled trees as its accelerator, which
-    ``tune --engines all`` records only when it is faster). With several runs (``--summarize``
+    ``best`` is the path tune's rule picks (see ``_best_ratios``): ``onnxbridge-accel`` (the
+    tuned Predictor with the equivalent compiled trees as its accelerator) from the smallest size
+    from which it stays more than 5 % faster than ``onnxbridge`` (the tuned Predictor on ONNX
+    Runtime), ``onnxbridge`` below it. With several runs (``--summarize``
     of several JSON files) each figure is the median over the runs, ``best`` also shows its
     range, and the fastest engine is the one of the run with the median ``best``.
     """
@@ -340,9 +359,9 @@ def summarize(runs: list[list[dict[str, Any]]]) -> None:
             ours = float(np.median([s[0] for s in seen]))
             accels = [s[1] for s in seen if s[1] is not None]
             accel = float(np.median(accels)) if accels else None
-            bests = [min(s[0], s[1]) if s[1] is not None else s[0] for s in seen]
+            bests = [s[2] for s in seen]
             best = float(np.median(bests))
-            fastest = seen[int(np.argsort(bests)[len(bests) // 2])][2]
+            fastest = seen[int(np.argsort(bests)[len(bests) // 2])][3]
             shown = f"{accel:.2f}" if accel is not None else "-"
             spread = f"{min(bests):>7.2f}-{max(bests):.2f}" if several else ""
             print(

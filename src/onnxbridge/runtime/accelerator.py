@@ -61,12 +61,16 @@ class Accelerator:
         threads: the threads it was recorded with.
         n_classes: classes of a classifier, or None for a regressor.
         min_rows: the smallest call it serves (smaller ones stay on ONNX Runtime).
+        widens_float32: it computes in float64 whatever float rows it gets.
     """
 
     engine = ""
     threads = 1
     n_classes: int | None = None
     min_rows = 1
+    # Computes in float64 whatever float rows it gets: a double model's float32 rows need no
+    # widening copy before it.
+    widens_float32 = False
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor."""
@@ -91,6 +95,7 @@ class LeavesTrees(Accelerator):
     """
 
     engine = "lleaves"
+    widens_float32 = True
 
     def __init__(
         self, library: Path, model_text: Path, threads: int, n_classes: int | None, min_rows: int

@@ -313,9 +313,13 @@ class Predictor:
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
         )
-        # (input dtype, width, refuses NaN) of a float array the accelerator takes as it is.
+        # (input dtype, width, refuses NaN, takes float32 rows as they are) of a float array the
+        # accelerator takes without prepare().
         self._accel_input = (
-            fast_input[1:]
+            (
+                *fast_input[1:],
+                self.accelerator.widens_float32 and np.dtype(fast_input[1]) == np.float64,
+            )
             if self.accelerator is not None
             and fast_input is not None
             and np.dtype(fast_input[1]).kind == "f"
@@ -370,11 +374,15 @@ class Predictor:
         accel_input = self._accel_input
         if accel_input is None or data.ndim != 2 or data.dtype.kind != "f":
             return None
-        dtype, width, refuses = accel_input
+        dtype, width, refuses, takes_float32 = accel_input
         if data.shape[1] != width:
             return None
-        # The model's input type, as ONNX Runtime would get it (float64 narrowed for a float model).
-        X = data if data.dtype == dtype else data.astype(dtype)
+        # The model's input type, as ONNX Runtime would get it (float64 narrowed for a float
+        # model); float32 rows of a double model as they are to an engine that widens them
+        # itself (exactly: the same values).
+        if data.dtype != dtype and not (takes_float32 and data.dtype == np.float32):
+            data = data.astype(dtype)
+        X = data
         if refuses and not allow_missing:
             self._refuse_nan(X)
         return self._accelerator_result(X)
