@@ -380,9 +380,11 @@ class Predictor:
         # The model's input type, as ONNX Runtime would get it (float64 narrowed for a float
         # model); float32 rows of a double model as they are to an engine that widens them
         # itself (exactly: the same values).
-        if data.dtype != dtype and not (takes_float32 and data.dtype == np.float32):
-            data = data.astype(dtype)
-        X = data
+        X = (
+            data
+            if data.dtype == dtype or (takes_float32 and data.dtype == np.float32)
+            else data.astype(dtype)
+        )
         if refuses and not allow_missing:
             self._refuse_nan(X)
         return self._accelerator_result(X)
