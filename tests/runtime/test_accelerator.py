@@ -316,6 +316,15 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     assert not any(
         np.shares_memory(outputs(a), outputs(b)) for a in first for b in first if a is not b
     )
+    # Wide rows skip the kept buffers (a server's threads would each keep a large one): the
+    # same results from per-call arrays.
+    monkeypatch.setattr(accelerator_module, "_SMALL_BUFFER_VALUES", batches[0].shape[1] * 3)
+    wide = LeavesTrees(accelerator.library, text_path, 2, n_classes, 1)
+    for batch, got in zip(batches, first, strict=True):
+        out = wide.predict(batch)
+        np.testing.assert_array_equal(out, outputs(got))
+    assert wide._local.buffers[0].shape[0] <= 3  # grown by the calls of up to 3 rows only
+    monkeypatch.undo()
     # A single row (in scalars, for a binary model) is bit for bit the array path's row.
     from onnxbridge.runtime.accelerator import first_argmax
 

@@ -48,6 +48,9 @@ LEAVES_PARALLEL_ROWS = 256
 # lleaves' entry point, ``void forest_root(double *rows, double *out, int first, int end)``.
 _MAX_LEAVES_ROWS = 2**31 - 1
 _ONE32 = np.float32(1)
+# Small calls' rows go through buffers kept per thread, of at most this many float64 values
+# (1 MiB; a server's many threads each keep one); wider calls allocate their own.
+_SMALL_BUFFER_VALUES = 1 << 17
 _ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(
     None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32
 )
@@ -148,7 +151,7 @@ class LeavesTrees(Accelerator):
                 f"the lleaves model takes rows of {self._features} features; got an array of "
                 f"shape {X.shape}"
             )
-        if n < LEAVES_PARALLEL_ROWS:
+        if n < LEAVES_PARALLEL_ROWS and n * self._features <= _SMALL_BUFFER_VALUES:
             # A single row's whole call lasts a few µs: no allocation or address lookup that
             # can be done once (``.ctypes.data`` alone costs ~1 µs per array).
             buffers = getattr(self._local, "buffers", None)
@@ -169,7 +172,7 @@ class LeavesTrees(Accelerator):
         rows = np.ascontiguousarray(X, dtype=np.float64)
         raw = np.empty(n * self._outputs, dtype=np.float64)
         source, target = rows.ctypes.data, raw.ctypes.data
-        parts = self._parts
+        parts = self._parts if n >= LEAVES_PARALLEL_ROWS else 1
         if parts <= 1:
             self._entry(source, target, 0, n)
         else:
@@ -187,7 +190,12 @@ class LeavesTrees(Accelerator):
     def predict_indexed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """As :meth:`Accelerator.predict_indexed`; a binary classifier's single row in scalars
         (the numpy calls of the array path were half of a ~5 µs call)."""
-        if self._binary and X.ndim == 2 and X.shape[0] == 1 and X.shape[1] == self._features:
+        if (
+            self._binary
+            and X.ndim == 2
+            and X.shape[0] == 1
+            and X.shape[1] == self._features <= _SMALL_BUFFER_VALUES
+        ):
             buffers = getattr(self._local, "buffers", None)
             if buffers is None:
                 buffers = self._small_buffers(1)
@@ -206,8 +214,13 @@ class LeavesTrees(Accelerator):
 
     def _small_buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """This thread's input and output buffers for calls of up to ``n`` rows (and their
-        addresses), grown to the next power of two; kept for its next small calls."""
-        capacity = min(1 << max(n - 1, 0).bit_length(), LEAVES_PARALLEL_ROWS)
+        addresses), grown to the next power of two (within :data:`_SMALL_BUFFER_VALUES`); kept
+        for its next small calls."""
+        capacity = min(
+            1 << max(n - 1, 0).bit_length(),
+            LEAVES_PARALLEL_ROWS,
+            max(n, _SMALL_BUFFER_VALUES // self._features),
+        )
         rows = np.empty((capacity, self._features), dtype=np.float64)
         raw = np.empty(capacity * self._outputs, dtype=np.float64)
         buffers = (rows, raw, rows.ctypes.data, raw.ctypes.data)
