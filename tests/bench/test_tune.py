@@ -215,6 +215,14 @@ def test_equivalent_and_faster_is_chosen() -> None:
     assert faster.chosen and not fast.chosen
     assert accelerators.min_rows_of(faster) == 1000
     assert accelerators.min_rows_of(fast) == 10_000
+    # tune times from one row: compiled code that wins there serves every call (lleaves on
+    # LightGBM); one that loses on small calls starts where it stays more than 5 % faster.
+    fast.speedups = {1: 1.43, 100: 2.94, 1000: 3.84, 10_000: 8.82}
+    assert accelerators.min_rows_of(fast) == 1
+    fast.speedups = {1: 0.20, 100: 1.05, 1000: 1.29, 10_000: 1.47}
+    assert accelerators.min_rows_of(fast) == 1000
+    fast.speedups = {1: 1.30, 100: 0.90, 1000: 1.20, 10_000: 1.50}  # wins at 1 row, not at 100
+    assert accelerators.min_rows_of(fast) == 1000
 
 
 def test_installed_compilers_are_checked_for_real(iris_bundle: Bundle) -> None:
