@@ -181,3 +181,26 @@ def test_runner_refuses_what_it_cannot_serve(iris_predictor: Predictor) -> None:
     assert runner.try_run(np.array([["a"] * 4])) is None  # not numeric
     outputs = runner.try_run(np.zeros((2, 4), dtype=np.float32))
     assert outputs is not None and outputs[1].shape == (2, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_small_nan_check_is_exact(dtype: type) -> None:
+    from onnxbridge.runtime.fastpath import small_has_nan
+
+    finfo = np.finfo(dtype)
+    specials = [np.inf, -np.inf, finfo.max, -finfo.max, finfo.tiny, 0.0, -0.0, 1.0]
+    rng = np.random.RandomState(0)
+    for size in (1, 2, 28, 280, 2800, 8192):
+        for trial in range(20):
+            values = rng.standard_normal(size).astype(dtype)
+            # Infinities and values whose squares overflow, never NaN on their own …
+            picks = rng.randint(0, size, size=min(size, 5))
+            values[picks] = rng.choice(specials, size=len(picks))
+            assert small_has_nan(values.reshape(-1, 1)) is False
+            # … and one NaN anywhere is always found, among them too.
+            if trial % 2:
+                values[rng.randint(0, size)] = np.nan
+                assert small_has_nan(values) is True
+            assert small_has_nan(values) == bool(np.isnan(values).any())
+    assert small_has_nan(np.array([[np.inf, -np.inf]], dtype=dtype)) is False
+    assert small_has_nan(np.zeros((0, 3), dtype=dtype)) is False

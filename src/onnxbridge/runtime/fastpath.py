@@ -32,15 +32,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan"]
+__all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 
 # Beyond a few hundred rows the saved fixed cost (a few µs) is lost in the run itself, and the
 # extra copy into the input buffer starts to cost; larger calls take the plain path.
 DEFAULT_MAX_ROWS = 256
 # Bound buffers are kept for this many distinct batch sizes (a server sees few sizes).
 _MAX_SIZES = 16
-# Below this many values, summing a Python list finds NaN faster than np.isnan(...).any().
-_SMALL_NAN_CHECK = 64
+# Up to this many values (a single row, mostly), summing a Python list finds NaN fastest.
+_TINY_NAN_CHECK = 64
+# Up to this many values (a bound call's input buffer), small_has_nan's dot product finds NaN
+# faster than a reduction: 0.6-1.2 µs against 1.6-2.1 µs for np.isnan(buffer.min()), 280-7 168
+# float32 values (the list sum: 4.4 µs at 280). Above it BLAS may start threads of its own.
+_SMALL_NAN_CHECK = 8192
 
 
 _refcount = sys.getrefcount
@@ -154,10 +158,12 @@ class BoundRunner:
 
     @staticmethod
     def _has_nan(buffer: np.ndarray) -> bool:
-        if buffer.size <= _SMALL_NAN_CHECK:
+        size = buffer.size
+        if size <= _TINY_NAN_CHECK:
             # inf - inf also sums to NaN: confirm with the exact check before refusing.
-            if not math.isnan(sum(buffer.ravel().tolist())):
-                return False
+            return math.isnan(sum(buffer.ravel().tolist())) and has_nan(buffer)
+        if size <= _SMALL_NAN_CHECK:
+            return small_has_nan(buffer)
         return has_nan(buffer)
 
     def _bind(self, rows: int, bindings: dict[int, _Binding]) -> _Binding | None:
@@ -200,6 +206,14 @@ class BoundRunner:
         )
         bindings[rows] = binding
         return binding
+
+
+def small_has_nan(array: np.ndarray) -> bool:
+    """Whether a small contiguous float array holds NaN, exactly: the dot product of its values
+    with themselves is NaN exactly when one of them is — squares are >= 0 or +inf (an overflow,
+    or an infinity), and sums of those are never NaN."""
+    values = array.reshape(-1)
+    return bool(math.isnan(np.vdot(values, values))) if values.dtype.kind == "f" else False
 
 
 def has_nan(array: np.ndarray) -> bool:
