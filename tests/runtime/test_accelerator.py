@@ -219,6 +219,7 @@ def test_arrays_on_the_accelerator_keep_the_missing_values_rule(tmp_path: Path) 
     [
         ("breast_cancer", "LGBMClassifier(n_estimators=20, random_state=0)", 2),
         ("diabetes", "LGBMRegressor(n_estimators=20, random_state=0)", None),
+        ("iris", "LGBMClassifier(n_estimators=20, random_state=0)", 3),
     ],
 )
 def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
@@ -261,7 +262,8 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
             continue
         np.testing.assert_array_equal(got.labels, expected.labels)
         np.testing.assert_allclose(got.probabilities, expected.probabilities, atol=1e-5)
-        assert got.probabilities.dtype == np.float32 and got.probabilities.shape == (n, 2)
+        assert got.probabilities.dtype == np.float32
+        assert got.probabilities.shape == (n, n_classes)
     # The large call ran its parts on the kept pool; calls from several threads at once share
     # it and each gets its own rows' results.
     assert fast.accelerator._pool.started
