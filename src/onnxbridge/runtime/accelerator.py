@@ -144,20 +144,17 @@ class LeavesTrees(Accelerator):
         this model (the compiled code runs without the GIL), the last part on the calling thread.
         Smaller calls run on the calling thread in float64 buffers it keeps for them.
         """
-        n = len(X)
         if X.ndim != 2 or X.shape[1] != self._features:
             # The compiled code reads as many columns as the model has, whatever it is given.
             raise AcceleratorError(
                 f"the lleaves model takes rows of {self._features} features; got an array of "
                 f"shape {X.shape}"
             )
+        n = len(X)
         if n < LEAVES_PARALLEL_ROWS and n * self._features <= _SMALL_BUFFER_VALUES:
             # A single row's whole call lasts a few µs: no allocation or address lookup that
             # can be done once (``.ctypes.data`` alone costs ~1 µs per array).
-            buffers = getattr(self._local, "buffers", None)
-            if buffers is None or buffers[0].shape[0] < n:
-                buffers = self._small_buffers(n)
-            rows, raw, rows_at, raw_at = buffers
+            rows, raw, rows_at, raw_at = self._small_buffers(n)
             np.copyto(rows[:n], X)
             self._entry(rows_at, raw_at, 0, n)
             return compiled_output(
@@ -196,10 +193,7 @@ class LeavesTrees(Accelerator):
             and X.shape[0] == 1
             and X.shape[1] == self._features <= _SMALL_BUFFER_VALUES
         ):
-            buffers = getattr(self._local, "buffers", None)
-            if buffers is None:
-                buffers = self._small_buffers(1)
-            rows, raw, rows_at, raw_at = buffers
+            rows, raw, rows_at, raw_at = self._small_buffers(1)
             rows[0] = X[0]
             self._entry(rows_at, raw_at, 0, 1)
             # As compiled_output and first_argmax on arrays: the probability rounded to float32,
@@ -214,8 +208,11 @@ class LeavesTrees(Accelerator):
 
     def _small_buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
         """This thread's input and output buffers for calls of up to ``n`` rows (and their
-        addresses), grown to the next power of two (within :data:`_SMALL_BUFFER_VALUES`); kept
-        for its next small calls."""
+        addresses): the ones it keeps, or new ones grown to the next power of two (within
+        :data:`_SMALL_BUFFER_VALUES`), kept for its next small calls."""
+        buffers = getattr(self._local, "buffers", None)
+        if buffers is not None and buffers[0].shape[0] >= n:
+            return buffers
         capacity = min(
             1 << max(n - 1, 0).bit_length(),
             LEAVES_PARALLEL_ROWS,
