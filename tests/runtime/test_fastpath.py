@@ -204,3 +204,25 @@ def test_the_small_nan_check_is_exact(dtype: type) -> None:
             assert small_has_nan(values) == bool(np.isnan(values).any())
     assert small_has_nan(np.array([[np.inf, -np.inf]], dtype=dtype)) is False
     assert small_has_nan(np.zeros((0, 3), dtype=dtype)) is False
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_nan_check_is_exact_on_large_and_strided_arrays(dtype: type) -> None:
+    """has_nan: a dot product on contiguous float32 / float64 arrays up to 2**18 values, the
+    minimum on the rest — both exact with infinities and overflowing squares around."""
+    from onnxbridge.runtime.fastpath import has_nan
+
+    finfo = np.finfo(dtype)
+    rng = np.random.RandomState(1)
+    for size in (20_000, 200_000, (1 << 18) + 2):
+        values = rng.standard_normal(size).astype(dtype)
+        values[rng.randint(0, size, size=6)] = [np.inf, -np.inf, finfo.max, -finfo.max, 0, 1]
+        pairs = values.reshape(-1, 2)
+        for view in (pairs, pairs[:, 1], pairs[::3]):  # contiguous, strided columns and rows
+            assert has_nan(view) is False
+        spot = rng.randint(0, size)
+        values[spot] = np.nan
+        for view in (pairs, pairs[:, spot % 2], pairs[spot // 2 :: 1 + spot % 3]):
+            assert has_nan(view) is True
+            assert has_nan(view) == bool(np.isnan(view).any())
+    assert has_nan(np.zeros((0, 2), dtype=dtype)) is False

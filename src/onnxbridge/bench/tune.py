@@ -58,7 +58,12 @@ from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import AcceleratorError, DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
-from onnxbridge.runtime.sessions import blocked_model, open_ort_session, settings_for_rows
+from onnxbridge.runtime.sessions import (
+    blocked_model,
+    linear_model,
+    open_ort_session,
+    settings_for_rows,
+)
 from onnxbridge.runtime.settings import (
     SESSION_KEY,
     SessionSettings,
@@ -218,7 +223,12 @@ def stage_one_candidates(cores: int) -> list[SessionSettings]:
 
 
 def stage_two_candidates(
-    winner: SessionSettings, cores: int, *, blocks: bool = False, split: bool = False
+    winner: SessionSettings,
+    cores: int,
+    *,
+    blocks: bool = False,
+    split: bool = False,
+    linear: bool = False,
 ) -> list[SessionSettings]:
     """The step-one winner, then its parallel-mode and lower-optimisation variants.
 
@@ -227,7 +237,9 @@ def stage_two_candidates(
     keep the winner's threads). With ``blocks`` (the model has a tree ensemble large enough to
     split, see :mod:`onnxbridge.runtime.blocking`) also the winner with its trees in blocks, and
     on several cores the blocks run side by side (parallel mode, one thread per block) and the
-    blocked winner with the rows split across the cores.
+    blocked winner with the rows split across the cores. With ``linear`` (the model has a linear
+    operator :mod:`onnxbridge.runtime.linear` rewrites) also the winner with those operators as
+    dot products, and that on one thread (the dot-product kernel gains little from a second).
     ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
     """
     variants = [winner]
@@ -252,6 +264,21 @@ def stage_two_candidates(
                 )
             )
             variants.append(replace(blocked, row_split=cores))
+    if linear:
+        variants.append(replace(winner, linear_gemv=True))
+        if winner.intra_op_num_threads != 1:
+            variants.append(
+                replace(
+                    winner,
+                    linear_gemv=True,
+                    intra_op_num_threads=1,
+                    allow_spinning=False,
+                    spin_in_runs_only=False,
+                    execution_mode="sequential",
+                    inter_op_num_threads=0,
+                    row_split=0,
+                )
+            )
     return variants
 
 
@@ -267,6 +294,7 @@ def _tune_regime(
     margin: float,
     progress: Any,
     blocks: bool = False,
+    linear: bool = False,
     mid_feeds: dict[str, np.ndarray] | None = None,
 ) -> RegimeResult:
     """Steps one and two for one regime.
@@ -316,7 +344,7 @@ def _tune_regime(
     # one interleaved run (timings of separate runs on a shared machine differ by up to 3×).
     ort_default, ours = SessionSettings(), SessionSettings.onnxbridge_default()
     stage2_candidates = stage_two_candidates(
-        winner, cores, blocks=blocks, split=regime == "throughput"
+        winner, cores, blocks=blocks, split=regime == "throughput", linear=linear
     )
     stage2_candidates += [s for s in (ours, ort_default) if s not in stage2_candidates]
     stage2, chosen = run_stage(stage2_candidates, 2)
@@ -345,11 +373,19 @@ def _pick_score(scores: list[float], margin: float) -> int:
 
 
 def _regime_steps(
-    cores: int, repeat: int, blocks: bool = False, split: bool = False, mid: bool = False
+    cores: int,
+    repeat: int,
+    blocks: bool = False,
+    split: bool = False,
+    mid: bool = False,
+    linear: bool = False,
 ) -> int:
     stage1 = len(stage_one_candidates(cores))
     # At most: the winner's variants and the two defaults.
-    stage2 = len(stage_two_candidates(SessionSettings(), cores, blocks=blocks, split=split)) + 2
+    variants = stage_two_candidates(
+        SessionSettings(), cores, blocks=blocks, split=split, linear=linear
+    )
+    stage2 = len(variants) + 2
     return (stage1 + stage2) * (repeat + 1) * (2 if mid else 1)
 
 
@@ -503,13 +539,17 @@ def tune_model(
     cores = available_cores()
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
-    blockable = blocked_model(source.onnx_path.read_bytes(), DEFAULT_TREE_BLOCK_NODES) is not None
+    model_bytes = source.onnx_path.read_bytes()
+    blockable = blocked_model(model_bytes, DEFAULT_TREE_BLOCK_NODES) is not None
+    # Linear operators the dot-product rewrite serves (runtime/linear.py): tried on batches.
+    linear = linear_model(model_bytes) is not None
     mid = latency_rows < MID_ROWS < throughput_rows
     total = sum(
         _regime_steps(
             cores,
             repeat,
             blocks=blockable and w == "throughput",
+            linear=linear and w == "throughput",
             split=w == "throughput",
             mid=mid and w == "throughput",
         )
@@ -547,6 +587,7 @@ def tune_model(
             progress=step_for(f"{name}: {rows} rows"),
             # One row gains nothing from blocks (docs/benchmarks.md): tried on batches only.
             blocks=blockable and name == "throughput",
+            linear=linear and name == "throughput",
             mid_feeds=(
                 predictor.prepare(tile_rows(source.rows, MID_ROWS), allow_missing=True)
                 if mid and name == "throughput"

@@ -41,7 +41,7 @@ from onnxbridge.runtime.nancheck import graph_carries_nan, session_shows_nan
 from onnxbridge.runtime.sessions import (
     MULTI_THREAD_BLOCK_MIN_ROWS,
     RegimeSessions,
-    blocked_model,
+    effective_settings,
     fast_input_of,
     open_ort_session,
 )
@@ -204,20 +204,20 @@ class Predictor:
         where = repr(str(self.path)) if self.path else "the given bytes"
         chosen_providers = list(providers or ["CPUExecutionProvider"])
 
-        # Sessions opened so far, weakly: a regime with nothing to block reuses its plain twin.
+        # Sessions opened so far, weakly: settings whose rewrites change nothing in this model
+        # (trees in blocks of a linear model, say) reuse the session of the graph they run.
         opened: weakref.WeakValueDictionary[SessionSettings, Any] = weakref.WeakValueDictionary()
 
         def open_session(with_settings: SessionSettings) -> Any:
             try:
-                if with_settings.tree_block_nodes:
+                effective = with_settings
+                if with_settings.tree_block_nodes or with_settings.linear_gemv:
                     data = source if isinstance(source, bytes) else Path(source).read_bytes()
-                    plain = replace(with_settings, tree_block_nodes=0)
-                    if blocked_model(data, with_settings.tree_block_nodes) is None and (
-                        plain in opened
-                    ):
-                        return opened[plain]  # nothing to block: the same graph, reuse it
-                session = open_ort_session(source, with_settings, chosen_providers)
-                opened[with_settings] = session
+                    effective = effective_settings(data, with_settings)
+                    if effective in opened:
+                        return opened[effective]  # the same graph with the same options
+                session = open_ort_session(source, effective, chosen_providers)
+                opened[effective] = opened[with_settings] = session
                 return session
             except OSError as exc:
                 raise OnnxModelError(f"cannot read {where} ({exc})") from exc
@@ -255,11 +255,14 @@ class Predictor:
         regimes = self.tuning
         if regimes is None and settings is None:
             # Untuned: calls too large for the bound path run with the same settings on the
-            # graph with its large tree ensembles in blocks (runtime/blocking.py), which is
-            # faster there and changes nothing for models without such ensembles.
+            # graph with its large tree ensembles in blocks (runtime/blocking.py) and its
+            # one-column linear operators as dot products (runtime/linear.py), which is faster
+            # there and changes nothing for models without either.
             regimes = TuningSpec(
                 latency=base,
-                throughput=replace(base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
+                throughput=replace(
+                    base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES, linear_gemv=True
+                ),
                 latency_max_rows=(
                     DEFAULT_MAX_ROWS
                     if base.intra_op_num_threads == 1

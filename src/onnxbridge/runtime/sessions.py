@@ -24,6 +24,7 @@ import numpy as np
 
 from onnxbridge.runtime.blocking import block_tree_ensembles
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
+from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
 from onnxbridge.runtime.pool import LazyPool
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
@@ -34,7 +35,10 @@ __all__ = [
     "RowSplitSession",
     "blocked_model",
     "blocks_from_rows",
+    "effective_settings",
+    "linear_model",
     "open_ort_session",
+    "rewritten_model",
     "settings_for_rows",
 ]
 
@@ -58,10 +62,19 @@ def blocks_from_rows(settings: SessionSettings) -> int:
 
 def settings_for_rows(settings: SessionSettings, rows: int) -> SessionSettings:
     """The settings a per-call regime runs a call of ``rows`` rows with: trees in blocks only
-    from :func:`blocks_from_rows` rows on, the graph as it is below."""
+    from :func:`blocks_from_rows` rows on, linear operators as dot products only from
+    :data:`~onnxbridge.runtime.linear.LINEAR_GEMV_MIN_ROWS`, the graph as it is below."""
     if settings.tree_block_nodes and rows < blocks_from_rows(settings):
-        return replace(settings, tree_block_nodes=0)
+        settings = replace(settings, tree_block_nodes=0)
+    if settings.linear_gemv and rows < LINEAR_GEMV_MIN_ROWS:
+        settings = replace(settings, linear_gemv=False)
     return settings
+
+
+def _row_twins(settings: SessionSettings) -> set[SessionSettings]:
+    """Every settings :func:`settings_for_rows` gives for ``settings``, whatever the rows."""
+    sizes = (1, blocks_from_rows(settings), LINEAR_GEMV_MIN_ROWS)
+    return {settings} | {settings_for_rows(settings, rows) for rows in sizes}
 
 
 class RegimeSessions:
@@ -93,9 +106,10 @@ class RegimeSessions:
         # The bound paths, once made (read directly by Predictor.predict on every small call).
         self.latency_runner: BoundRunner | None = None
         self.throughput_runner: BoundRunner | None = None
-        # Per-call regimes run calls too small to gain from trees in blocks on the settings'
-        # unblocked twin (see settings_for); a single regime (spec None, or every call a
-        # throughput call) runs one session whatever the size, so its results never depend on it.
+        # Per-call regimes run calls too small to gain from trees in blocks (or linear operators
+        # as dot products) on the settings' twin without them (see settings_for); a single
+        # regime (spec None, or every call a throughput call) runs one session whatever the
+        # size, so its results never depend on it.
         self._unblock_small = spec is not None and spec.latency_max_rows > 0
         if spec is None:
             self._latency = self._throughput = first_settings
@@ -108,8 +122,8 @@ class RegimeSessions:
             self.session_for(1)
             # latency_max_rows 0: every call is a throughput call (Predictor(regime=...)).
             used = {self._throughput} if self.latency_max_rows == 0 else set(self.settings.values())
-            if self._unblock_small:  # the unblocked twins serve the small calls
-                used |= {replace(u, tree_block_nodes=0) for u in used if u.tree_block_nodes}
+            if self._unblock_small:  # the twins without rewrites serve the small calls
+                used = {twin for u in used for twin in _row_twins(u)}
             if first_settings not in used:
                 del self._sessions[first_settings]  # needed only to read the model's metadata
 
@@ -121,7 +135,7 @@ class RegimeSessions:
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings a call of ``rows`` rows runs with."""
         settings = self._latency if rows <= self.latency_max_rows else self._throughput
-        # Blocks only pay on large calls: smaller ones run the graph as it is.
+        # Blocks and dot products only pay on large calls: smaller ones run the graph as it is.
         return settings_for_rows(settings, rows) if self._unblock_small else settings
 
     def session_for(self, rows: int) -> Any:
@@ -139,9 +153,11 @@ class RegimeSessions:
     def open_all(self) -> None:
         """Open the throughput session now too (it is otherwise opened on first use)."""
         if self._throughput != self._latency:
-            self.session_for(self.latency_max_rows + 1)
-            # and, with trees in blocks, the blocked session large calls run on
-            self.session_for(max(self.latency_max_rows + 1, blocks_from_rows(self._throughput)))
+            # Every session a throughput call may run on: with trees in blocks or linear
+            # operators as dot products, large calls run on a rewrite.
+            smallest = self.latency_max_rows + 1
+            for size in (1, blocks_from_rows(self._throughput), LINEAR_GEMV_MIN_ROWS):
+                self.session_for(max(smallest, size))
 
     def runner_for(self, rows: int) -> BoundRunner | None:
         """The bound fast path of the session for ``rows`` rows, or None without one."""
@@ -192,27 +208,60 @@ def fast_input_of(
     return (inputs[0].name, dtype, width, check_missing)
 
 
-# Rewritten (blocked) models by (source, block size): tune and a Predictor's regimes open the
-# same rewrite several times, and rewriting a large forest takes a few tenths of a second.
+# Rewritten models by (source, rewrite: a block size, or 0 for linear operators as dot
+# products): tune and a Predictor's regimes open the same rewrite several times, and rewriting a
+# large forest takes a few tenths of a second.
 _BLOCKED: dict[tuple[int, int, int], bytes | None] = {}
 _BLOCKED_KEEP = 4
 
 
-def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
-    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes.
-
-    A rewrite that fails also gives None: blocks only make large calls faster, so the graph as
-    it is runs instead.
-    """
-    key = (len(model), hash(model), max_nodes)
+def _cached_rewrite(model: bytes, kind: int, rewrite: Callable[[bytes], bytes | None]) -> Any:
+    """``rewrite(model)``, cached by ``kind``; None also when it fails — the rewrites only make
+    large calls faster, so the graph as it is runs instead."""
+    key = (len(model), hash(model), kind)
     if key not in _BLOCKED:
         if len(_BLOCKED) >= _BLOCKED_KEEP:
             _BLOCKED.pop(next(iter(_BLOCKED)))
         try:
-            _BLOCKED[key] = block_tree_ensembles(model, max_nodes)
+            _BLOCKED[key] = rewrite(model)
         except Exception:  # a model the rewrite does not understand: run it as it is
             _BLOCKED[key] = None
     return _BLOCKED[key]
+
+
+def blocked_model(model: bytes, max_nodes: int) -> bytes | None:
+    """``model`` with its large tree ensembles in blocks (cached), or None if nothing changes."""
+    return _cached_rewrite(model, max_nodes, lambda data: block_tree_ensembles(data, max_nodes))
+
+
+def linear_model(model: bytes) -> bytes | None:
+    """``model`` with its one-column linear operators as dot products (cached), or None if
+    nothing changes (:mod:`onnxbridge.runtime.linear`)."""
+    return _cached_rewrite(model, 0, gemv_linear_models)
+
+
+def effective_settings(model: bytes, settings: SessionSettings) -> SessionSettings:
+    """``settings`` without the rewrites that change nothing in ``model`` (the same graph runs
+    either way, so one session serves both)."""
+    blocked = None
+    if settings.tree_block_nodes:
+        blocked = blocked_model(model, settings.tree_block_nodes)
+        if blocked is None:
+            settings = replace(settings, tree_block_nodes=0)
+    if settings.linear_gemv and linear_model(blocked if blocked is not None else model) is None:
+        settings = replace(settings, linear_gemv=False)
+    return settings
+
+
+def rewritten_model(model: bytes, settings: SessionSettings) -> bytes | None:
+    """``model`` as ``settings`` runs it — trees in blocks, then linear operators as dot
+    products, as asked — or None when neither changes anything."""
+    result = None
+    if settings.tree_block_nodes:
+        result = blocked_model(model, settings.tree_block_nodes)
+    if settings.linear_gemv:
+        result = linear_model(result if result is not None else model) or result
+    return result
 
 
 class RowSplitSession:
@@ -285,11 +334,13 @@ def open_ort_session(
     """An ``onnxruntime.InferenceSession`` of ``model`` (a path or bytes) with ``settings``.
 
     With ``settings.tree_block_nodes`` the session runs the blocked rewrite of the graph
-    (:mod:`onnxbridge.runtime.blocking`) when there is one; the model is never changed on disk.
+    (:mod:`onnxbridge.runtime.blocking`) when there is one, with ``settings.linear_gemv`` its
+    linear operators as dot products (:mod:`onnxbridge.runtime.linear`); the model is never
+    changed on disk.
     With ``settings.row_split`` of 2 or more it comes wrapped in a :class:`RowSplitSession`
     whose parts run on a one-thread twin (the same session when it has one thread already).
-    Should the rewrite fail or not load, the graph as it is runs instead (blocks only make large
-    calls faster). ONNX Runtime's own errors propagate (callers wrap them).
+    Should a rewrite fail or not load, the graph as it is runs instead (the rewrites only make
+    large calls faster). ONNX Runtime's own errors propagate (callers wrap them).
     """
     chosen = list(providers or ["CPUExecutionProvider"])
     session = _open_plain(model, settings, chosen)
@@ -310,14 +361,14 @@ def _open_plain(
     source: Any = model if isinstance(model, bytes) else str(model)
     options = settings.to_session_options()
 
-    if settings.tree_block_nodes:
+    if settings.tree_block_nodes or settings.linear_gemv:
         # The rewrite needs the bytes; the graph as it is still opens from the path (external
         # data files resolve relative to it).
         data = model if isinstance(model, bytes) else Path(model).read_bytes()
-        blocked = blocked_model(data, settings.tree_block_nodes)
-        if blocked is not None:
+        rewritten = rewritten_model(data, settings)
+        if rewritten is not None:
             try:
-                return ort.InferenceSession(blocked, options, providers=chosen)
+                return ort.InferenceSession(rewritten, options, providers=chosen)
             except Exception:  # a rewrite ONNX Runtime refuses: the graph as it is runs instead
                 pass
     return ort.InferenceSession(source, options, providers=chosen)

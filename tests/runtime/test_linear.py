@@ -1,0 +1,219 @@
+"""Linear operators as dot products for large batches (runtime/linear.py): same results."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pandas as pd
+import pytest
+from sklearn.datasets import make_classification, make_regression
+from sklearn.linear_model import (
+    LinearRegression,
+    LogisticRegression,
+    RidgeClassifier,
+    SGDClassifier,
+)
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import LinearSVC, LinearSVR
+
+from onnxbridge import Predictor, convert_estimator
+from onnxbridge.bench.tune import stage_two_candidates
+from onnxbridge.errors import SessionSettingsError
+from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
+from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
+from onnxbridge.runtime.sessions import rewritten_model
+from onnxbridge.runtime.settings import SESSION_KEY, SessionSettings, TuningSpec
+
+FEATURES = 12
+
+
+def _frame(X: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+
+
+def _session(model: bytes) -> ort.InferenceSession:
+    return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+
+
+def _ops(model: bytes) -> list[str]:
+    return [n.op_type for n in onnx.load_model_from_string(model).graph.node]
+
+
+def _data(task: str, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    if task == "regression":
+        X, y = make_regression(n_samples=6000, n_features=FEATURES, noise=5.0, random_state=0)
+        return X.astype(np.float32), y
+    X, y = make_classification(n_samples=6000, n_features=FEATURES, n_informative=6, random_state=0)
+    return X.astype(np.float32), y if labels is None else labels[y]
+
+
+def _converted(estimator, X: np.ndarray, y: np.ndarray) -> bytes:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings of the quick fits
+        estimator.fit(X[:3000], y[:3000])
+    return convert_estimator(estimator, _frame(X[:5])).model.SerializeToString()
+
+
+CLASSIFIERS = {
+    "logistic": (LogisticRegression(max_iter=500), None),
+    "logistic-strings": (LogisticRegression(max_iter=500), np.array(["no", "yes"])),
+    "logistic-3-7": (LogisticRegression(max_iter=500), np.array([3, 7])),
+    "linear-svc": (LinearSVC(), None),
+    "ridge-classifier": (RidgeClassifier(), None),
+    "scaled-logistic": (make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)), None),
+}
+
+
+@pytest.mark.parametrize("name", list(CLASSIFIERS))
+def test_binary_linear_classifiers_give_the_same_labels_and_scores(name: str) -> None:
+    estimator, labels = CLASSIFIERS[name]
+    X, y = _data("classification", labels)
+    plain = _converted(estimator, X, y)
+    rewritten = gemv_linear_models(plain)
+    assert rewritten is not None
+    onnx.checker.check_model(onnx.load_model_from_string(rewritten))
+    assert "LinearClassifier" not in _ops(rewritten) and "Gemm" in _ops(rewritten)
+    rows = X[3000:].copy()
+    rows[:3, 1] = np.nan  # NaN scores where the operator has them, and its label
+    name_in = _session(plain).get_inputs()[0].name
+    before = _session(plain).run(None, {name_in: rows})
+    after = _session(rewritten).run(None, {name_in: rows})
+    assert [o.dtype for o in after] == [o.dtype for o in before]
+    assert [o.shape for o in after] == [o.shape for o in before]
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(np.isnan(after[1]), np.isnan(before[1]))
+    assert np.isnan(after[1][:3]).all()
+    np.testing.assert_allclose(after[1], before[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(after[0][3:], estimator.predict(rows[3:]))
+
+
+@pytest.mark.parametrize("estimator", [LinearRegression(), LinearSVR()], ids=["ols", "svr"])
+def test_single_target_regressors_give_the_same_values(estimator) -> None:
+    X, y = _data("regression")
+    plain = _converted(estimator, X, y)
+    rewritten = gemv_linear_models(plain)
+    assert rewritten is not None and "LinearRegressor" not in _ops(rewritten)
+    name_in = _session(plain).get_inputs()[0].name
+    before = _session(plain).run(None, {name_in: X[3000:]})[0]
+    after = _session(rewritten).run(None, {name_in: X[3000:]})[0]
+    assert after.shape == before.shape == (3000, 1) and after.dtype == before.dtype
+    # float32 sums in another order: the same to a few units in the last place of the values.
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-3 * np.abs(before).max() / 1e3)
+    np.testing.assert_allclose(after[:, 0], estimator.predict(X[3000:]), rtol=1e-4, atol=1e-2)
+
+
+def test_operators_the_rewrite_does_not_serve_are_left_alone() -> None:
+    X, y = make_classification(
+        n_samples=600, n_features=FEATURES, n_informative=6, n_classes=3, random_state=0
+    )
+    X = X.astype(np.float32)
+    # Three classes (three coefficient rows), and SGDClassifier's MatMul graph.
+    assert gemv_linear_models(_converted(LogisticRegression(max_iter=500), X, y)) is None
+    binary = (y > 0).astype(int)
+    assert gemv_linear_models(_converted(SGDClassifier(random_state=0), X, binary)) is None
+    # Two targets.
+    Xr, yr = make_regression(n_samples=600, n_features=FEATURES, n_targets=2, random_state=0)
+    assert gemv_linear_models(_converted(LinearRegression(), Xr.astype(np.float32), yr)) is None
+    # Two classes whose rows are not negatives of each other (a hand-made operator).
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(
+        "LinearClassifier",
+        ["X"],
+        ["label", "scores"],
+        domain="ai.onnx.ml",
+        coefficients=[1.0, 2.0, 1.0, 2.0],
+        intercepts=[0.0, 0.0],
+        classlabels_ints=[0, 1],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 2]),
+        ],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]
+    )
+    assert gemv_linear_models(model.SerializeToString()) is None
+
+
+def _lr_model(tmp_path: Path) -> tuple[Path, LogisticRegression, np.ndarray]:
+    X, y = _data("classification")
+    model = LogisticRegression(max_iter=500)
+    path = tmp_path / "lr.onnx"
+    path.write_bytes(_converted(model, X, y))
+    return path, model, X
+
+
+def test_untuned_predictor_uses_dot_products_on_large_calls_only(tmp_path: Path) -> None:
+    path, model, X = _lr_model(tmp_path)
+    predictor = Predictor(path, intra_op_num_threads=2)
+    assert predictor.settings_for(1).linear_gemv is False
+    assert predictor.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS).linear_gemv is True
+    large = X[np.arange(MULTI_THREAD_BLOCK_MIN_ROWS) % len(X)]
+    result = predictor.predict(large)
+    assert predictor.session_for(len(large)) is not predictor.session_for(1)
+    settings = predictor.settings_for(len(large))
+    assert rewritten_model(path.read_bytes(), settings) is not None  # it opened the rewrite
+    np.testing.assert_array_equal(result.labels, model.predict(large))
+    np.testing.assert_allclose(result.probabilities, model.predict_proba(large), atol=1e-5)
+    # The model refuses NaN: a large call with one is refused (the output check sees it).
+    bad = large.copy()
+    bad[7, 2] = np.nan
+    from onnxbridge.errors import SchemaMismatchError
+
+    with pytest.raises(SchemaMismatchError, match="missing values"):
+        predictor.predict(bad)
+
+
+def test_tuned_dot_products_serve_calls_from_their_threshold(tmp_path: Path) -> None:
+    path, model, X = _lr_model(tmp_path)
+    linear = SessionSettings(1, allow_spinning=False, linear_gemv=True)
+    spec = TuningSpec(
+        latency=SessionSettings(1, allow_spinning=False), throughput=linear, latency_max_rows=10
+    )
+    proto = onnx.load(str(path))
+    proto.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
+    onnx.save(proto, str(path))
+    predictor = Predictor(path)
+    # Above the boundary, below the threshold: the throughput settings without the rewrite.
+    assert predictor.settings_for(100) == replace(linear, linear_gemv=False)
+    assert predictor.settings_for(LINEAR_GEMV_MIN_ROWS - 1).linear_gemv is False
+    assert predictor.settings_for(LINEAR_GEMV_MIN_ROWS) == linear
+    assert predictor.session_for(100) is not predictor.session_for(LINEAR_GEMV_MIN_ROWS)
+    for rows in (5, 100, LINEAR_GEMV_MIN_ROWS, 5000):
+        part = X[np.arange(rows) % len(X)]
+        result = predictor.predict(part)
+        np.testing.assert_array_equal(result.labels, model.predict(part))
+        np.testing.assert_allclose(result.probabilities, model.predict_proba(part), atol=1e-5)
+    # open_sessions opens the rewrite too (a server's first large request does not wait).
+    fresh = Predictor(path)
+    fresh.open_sessions()
+    assert linear in fresh._sessions._sessions
+
+
+def test_the_setting_is_labelled_stored_and_checked() -> None:
+    settings = SessionSettings(2, allow_spinning=False, linear_gemv=True)
+    assert "linear as dot products" in settings.label()
+    assert SessionSettings.from_dict(settings.to_dict()) == settings
+    with pytest.raises(SessionSettingsError, match="linear_gemv must be true or false"):
+        SessionSettings(linear_gemv="yes")  # type: ignore[arg-type]
+
+
+def test_tune_tries_the_rewrite_on_one_thread_and_the_winners_threads() -> None:
+    winner = SessionSettings(2, allow_spinning=True)
+    variants = stage_two_candidates(winner, 2, split=True, linear=True)
+    linear = [v for v in variants if v.linear_gemv]
+    assert replace(winner, linear_gemv=True) in linear
+    assert any(v.intra_op_num_threads == 1 and not v.allow_spinning for v in linear)
+    assert not any(v.linear_gemv for v in stage_two_candidates(winner, 2, split=True))
