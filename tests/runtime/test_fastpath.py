@@ -208,13 +208,13 @@ def test_the_small_nan_check_is_exact(dtype: type) -> None:
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_the_nan_check_is_exact_on_large_and_strided_arrays(dtype: type) -> None:
-    """has_nan: a dot product on contiguous float32 / float64 arrays up to 2**18 values, the
-    minimum on the rest — both exact with infinities and overflowing squares around."""
+    """has_nan: a dot product on small contiguous float32 / float64 arrays, the minimum on the
+    rest — both exact with infinities and overflowing squares around."""
     from onnxbridge.runtime.fastpath import has_nan
 
     finfo = np.finfo(dtype)
     rng = np.random.RandomState(1)
-    for size in (20_000, 200_000, (1 << 18) + 2):
+    for size in (4_000, 8_192, 20_000, 200_000):
         values = rng.standard_normal(size).astype(dtype)
         values[rng.randint(0, size, size=6)] = [np.inf, -np.inf, finfo.max, -finfo.max, 0, 1]
         pairs = values.reshape(-1, 2)

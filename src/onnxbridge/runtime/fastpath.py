@@ -43,11 +43,10 @@ _MAX_SIZES = 16
 _TINY_NAN_CHECK = 64
 # Up to this many values (a bound call's input buffer), small_has_nan's dot product finds NaN
 # faster than a reduction: 0.6-1.2 µs against 1.6-2.1 µs for np.isnan(buffer.min()), 280-7 168
-# float32 values (the list sum: 4.4 µs at 280). Above it BLAS may start threads of its own.
+# float32 values (the list sum: 4.4 µs at 280). Above it BLAS may start threads of its own
+# (OpenBLAS's dot product does from 10 000 values), which then spin on the cores ONNX Runtime
+# needs next: has_nan keeps to the minimum there.
 _SMALL_NAN_CHECK = 8192
-# has_nan's dot product serves contiguous float arrays up to this many values; on larger ones
-# (a large call's input) it was no faster than the minimum, and BLAS's own threads join in.
-_DOT_NAN_CHECK = 1 << 18
 _DOT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -223,20 +222,14 @@ def small_has_nan(array: np.ndarray) -> bool:
 def has_nan(array: np.ndarray) -> bool:
     """Whether a float array holds NaN.
 
-    Contiguous float32 / float64 arrays of up to :data:`_DOT_NAN_CHECK` values (a large call's
-    output, mostly) take :func:`small_has_nan`'s dot product: read straight after ONNX Runtime
-    wrote them, 20 000 probabilities took 3.3-5.5 µs that way against 5.8-8.1 µs for the
-    minimum, 200 000 22-24 µs against 28-41 µs. Others: the minimum is NaN exactly then — a
-    reduction with no ``[N, F]`` mask allocated (on 100 000 × 28 float32 values about two
-    thirds of ``np.isnan(array).any()``'s time, and none of its 2.8 MB of fresh memory).
+    Contiguous float32 / float64 arrays of up to :data:`_SMALL_NAN_CHECK` values take
+    :func:`small_has_nan`'s dot product (faster there, and below BLAS's own threads). Others:
+    the minimum is NaN exactly then — a reduction with no ``[N, F]`` mask allocated (on
+    100 000 × 28 float32 values about two thirds of ``np.isnan(array).any()``'s time, and none
+    of its 2.8 MB of fresh memory).
     """
     size = array.size
-    if (
-        size <= _DOT_NAN_CHECK
-        and array.dtype in _DOT_TYPES
-        and array.flags.c_contiguous
-        and size > 0
-    ):
+    if 0 < size <= _SMALL_NAN_CHECK and array.dtype in _DOT_TYPES and array.flags.c_contiguous:
         return small_has_nan(array)
     return size > 0 and bool(np.isnan(array.min()))
 
