@@ -27,6 +27,7 @@ Any other operator, and any model whose ensembles are all below the block size, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,22 @@ def _attribute(name: str, value: Any) -> Any:
         attr.type = AttributeProto.INTS
         attr.ints.extend(value.tolist())
     return attr
+
+
+def unique_names(graph: Any) -> Callable[[str], str]:
+    """``unique(base)``: a node / value name not yet used in ``graph`` (nor by earlier calls)."""
+    taken = {n.name for n in graph.node} | {v for n in graph.node for v in n.output}
+    taken |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
+
+    def unique(base: str) -> str:
+        candidate, i = base, 0
+        while candidate in taken:
+            i += 1
+            candidate = f"{base}_{i}"
+        taken.add(candidate)
+        return candidate
+
+    return unique
 
 
 def _plan(attrs: dict[str, Any], max_nodes: int) -> list[np.ndarray] | None:
@@ -196,17 +213,7 @@ def block_tree_ensembles(model: bytes, max_nodes: int = DEFAULT_TREE_BLOCK_NODES
     graph = proto.graph
     read = {name for n in graph.node for name in n.input}
     outputs = {o.name for o in graph.output}
-    taken = {n.name for n in graph.node} | {v for n in graph.node for v in n.output}
-    taken |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
-
-    def unique(base: str) -> str:
-        candidate, i = base, 0
-        while candidate in taken:
-            i += 1
-            candidate = f"{base}_{i}"
-        taken.add(candidate)
-        return candidate
-
+    unique = unique_names(graph)
     rewritten: list[Any] = []
     changed = False
     for node in graph.node:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.runtime.blocking import ML_DOMAIN, _attributes
+from onnxbridge.runtime.blocking import ML_DOMAIN, _attributes, unique_names
 
 __all__ = ["LINEAR_GEMV_MIN_ROWS", "gemv_linear_models"]
 
@@ -228,17 +228,7 @@ def gemv_linear_models(model: bytes) -> bytes | None:
     if not any(n.domain == ML_DOMAIN and n.op_type in kinds for n in graph.node):
         return None
     matrices = _float_matrices(proto)
-    taken = {n.name for n in graph.node} | {v for n in graph.node for v in n.output}
-    taken |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
-
-    def unique(base: str) -> str:
-        candidate, i = base, 0
-        while candidate in taken:
-            i += 1
-            candidate = f"{base}_{i}"
-        taken.add(candidate)
-        return candidate
-
+    unique = unique_names(graph)
     rewritten: list[Any] = []
     added: list[Any] = []
     for node in graph.node:
