@@ -217,3 +217,47 @@ def test_tune_tries_the_rewrite_on_one_thread_and_the_winners_threads() -> None:
     assert replace(winner, linear_gemv=True) in linear
     assert any(v.intra_op_num_threads == 1 and not v.allow_spinning for v in linear)
     assert not any(v.linear_gemv for v in stage_two_candidates(winner, 2, split=True))
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX"])
+@pytest.mark.parametrize("opset", [11, 17])
+def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: int) -> None:
+    """A hand-made binary operator (negated rows) with each post-transform it serves, in an
+    opset before Softmax took one axis (11) and after (17)."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.RandomState(0)
+    w = rng.standard_normal(4).astype(np.float32)
+    node = helper.make_node(
+        "LinearClassifier",
+        ["X"],
+        ["label", "scores"],
+        domain="ai.onnx.ml",
+        coefficients=np.concatenate([-w, w]).tolist(),
+        intercepts=[-0.25, 0.25],
+        classlabels_ints=[4, 9],
+        post_transform=transform,
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 2]),
+        ],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", 1)],
+    )
+    model.ir_version = 7
+    plain = model.SerializeToString()
+    rewritten = gemv_linear_models(plain)
+    assert rewritten is not None and "LinearClassifier" not in _ops(rewritten)
+    rows = rng.standard_normal((3000, 4)).astype(np.float32)
+    before = _session(plain).run(None, {"X": rows})
+    after = _session(rewritten).run(None, {"X": rows})
+    np.testing.assert_array_equal(after[0], before[0])
+    assert set(np.unique(after[0])) == {4, 9}
+    np.testing.assert_allclose(after[1], before[1], rtol=1e-5, atol=1e-6)

@@ -73,22 +73,31 @@ def _float_matrices(proto: Any) -> set[str]:
     return found
 
 
+def _dot_rows(
+    x: str, weights: np.ndarray, bias: float, out: str, name: Callable[[str], str]
+) -> tuple[list[Any], list[Any]]:
+    """Nodes and initializers computing ``out [1, N] = weights [F] · x [N, F] + bias``, the
+    one-row kernel's product (a dot product per row of ``x``)."""
+    from onnx import helper, numpy_helper
+
+    w, b = name("gemv_w"), name("gemv_b")
+    inits = [
+        numpy_helper.from_array(weights.astype(np.float32).reshape(1, -1), w),
+        numpy_helper.from_array(np.array([bias], dtype=np.float32), b),
+    ]
+    return [helper.make_node("Gemm", [w, x, b], [out], name=name("gemv"), transB=1)], inits
+
+
 def _row_product(
     x: str, weights: np.ndarray, bias: float, out: str, name: Callable[[str], str]
 ) -> tuple[list[Any], list[Any]]:
     """Nodes and initializers computing ``out [N, 1] = x [N, F] @ weights [F] + bias``."""
     from onnx import helper, numpy_helper
 
-    w, b, flat, row = name("gemv_w"), name("gemv_b"), name("gemv_shape"), name("gemv_row")
-    inits = [
-        numpy_helper.from_array(weights.astype(np.float32).reshape(1, -1), w),
-        numpy_helper.from_array(np.array([bias], dtype=np.float32), b),
-        numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), flat),
-    ]
-    nodes = [
-        helper.make_node("Gemm", [w, x, b], [row], name=name("gemv"), transB=1),
-        helper.make_node("Reshape", [row, flat], [out], name=name("gemv_column")),
-    ]
+    flat, row = name("gemv_shape"), name("gemv_row")
+    nodes, inits = _dot_rows(x, weights, bias, row, name)
+    inits.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), flat))
+    nodes.append(helper.make_node("Reshape", [row, flat], [out], name=name("gemv_column")))
     return nodes, inits
 
 
@@ -130,12 +139,7 @@ def _classifier(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[
         return None
     # z [1, N]: the second class's score of every row (the first's is -z).
     z = name("gemv_z")
-    w, b = name("gemv_w"), name("gemv_b")
-    inits = [
-        numpy_helper.from_array(second.astype(np.float32).reshape(1, -1), w),
-        numpy_helper.from_array(np.array([intercepts[1]], dtype=np.float32), b),
-    ]
-    nodes = [helper.make_node("Gemm", [w, node.input[0], b], [z], name=name("gemv"), transB=1)]
+    nodes, inits = _dot_rows(node.input[0], second, float(intercepts[1]), z, name)
     scores_out = node.output[1] if len(node.output) > 1 else ""
     if scores_out:
         # [-z; z] as two rows [2, N] (whole-row copies), the transform on those, then
@@ -150,27 +154,20 @@ def _classifier(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[
             helper.make_node("Concat", [negative, z], [pair], name=name("gemv_rows"), axis=0),
         ]
         if transform == "LOGISTIC":
-            nodes += [
-                helper.make_node("Sigmoid", [pair], [transformed], name=name("gemv_p")),
-                helper.make_node(
-                    "Transpose", [transformed], [scores_out], name=name("gemv_scores"), perm=[1, 0]
-                ),
-            ]
-        elif transform == "SOFTMAX":
-            # Over the two classes of each row, on [N, 2] (axis 1 means that in every opset).
-            nodes += [
-                helper.make_node(
-                    "Transpose", [pair], [transformed], name=name("gemv_scores"), perm=[1, 0]
-                ),
-                helper.make_node(
-                    "Softmax", [transformed], [scores_out], name=name("gemv_p"), axis=1
-                ),
-            ]
+            nodes.append(helper.make_node("Sigmoid", [pair], [transformed], name=name("gemv_p")))
         else:
+            transformed = pair
+        # Softmax comes after the transpose: over the two classes of each row of [N, 2] (axis 1
+        # means that in every opset).
+        transposed = name("gemv_transposed") if transform == "SOFTMAX" else scores_out
+        nodes.append(
+            helper.make_node(
+                "Transpose", [transformed], [transposed], name=name("gemv_scores"), perm=[1, 0]
+            )
+        )
+        if transform == "SOFTMAX":
             nodes.append(
-                helper.make_node(
-                    "Transpose", [pair], [scores_out], name=name("gemv_scores"), perm=[1, 0]
-                )
+                helper.make_node("Softmax", [transposed], [scores_out], name=name("gemv_p"), axis=1)
             )
     label_out = node.output[0]
     if label_out:
