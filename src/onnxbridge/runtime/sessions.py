@@ -240,28 +240,33 @@ def linear_model(model: bytes) -> bytes | None:
     return _cached_rewrite(model, 0, gemv_linear_models)
 
 
-def effective_settings(model: bytes, settings: SessionSettings) -> SessionSettings:
-    """``settings`` without the rewrites that change nothing in ``model`` (the same graph runs
-    either way, so one session serves both)."""
-    blocked = None
-    if settings.tree_block_nodes:
-        blocked = blocked_model(model, settings.tree_block_nodes)
-        if blocked is None:
-            settings = replace(settings, tree_block_nodes=0)
-    if settings.linear_gemv and linear_model(blocked if blocked is not None else model) is None:
-        settings = replace(settings, linear_gemv=False)
-    return settings
-
-
-def rewritten_model(model: bytes, settings: SessionSettings) -> bytes | None:
+def _rewrite(model: bytes, settings: SessionSettings) -> tuple[SessionSettings, bytes | None]:
     """``model`` as ``settings`` runs it — trees in blocks, then linear operators as dot
-    products, as asked — or None when neither changes anything."""
+    products, as asked — and ``settings`` without the rewrites that change nothing in it."""
     result = None
     if settings.tree_block_nodes:
         result = blocked_model(model, settings.tree_block_nodes)
+        if result is None:
+            settings = replace(settings, tree_block_nodes=0)
     if settings.linear_gemv:
-        result = linear_model(result if result is not None else model) or result
-    return result
+        linear = linear_model(result if result is not None else model)
+        if linear is None:
+            settings = replace(settings, linear_gemv=False)
+        else:
+            result = linear
+    return settings, result
+
+
+def effective_settings(model: bytes, settings: SessionSettings) -> SessionSettings:
+    """``settings`` without the rewrites that change nothing in ``model`` (the same graph runs
+    either way, so one session serves both)."""
+    return _rewrite(model, settings)[0]
+
+
+def rewritten_model(model: bytes, settings: SessionSettings) -> bytes | None:
+    """``model`` as ``settings`` runs it (see :func:`_rewrite`), or None when no rewrite
+    changes anything."""
+    return _rewrite(model, settings)[1]
 
 
 class RowSplitSession:
