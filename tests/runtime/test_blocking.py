@@ -24,6 +24,7 @@ from onnxbridge.errors import SessionSettingsError
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES, block_tree_ensembles
 from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.settings import SessionSettings
+from tuning_support import store_spec
 
 BLOCK = 600  # small blocks, so that test-sized forests are split into several
 
@@ -250,7 +251,7 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
     import shutil
 
     from onnxbridge.runtime.sessions import blocks_from_rows
-    from onnxbridge.runtime.settings import SESSION_KEY, TuningSpec
+    from onnxbridge.runtime.settings import TuningSpec
 
     path = tmp_path / "tuned.onnx"
     shutil.copyfile(big_forest.path, path)
@@ -258,9 +259,7 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
     spec = TuningSpec(
         latency=SessionSettings(1, allow_spinning=False), throughput=blocked, latency_max_rows=10
     )
-    model = onnx.load(str(path))
-    model.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
-    onnx.save(model, str(path))
+    store_spec(path, spec)
     # 4096 rows with two threads (257 on a one-core machine, where they clamp to one).
     FROM_ROWS = blocks_from_rows(blocked.clamped())
 

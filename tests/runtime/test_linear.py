@@ -28,7 +28,8 @@ from onnxbridge.errors import SessionSettingsError
 from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
 from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.sessions import rewritten_model
-from onnxbridge.runtime.settings import SESSION_KEY, SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from tuning_support import store_spec
 
 FEATURES = 12
 
@@ -121,6 +122,18 @@ def test_operators_the_rewrite_does_not_serve_are_left_alone() -> None:
     Xr, yr = make_regression(n_samples=600, n_features=FEATURES, n_targets=2, random_state=0)
     assert gemv_linear_models(_converted(LinearRegression(), Xr.astype(np.float32), yr)) is None
     # Two classes whose rows are not negatives of each other (a hand-made operator).
+    unequal = _binary_operator([1.0, 2.0, 1.0, 2.0], [0.0, 0.0], [0, 1], "NONE", opset=13)
+    assert gemv_linear_models(unequal) is None
+
+
+def _binary_operator(
+    coefficients: list[float],
+    intercepts: list[float],
+    labels: list[int],
+    transform: str,
+    opset: int,
+) -> bytes:
+    """A hand-made two-class ``LinearClassifier`` model on ``[N, len(coefficients) / 2]`` rows."""
     from onnx import TensorProto, helper
 
     node = helper.make_node(
@@ -128,23 +141,26 @@ def test_operators_the_rewrite_does_not_serve_are_left_alone() -> None:
         ["X"],
         ["label", "scores"],
         domain="ai.onnx.ml",
-        coefficients=[1.0, 2.0, 1.0, 2.0],
-        intercepts=[0.0, 0.0],
-        classlabels_ints=[0, 1],
+        coefficients=coefficients,
+        intercepts=intercepts,
+        classlabels_ints=labels,
+        post_transform=transform,
     )
     graph = helper.make_graph(
         [node],
         "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, len(coefficients) // 2])],
         [
             helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
             helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 2]),
         ],
     )
     model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]
+        graph,
+        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", 1)],
     )
-    assert gemv_linear_models(model.SerializeToString()) is None
+    model.ir_version = 7
+    return model.SerializeToString()
 
 
 def _lr_model(tmp_path: Path) -> tuple[Path, LogisticRegression, np.ndarray]:
@@ -182,9 +198,7 @@ def test_tuned_dot_products_serve_calls_from_their_threshold(tmp_path: Path) -> 
     spec = TuningSpec(
         latency=SessionSettings(1, allow_spinning=False), throughput=linear, latency_max_rows=10
     )
-    proto = onnx.load(str(path))
-    proto.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
-    onnx.save(proto, str(path))
+    store_spec(path, spec)
     predictor = Predictor(path)
     # Above the boundary, below the threshold: the throughput settings without the rewrite.
     assert predictor.settings_for(100) == replace(linear, linear_gemv=False)
@@ -224,35 +238,10 @@ def test_tune_tries_the_rewrite_on_one_thread_and_the_winners_threads() -> None:
 def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: int) -> None:
     """A hand-made binary operator (negated rows) with each post-transform it serves, in an
     opset before Softmax took one axis (11) and after (17)."""
-    from onnx import TensorProto, helper
-
     rng = np.random.RandomState(0)
     w = rng.standard_normal(4).astype(np.float32)
-    node = helper.make_node(
-        "LinearClassifier",
-        ["X"],
-        ["label", "scores"],
-        domain="ai.onnx.ml",
-        coefficients=np.concatenate([-w, w]).tolist(),
-        intercepts=[-0.25, 0.25],
-        classlabels_ints=[4, 9],
-        post_transform=transform,
-    )
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 4])],
-        [
-            helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
-            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None, 2]),
-        ],
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", 1)],
-    )
-    model.ir_version = 7
-    plain = model.SerializeToString()
+    coefficients = np.concatenate([-w, w]).tolist()
+    plain = _binary_operator(coefficients, [-0.25, 0.25], [4, 9], transform, opset)
     rewritten = gemv_linear_models(plain)
     assert rewritten is not None and "LinearClassifier" not in _ops(rewritten)
     rows = rng.standard_normal((3000, 4)).astype(np.float32)

@@ -14,7 +14,8 @@ from sklearn.linear_model import LogisticRegression
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
 from onnxbridge.runtime.sessions import ROW_SPLIT_MIN_PART, RowSplitSession, open_ort_session
-from onnxbridge.runtime.settings import SESSION_KEY, SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from tuning_support import store_spec
 
 ONE_THREAD = SessionSettings(intra_op_num_threads=1, allow_spinning=False)
 
@@ -126,14 +127,9 @@ def test_predictor_with_split_rows_matches_and_runs_from_many_threads(tmp_path: 
 
 
 def test_explicit_threads_turn_a_tuned_split_off(forest_path: Path, tmp_path: Path) -> None:
-    import onnx
-
     tuned = SessionSettings(intra_op_num_threads=1, allow_spinning=False, row_split=2)
     spec = TuningSpec(latency=ONE_THREAD, throughput=tuned, latency_max_rows=1)
-    model = onnx.load(str(forest_path))
-    model.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
-    path = tmp_path / "tuned.onnx"
-    onnx.save(model, str(path))
+    path = store_spec(forest_path, spec, tmp_path / "tuned.onnx")
     assert isinstance(Predictor(path).session_for(10_000), RowSplitSession)
     # The caller says how many threads a call gets: no split on top of them.
     explicit = Predictor(path, intra_op_num_threads=1)

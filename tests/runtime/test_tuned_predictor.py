@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 from onnxbridge import Bundle, Predictor
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.settings import SESSION_KEY, SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from tuning_support import store_spec
 
 LATENCY = SessionSettings(intra_op_num_threads=1, allow_spinning=True)
 THROUGHPUT = SessionSettings(
@@ -19,16 +19,10 @@ THROUGHPUT = SessionSettings(
 )
 
 
-def _store(path: Path, text: str) -> None:
-    model = onnx.load(str(path))
-    model.metadata_props.add(key=SESSION_KEY, value=text)
-    onnx.save(model, str(path))
-
-
 @pytest.fixture
 def tuned_model(iris_bundle: Bundle) -> Path:
     spec = TuningSpec(latency=LATENCY, throughput=THROUGHPUT, latency_max_rows=16)
-    _store(iris_bundle.onnx_path, spec.to_json())
+    store_spec(iris_bundle.onnx_path, spec)
     return iris_bundle.onnx_path
 
 
@@ -95,7 +89,7 @@ def test_explicit_settings_win_over_tuned_ones(tuned_model: Path) -> None:
 
 
 def test_a_damaged_entry_is_a_clear_error(iris_bundle: Bundle) -> None:
-    _store(iris_bundle.onnx_path, '{"latency": {"threads": 3}, "throughput": {}}')
+    store_spec(iris_bundle.onnx_path, '{"latency": {"threads": 3}, "throughput": {}}')
     with pytest.raises(SessionSettingsError, match=r"unknown session setting\(s\) threads"):
         Predictor(iris_bundle.onnx_path)
     # Asked to ignore the stored settings, the model still loads.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from onnxbridge import Bundle
-from onnxbridge.runtime.settings import SESSION_KEY, SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 from onnxbridge.serve.model import ServedModel
+from tuning_support import store_spec
 
 LATENCY = SessionSettings(intra_op_num_threads=1, allow_spinning=True)
 THROUGHPUT = SessionSettings(intra_op_num_threads=2, allow_spinning=False)
@@ -21,10 +21,7 @@ def _threads(session) -> int:
 
 def test_infer_uses_the_tuned_session_of_its_batch_size(iris_bundle: Bundle) -> None:
     path: Path = iris_bundle.onnx_path
-    model = onnx.load(str(path))
-    spec = TuningSpec(latency=LATENCY, throughput=THROUGHPUT, latency_max_rows=4)
-    model.metadata_props.add(key=SESSION_KEY, value=spec.to_json())
-    onnx.save(model, str(path))
+    store_spec(path, TuningSpec(latency=LATENCY, throughput=THROUGHPUT, latency_max_rows=4))
 
     served = ServedModel("iris", "1", path, {})
     assert served.predictor.settings_for(1) == LATENCY
