@@ -25,7 +25,7 @@ from sklearn.svm import LinearSVC, LinearSVR
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.bench.tune import stage_two_candidates
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
+from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, NAN_FLAG, gemv_linear_models
 from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.sessions import rewritten_model
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
@@ -52,6 +52,18 @@ def _data(task: str, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.n
         return X.astype(np.float32), y
     X, y = make_classification(n_samples=6000, n_features=FEATURES, n_informative=6, random_state=0)
     return X.astype(np.float32), y if labels is None else labels[y]
+
+
+def _rewritten_outputs(
+    plain: bytes, rewritten: bytes, feeds: dict[str, np.ndarray]
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The rewrite's outputs named as the plain model's, and its NaN flag (last, [1, 1])."""
+    names = [o.name for o in _session(plain).get_outputs()]
+    session = _session(rewritten)
+    assert [o.name for o in session.get_outputs()] == [*names, NAN_FLAG]
+    *outputs, flag = session.run([*names, NAN_FLAG], feeds)
+    assert flag.shape == (1, 1) and flag.dtype == np.float32
+    return outputs, flag
 
 
 def _converted(estimator, X: np.ndarray, y: np.ndarray) -> bytes:
@@ -84,7 +96,9 @@ def test_binary_linear_classifiers_give_the_same_labels_and_scores(name: str) ->
     rows[:3, 1] = np.nan  # NaN scores where the operator has them, and its label
     name_in = _session(plain).get_inputs()[0].name
     before = _session(plain).run(None, {name_in: rows})
-    after = _session(rewritten).run(None, {name_in: rows})
+    after, flag = _rewritten_outputs(plain, rewritten, {name_in: rows})
+    assert np.isnan(flag).all()
+    assert not np.isnan(_rewritten_outputs(plain, rewritten, {name_in: rows[3:]})[1]).any()
     assert [o.dtype for o in after] == [o.dtype for o in before]
     assert [o.shape for o in after] == [o.shape for o in before]
     np.testing.assert_array_equal(after[0], before[0])
@@ -102,7 +116,11 @@ def test_single_target_regressors_give_the_same_values(estimator) -> None:
     assert rewritten is not None and "LinearRegressor" not in _ops(rewritten)
     name_in = _session(plain).get_inputs()[0].name
     before = _session(plain).run(None, {name_in: X[3000:]})[0]
-    after = _session(rewritten).run(None, {name_in: X[3000:]})[0]
+    (after,), flag = _rewritten_outputs(plain, rewritten, {name_in: X[3000:]})
+    assert not np.isnan(flag).any()
+    holed = X[3000:].copy()
+    holed[-1, -1] = np.nan
+    assert np.isnan(_rewritten_outputs(plain, rewritten, {name_in: holed})[1]).all()
     assert after.shape == before.shape == (3000, 1) and after.dtype == before.dtype
     # float32 sums in another order: the same to a few units in the last place of the values.
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-3 * np.abs(before).max() / 1e3)
@@ -183,13 +201,24 @@ def test_untuned_predictor_uses_dot_products_on_large_calls_only(tmp_path: Path)
     assert rewritten_model(path.read_bytes(), settings) is not None  # it opened the rewrite
     np.testing.assert_array_equal(result.labels, model.predict(large))
     np.testing.assert_allclose(result.probabilities, model.predict_proba(large), atol=1e-5)
-    # The model refuses NaN: a large call with one is refused (the output check sees it).
+    # The NaN flag of the rewrite stays inside: run() gives the model's outputs.
+    outputs = predictor.run({predictor.inputs[0].name: large})
+    assert len(outputs) == len(predictor.outputs) == 2
+    assert NAN_FLAG not in [o.name for o in predictor.outputs]
+    # The model refuses NaN: a large call with one is refused, named by row and column — the
+    # check reads the flag (after the model's outputs), the input only once it shows NaN.
+    checked = predictor._output_check(large)
+    assert checked is not None and checked[1] == 2
     bad = large.copy()
     bad[7, 2] = np.nan
+    bad[-1, 5] = np.nan
     from onnxbridge.errors import SchemaMismatchError
 
-    with pytest.raises(SchemaMismatchError, match="missing values"):
+    with pytest.raises(SchemaMismatchError, match=r"in 2 rows, columns: 'f2' \(1\), 'f5' \(1\)"):
         predictor.predict(bad)
+    np.testing.assert_array_equal(
+        predictor.predict(bad, allow_missing=True).labels[8:-1], result.labels[8:-1]
+    )
 
 
 def test_tuned_dot_products_serve_calls_from_their_threshold(tmp_path: Path) -> None:
@@ -234,10 +263,10 @@ def test_tune_tries_the_rewrite_on_one_thread_and_the_winners_threads() -> None:
 
 
 @pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX"])
-@pytest.mark.parametrize("opset", [11, 17])
+@pytest.mark.parametrize("opset", [9, 11, 17])
 def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: int) -> None:
     """A hand-made binary operator (negated rows) with each post-transform it serves, in an
-    opset before Softmax took one axis (11) and after (17)."""
+    opset where Gemm needs its C input (9), before Softmax took one axis (11) and after."""
     rng = np.random.RandomState(0)
     w = rng.standard_normal(4).astype(np.float32)
     coefficients = np.concatenate([-w, w]).tolist()
@@ -246,7 +275,12 @@ def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: 
     assert rewritten is not None and "LinearClassifier" not in _ops(rewritten)
     rows = rng.standard_normal((3000, 4)).astype(np.float32)
     before = _session(plain).run(None, {"X": rows})
-    after = _session(rewritten).run(None, {"X": rows})
+    after, flag = _rewritten_outputs(plain, rewritten, {"X": rows})
+    # The flag is z · z: finite here, NaN with one NaN anywhere.
+    assert np.isfinite(flag).all()
+    rows[1234, 2] = np.nan
+    assert np.isnan(_rewritten_outputs(plain, rewritten, {"X": rows})[1]).all()
+    rows[1234, 2] = 0.5
     np.testing.assert_array_equal(after[0], before[0])
     assert set(np.unique(after[0])) == {4, 9}
     np.testing.assert_allclose(after[1], before[1], rtol=1e-5, atol=1e-6)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import make_classification
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SchemaMismatchError
-from onnxbridge.runtime.nancheck import graph_carries_nan, session_shows_nan
+from onnxbridge.runtime.nancheck import flag_shows_nan, graph_carries_nan, session_shows_nan
 from onnxbridge.runtime.predictor import OUTPUT_NAN_CHECK_MIN_ROWS
 
 
@@ -41,7 +41,7 @@ def test_a_linear_pipeline_checks_large_calls_on_the_output(data, tmp_path: Path
 
     clean = predictor.predict(rows)
     # The output-side check was taken: the session was probed and shows NaN.
-    assert list(predictor._sessions_show_nan.values()) == [True]
+    assert [check is not None for check in predictor._output_checks.values()] == [True]
     unchecked = predictor.predict(rows, allow_missing=True)
     np.testing.assert_array_equal(clean.labels, unchecked.labels)
     np.testing.assert_array_equal(clean.probabilities, unchecked.probabilities)
@@ -68,7 +68,7 @@ def test_trees_keep_the_input_check(data, tmp_path: Path) -> None:
     bad[7, 2] = np.nan
     with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
         predictor.predict(bad)
-    assert predictor._sessions_show_nan == {}
+    assert predictor._output_checks == {}
 
 
 def _int_round_trip(width: int) -> onnx.ModelProto:
@@ -110,3 +110,45 @@ def test_the_probe_refuses_a_graph_that_loses_nan() -> None:
     linear.graph.node[0].input[0] = "input"
     session = ort.InferenceSession(linear.SerializeToString(), providers=["CPUExecutionProvider"])
     assert session_shows_nan(session, "input", np.float32, 4, 0)
+
+
+def _flagged(flag: str) -> bytes:
+    """``z = x @ w`` ``[N, 1]`` and a flag over it: ``z · z`` (``"dot"``), the same sum with NaN
+    replaced by 0 first (``"masked"``), or a constant NaN (``"always"``)."""
+    width = 4
+    nodes = [helper.make_node("MatMul", ["input", "w"], ["z"])]
+    inits = [
+        numpy_helper.from_array(np.arange(1, width + 1, dtype=np.float32).reshape(-1, 1), "w"),
+        numpy_helper.from_array(np.zeros(1, dtype=np.float32), "zero"),
+        numpy_helper.from_array(np.array(np.nan, dtype=np.float32), "nan"),
+    ]
+    if flag == "dot":
+        nodes.append(helper.make_node("Gemm", ["z", "z", "zero"], ["flag"], transA=1))
+    elif flag == "masked":
+        nodes += [
+            helper.make_node("IsNaN", ["z"], ["holes"]),
+            helper.make_node("Where", ["holes", "zero", "z"], ["filled"]),
+            helper.make_node("Gemm", ["filled", "filled", "zero"], ["flag"], transA=1),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["nan"], ["flag"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, width])],
+        [
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, 1]),
+            helper.make_tensor_value_info("flag", TensorProto.FLOAT, None),
+        ],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(("flag", "shows"), [("dot", True), ("masked", False), ("always", False)])
+def test_the_flag_probe_accepts_only_a_flag_that_is_nan_exactly_then(flag, shows) -> None:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(_flagged(flag), providers=["CPUExecutionProvider"])
+    assert flag_shows_nan(session, "input", np.float32, 4, "flag") is shows

@@ -25,6 +25,11 @@ What is rewritten, each with the operator's own outputs:
 (``MatMul`` by a constant ``[F, 1]`` matrix, as SGDClassifier converts, was tried the same way
 and was slower: ONNX Runtime packs a constant right-hand side once, at load.)
 
+A rewrite of one operator also outputs :data:`NAN_FLAG`, ``z · z`` over its products: NaN
+exactly when one of them is, which a large call of a model refusing missing values checks
+instead of its outputs (:mod:`onnxbridge.runtime.nancheck`). ``Predictor`` leaves that output
+out of what it returns; a session from ``Predictor.session_for`` has it last.
+
 Only float inputs of known rank 2 qualify. Results differ from the operator's by the order of
 float32 additions in the dot products (scores within a few units in the last place, a label only
 where a score is that close to 0). Anything else is left as it is (:func:`gemv_linear_models`
@@ -40,7 +45,10 @@ import numpy as np
 
 from onnxbridge.runtime.blocking import ML_DOMAIN, _attributes, unique_names
 
-__all__ = ["LINEAR_GEMV_MIN_ROWS", "gemv_linear_models"]
+# A rewritten operator: its nodes, their initializers and the name of its products [1, N].
+_Rewrite = tuple[list[Any], list[Any], str]
+
+__all__ = ["LINEAR_GEMV_MIN_ROWS", "NAN_FLAG", "gemv_linear_models"]
 
 # Calls from this many rows run on the rewrite: on 28 features, one thread, it took 1.2-1.4× the
 # operator's time at 100 rows, 0.5-0.7× at 1 000, 0.2-0.4× from 10 000 (logistic regression,
@@ -49,6 +57,11 @@ LINEAR_GEMV_MIN_ROWS = 1024
 # Opsets before 7 lack Greater on floats and the Reshape taking its shape as an input.
 _MIN_OPSET = 7
 _FLOAT = 1  # TensorProto.FLOAT
+# The extra output of a rewrite with one rewritten operator: ``z · z`` ([1, 1]) over the
+# operator's products ``z [1, N]`` — NaN exactly when one of them is (squares are >= 0 or
+# +inf, and sums of those are never NaN). A large call of a model refusing missing values
+# checks it instead of reading its outputs again (runtime/nancheck.py).
+NAN_FLAG = "onnxbridge_any_nan"
 
 
 def _float_matrices(proto: Any) -> set[str]:
@@ -90,18 +103,19 @@ def _dot_rows(
 
 def _row_product(
     x: str, weights: np.ndarray, bias: float, out: str, name: Callable[[str], str]
-) -> tuple[list[Any], list[Any]]:
-    """Nodes and initializers computing ``out [N, 1] = x [N, F] @ weights [F] + bias``."""
+) -> _Rewrite:
+    """Nodes and initializers computing ``out [N, 1] = x [N, F] @ weights [F] + bias``, and the
+    name of the products ``[1, N]``."""
     from onnx import helper, numpy_helper
 
     flat, row = name("gemv_shape"), name("gemv_row")
     nodes, inits = _dot_rows(x, weights, bias, row, name)
     inits.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), flat))
     nodes.append(helper.make_node("Reshape", [row, flat], [out], name=name("gemv_column")))
-    return nodes, inits
+    return nodes, inits, row
 
 
-def _regressor(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[Any]] | None:
+def _regressor(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
     attrs = _attributes(node)
     coefficients = attrs.get("coefficients")
     intercepts = attrs.get("intercepts", np.zeros(1, dtype=np.float32))
@@ -116,7 +130,7 @@ def _regressor(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[A
     return _row_product(node.input[0], coefficients, bias, node.output[0], name)
 
 
-def _classifier(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[Any]] | None:
+def _classifier(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
     from onnx import TensorProto, helper, numpy_helper
 
     attrs = _attributes(node)
@@ -201,7 +215,21 @@ def _classifier(node: Any, name: Callable[[str], str]) -> tuple[list[Any], list[
             nodes.append(
                 helper.make_node("Gather", [table, indices], [label_out], name=name("gemv_class"))
             )
-    return nodes, inits
+    return nodes, inits, z
+
+
+def _nan_flag(z: str, name: Callable[[str], str]) -> tuple[Any, Any, Any]:
+    """The node, its zero initializer and the graph output computing :data:`NAN_FLAG` from
+    the products ``z [1, N]``: ``Gemm(z, z, 0, transB=1)``, one dot product (the ``C`` input
+    is optional only from opset 11)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    zero = name("gemv_flag_zero")
+    return (
+        helper.make_node("Gemm", [z, z, zero], [NAN_FLAG], name=name("gemv_flag"), transB=1),
+        numpy_helper.from_array(np.zeros(1, dtype=np.float32), zero),
+        helper.make_tensor_value_info(NAN_FLAG, TensorProto.FLOAT, [1, 1]),
+    )
 
 
 def gemv_linear_models(model: bytes) -> bytes | None:
@@ -230,6 +258,7 @@ def gemv_linear_models(model: bytes) -> bytes | None:
     unique = unique_names(graph)
     rewritten: list[Any] = []
     added: list[Any] = []
+    products: list[str] = []
     for node in graph.node:
         found = None
         if node.input and node.input[0] in matrices:
@@ -242,8 +271,15 @@ def gemv_linear_models(model: bytes) -> bytes | None:
             continue
         rewritten.extend(found[0])
         added.extend(found[1])
+        products.append(found[2])
     if not added:
         return None
+    taken = {v for n in graph.node for v in n.output} | {v.name for v in graph.input}
+    if len(products) == 1 and NAN_FLAG not in taken | {i.name for i in graph.initializer}:
+        node, zero, output = _nan_flag(products[0], unique)
+        rewritten.append(node)
+        added.append(zero)
+        graph.output.append(output)
     del graph.node[:]
     graph.node.extend(rewritten)
     graph.initializer.extend(added)

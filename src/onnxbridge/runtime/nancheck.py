@@ -18,6 +18,12 @@ has NaN (then the usual error names the rows and columns). That holds when:
    NaN in the checked output on every probe row (:func:`session_shows_nan`).
 
 Anything else keeps the input check.
+
+A session running linear operators as dot products (:mod:`onnxbridge.runtime.linear`) has one
+more output, a NaN flag over the whole call: when it shows NaN on every probe too
+(:func:`flag_shows_nan`), the call checks that ``[1, 1]`` value instead of its ``[N, C]`` output
+— which, on 10 000 rows of a logistic regression, took 6-10 µs of a ~60 µs call, since the
+output comes back in fresh memory.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NAN_CARRYING_OPS", "graph_carries_nan", "session_shows_nan"]
+__all__ = ["NAN_CARRYING_OPS", "flag_shows_nan", "graph_carries_nan", "session_shows_nan"]
 
 # (domain, op type): operators through which NaN flows the same way whatever the other values.
 NAN_CARRYING_OPS = frozenset(
@@ -95,6 +101,27 @@ def session_shows_nan(
                 return False
             if nan_from and np.isnan(output[:nan_from]).any():
                 return False  # NaN that no input explains: not a clean probe
+    except Exception:
+        return False
+    return True
+
+
+def flag_shows_nan(session: Any, input_name: str, dtype: Any, width: int, flag: str) -> bool:
+    """Whether ``session``'s output ``flag`` is NaN for a batch with one NaN, each feature in
+    turn in the last of 18 rows, and not for the same batch without it."""
+    try:
+        batch = np.ones((18, width), dtype=dtype)
+
+        def flagged() -> bool:
+            return bool(np.isnan(session.run([flag], {input_name: batch})[0]).any())
+
+        if flagged():
+            return False
+        for j in range(width):
+            batch[-1, j] = np.nan
+            if not flagged():
+                return False
+            batch[-1, j] = 1
     except Exception:
         return False
     return True

@@ -37,7 +37,8 @@ from onnxbridge.errors import (
 from onnxbridge.runtime.accelerator import Accelerator, load_accelerator
 from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
-from onnxbridge.runtime.nancheck import graph_carries_nan, session_shows_nan
+from onnxbridge.runtime.linear import NAN_FLAG
+from onnxbridge.runtime.nancheck import flag_shows_nan, graph_carries_nan, session_shows_nan
 from onnxbridge.runtime.sessions import (
     MULTI_THREAD_BLOCK_MIN_ROWS,
     RegimeSessions,
@@ -232,7 +233,9 @@ class Predictor:
         props = dict(first.get_modelmeta().custom_metadata_map)
         self.metadata: ModelMetadata | None = ModelMetadata.from_props(props)
         self.inputs = first.get_inputs()
-        self.outputs = first.get_outputs()
+        # The model's outputs (a session running linear operators as dot products has one more,
+        # NAN_FLAG, which run() and predict() keep to themselves).
+        self.outputs = [o for o in first.get_outputs() if o.name != NAN_FLAG]
         # `onnxbridge tune` stored per-regime settings in the model (runtime/settings.py).
         self.tuning: TuningSpec | None = (
             None if settings is not None or not tuned else TuningSpec.find_in_props(props)
@@ -277,7 +280,7 @@ class Predictor:
         # The single-row (latency) session; run() and predict() pick one per call.
         self.session = self._sessions.session_for(1)
         self._roles = self._output_roles()
-        names = [o.name for o in self.outputs]
+        names = self._output_names = [o.name for o in self.outputs]
         self._role_index = {
             role: names.index(name) for role, name in self._roles.items() if name in names
         }
@@ -311,7 +314,8 @@ class Predictor:
         self._graph_carries_nan: bool | None = None
         # id(session) -> (run(feeds), session) for run(): see _native_run.
         self._native_runs: dict[int, tuple[Any, Any]] = {}
-        self._sessions_show_nan: dict[int, bool] = {}
+        # id(session) -> how a large call on it checks its output for NaN: see _output_check.
+        self._output_checks: dict[int, tuple[Any, int, Any] | None] = {}
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
@@ -640,11 +644,8 @@ class Predictor:
         session = self._sessions.session_for(self._sessions.rows_of(feeds))
         run = self._native_runs.get(id(session))
         if run is None:
-            run = self._native_runs[id(session)] = _native_run(session)
-        try:
-            return run[0](feeds)
-        except Exception as exc:
-            raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
+            run = self._native_runs[id(session)] = _native_run(session, self._output_names)
+        return _call(run[0], feeds)
 
     def predict(
         self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
@@ -689,58 +690,73 @@ class Predictor:
                         if labels.ndim == 1 and probabilities.ndim == 2:
                             return PredictionResult(labels, probabilities, None, self._classes)
                     return self._result(outputs)
-        check_output = not allow_missing and self._output_shows_nan(data)
+        checked = None if allow_missing else self._output_check(data)
         feeds = self._array_feeds(data) if type(data) is np.ndarray else None
         if feeds is None:
             feeds = self.prepare(
-                data, ignore_extra=ignore_extra, allow_missing=allow_missing or check_output
+                data,
+                ignore_extra=ignore_extra,
+                allow_missing=allow_missing or checked is not None,
             )
-        elif not (allow_missing or check_output) and self._fast_input[3]:
+        elif not (allow_missing or checked is not None) and self._fast_input[3]:
             self._refuse_nan(next(iter(feeds.values())))  # as prepare() would
         if self.accelerator is not None:
             accelerated = self._accelerated(feeds)
             if accelerated is not None:
                 return accelerated
-        outputs = self.run(feeds)
-        if check_output and has_nan(outputs[self._nan_output_at]):
+        if checked is None:
+            return self._result(self.run(feeds))
+        # The model's outputs, then (with a NaN flag) the flag: _result reads outputs by index.
+        outputs = _call(checked[0], feeds)
+        if has_nan(outputs[checked[1]]):
             self._refuse_nan(next(iter(feeds.values())))  # the check prepare() skipped
         return self._result(outputs)
 
-    def _output_shows_nan(self, data: Any) -> bool:
-        """Whether this large call may check the output for NaN instead of the input: the
-        model refuses NaN, its graph carries NaN to the output and the session shows it."""
+    def _output_check(self, data: Any) -> tuple[Any, int, Any] | None:
+        """``(run, index, session)`` when this large call may check an output for NaN instead
+        of the input — the model refuses NaN, its graph carries NaN to the output and the
+        session shows it (runtime/nancheck.py): ``run(feeds)`` gives the outputs to check
+        ``[index]`` of, the model's and, where the session has a NaN flag that shows NaN too,
+        the flag last. None: check the input."""
         if not self._output_check_possible:
-            return False
+            return None
         if not isinstance(data, np.ndarray | pd.DataFrame) or data.ndim != 2:
-            return False
+            return None
         rows = data.shape[0]
         if rows < OUTPUT_NAN_CHECK_MIN_ROWS or rows >= self._accelerated_from:
-            return False
+            return None
         if self._graph_carries_nan is None:
             source = self._source
             data_bytes = source if isinstance(source, bytes) else Path(source).read_bytes()
             self._graph_carries_nan = graph_carries_nan(data_bytes)
         if not self._graph_carries_nan:
-            return False
+            return None
         session = self._sessions.session_for(rows)
-        shows = self._sessions_show_nan.get(id(session))
-        if shows is None:
-            spec = self.inputs[0]
-            width = self._width
-            dtype = _ORT_TO_NUMPY.get(spec.type)
-            # A split session runs large calls on its one-thread twin: probe both.
-            probed = [session, getattr(session, "part_session", session)]
-            shows = (
-                bool(width)
-                and dtype is not None
-                and np.dtype(dtype).kind == "f"
-                and all(
-                    session_shows_nan(s, spec.name, dtype, width, self._nan_output_at)
-                    for s in probed
-                )
-            )
-            self._sessions_show_nan[id(session)] = shows
-        return shows
+        key = id(session)
+        if key not in self._output_checks:
+            self._output_checks[key] = self._probe_output_check(session)
+        return self._output_checks[key]
+
+    def _probe_output_check(self, session: Any) -> tuple[Any, int, Any] | None:
+        """:meth:`_output_check`'s answer for ``session``, probed once."""
+        spec = self.inputs[0]
+        width = self._width
+        dtype = _ORT_TO_NUMPY.get(spec.type)
+        if not width or dtype is None or np.dtype(dtype).kind != "f":
+            return None
+        # A split session runs large calls on its one-thread twin: probe both.
+        probed = [session, getattr(session, "part_session", session)]
+        at = self._nan_output_at
+        if not all(session_shows_nan(s, spec.name, dtype, width, at) for s in probed):
+            return None
+        names = self._output_names
+        if all(
+            NAN_FLAG in {o.name for o in s.get_outputs()}
+            and flag_shows_nan(s, spec.name, dtype, width, NAN_FLAG)
+            for s in probed
+        ):
+            return _native_run(session, [*names, NAN_FLAG])[0], len(names), session
+        return _native_run(session, names)[0], at, session
 
     def _result(self, outputs: list[Any]) -> PredictionResult:
         """Outputs in graph order → a :class:`PredictionResult` by the outputs' roles.
@@ -790,8 +806,16 @@ class Predictor:
         return result
 
 
-def _native_run(session: Any) -> tuple[Any, Any]:
-    """``(run, session)``: ``run(feeds)`` is ``session.run(None, feeds)``, minus its wrapper.
+def _call(run: Any, feeds: dict[str, np.ndarray]) -> list[Any]:
+    """``run(feeds)``, ONNX Runtime's errors as :class:`InferenceError`."""
+    try:
+        return run(feeds)
+    except Exception as exc:
+        raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
+
+
+def _native_run(session: Any, names: list[str]) -> tuple[Any, Any]:
+    """``(run, session)``: ``run(feeds)`` is ``session.run(names, feeds)``, minus its wrapper.
 
     ``InferenceSession.run`` checks the feed names in Python and builds a default
     ``RunOptions`` on each call: 2 µs of a 7 µs 100-row linear call, 5 µs of a 10 000-row one
@@ -806,8 +830,7 @@ def _native_run(session: Any) -> tuple[Any, Any]:
     # they wrap, and that one's C++ run would bypass them.
     method = getattr(getattr(session, "_sess", None), "run", None)
     if not isinstance(session, ort.InferenceSession) or method is None:
-        return (lambda feeds: session.run(None, feeds)), session
-    names = [output.name for output in session.get_outputs()]
+        return (lambda feeds: session.run(names, feeds)), session
     options = ort.RunOptions()
     return (lambda feeds: method(names, feeds, options)), session
 
