@@ -442,3 +442,30 @@ def test_float32_trees_split_float32_rows_as_the_float64_trees_do(kind: str) -> 
     np.testing.assert_array_equal(
         np.argmax(expected, axis=1), estimator.predict(probes.astype(np.float64))
     )
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_the_direct_batch_call_gives_tl2cgens_own_results(tmp_path: Path, precision: str) -> None:
+    """CompiledTrees calls tl2cgen's C API itself (no DMatrix object per call): the same
+    outputs as tl2cgen's public predict, NaN rows included, and a wrong width refused."""
+    import tl2cgen
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    model = GradientBoostingClassifier(n_estimators=8, max_depth=3, random_state=0)
+    fast, _, X = _iris_accelerated(tmp_path, model, precision)
+    accelerator = fast.accelerator
+    assert accelerator is not None and accelerator._batch is not None  # the direct call is used
+    dtype = np.float64 if precision == "double" else np.float32
+    rows = np.tile(X, (40, 1)).astype(dtype) + np.linspace(-1, 1, 150 * 40)[:, None]
+    rows[::7, 2] = np.nan
+    rows = np.ascontiguousarray(rows, dtype=dtype)
+    public = accelerator._engine.predict(tl2cgen.DMatrix(rows, dtype=np.dtype(dtype).name))
+    direct = accelerator._batch(rows)
+    assert direct.dtype == public.dtype and direct.shape == public.shape
+    np.testing.assert_array_equal(direct, public)
+    # Twice in a row: each call starts from a zeroed output (tl2cgen adds the trees' shares).
+    np.testing.assert_array_equal(accelerator._batch(rows), public)
+    got = fast.predict(rows, allow_missing=True)  # gradient boosting refuses NaN
+    np.testing.assert_array_equal(got.labels, np.argmax(public.reshape(len(rows), -1), axis=1))
+    with pytest.raises(AcceleratorError, match="takes rows of 4 features"):
+        accelerator.predict(rows[:, :3])
