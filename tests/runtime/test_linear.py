@@ -245,6 +245,28 @@ def test_tuned_dot_products_serve_calls_from_their_threshold(tmp_path: Path) -> 
     assert linear in fresh._sessions._sessions
 
 
+def test_a_split_call_checks_the_flag_of_every_part(tmp_path: Path) -> None:
+    """Rows split across two one-thread parts: each part's session computes its own flag, the
+    joined flags are checked, and a NaN in either part is refused."""
+    path, model, X = _lr_model(tmp_path)
+    split = SessionSettings(2, allow_spinning=False, row_split=2, linear_gemv=True)
+    store_spec(path, TuningSpec(latency=split, throughput=split, latency_max_rows=0))
+    predictor = Predictor(path)
+    large = X[np.arange(4096) % len(X)]
+    checked = predictor._output_check(large)
+    assert checked is not None and checked[1] == 2
+    outputs = checked[0]({predictor.inputs[0].name: large})
+    assert outputs[2].shape == (2, 1) and not np.isnan(outputs[2]).any()  # one flag per part
+    np.testing.assert_array_equal(predictor.predict(large).labels, model.predict(large))
+    from onnxbridge.errors import SchemaMismatchError
+
+    for row in (10, 4000):  # in the first part, in the second
+        bad = large.copy()
+        bad[row, 3] = np.nan
+        with pytest.raises(SchemaMismatchError, match=r"in 1 row, columns: 'f3' \(1\)"):
+            predictor.predict(bad)
+
+
 def test_the_setting_is_labelled_stored_and_checked() -> None:
     settings = SessionSettings(2, allow_spinning=False, linear_gemv=True)
     assert "linear as dot products" in settings.label()
@@ -278,9 +300,9 @@ def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: 
     after, flag = _rewritten_outputs(plain, rewritten, {"X": rows})
     # The flag is z · z: finite here, NaN with one NaN anywhere.
     assert np.isfinite(flag).all()
-    rows[1234, 2] = np.nan
-    assert np.isnan(_rewritten_outputs(plain, rewritten, {"X": rows})[1]).all()
-    rows[1234, 2] = 0.5
+    holed = rows.copy()
+    holed[1234, 2] = np.nan
+    assert np.isnan(_rewritten_outputs(plain, rewritten, {"X": holed})[1]).all()
     np.testing.assert_array_equal(after[0], before[0])
     assert set(np.unique(after[0])) == {4, 9}
     np.testing.assert_allclose(after[1], before[1], rtol=1e-5, atol=1e-6)
