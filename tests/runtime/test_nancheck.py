@@ -17,7 +17,7 @@ from sklearn.preprocessing import StandardScaler
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SchemaMismatchError
 from onnxbridge.runtime.nancheck import flag_shows_nan, graph_carries_nan, session_shows_nan
-from onnxbridge.runtime.predictor import OUTPUT_NAN_CHECK_MIN_ROWS
+from onnxbridge.runtime.predictor import OUTPUT_NAN_CHECK_MAX_COLUMNS, OUTPUT_NAN_CHECK_MIN_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +152,21 @@ def test_the_flag_probe_accepts_only_a_flag_that_is_nan_exactly_then(flag, shows
 
     session = ort.InferenceSession(_flagged(flag), providers=["CPUExecutionProvider"])
     assert flag_shows_nan(session, "input", np.float32, 4, "flag") is shows
+
+
+def test_wide_inputs_keep_the_input_check(tmp_path: Path) -> None:
+    """Above OUTPUT_NAN_CHECK_MAX_COLUMNS columns the probe (about 4 × columns² values) is not
+    run: the input is checked, and NaN is refused all the same."""
+    width = OUTPUT_NAN_CHECK_MAX_COLUMNS + 1
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, width)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    path = convert_estimator(LogisticRegression(max_iter=200).fit(X, y), X[:5]).save(
+        tmp_path / "wide.onnx"
+    )
+    predictor = Predictor(path)
+    rows = _rows(X, OUTPUT_NAN_CHECK_MIN_ROWS)
+    assert predictor._output_check(rows) is None
+    rows[-1, width - 1] = np.nan
+    with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+        predictor.predict(rows)

@@ -54,6 +54,9 @@ __all__ = ["PredictionResult", "Predictor"]
 # From this many rows, a model whose output shows its input's NaN has the output checked instead
 # of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
 OUTPUT_NAN_CHECK_MIN_ROWS = 2048
+# Up to this many input columns: the probe a session passes first runs about 4 × columns² values
+# (one NaN per row, every column), 16 MB of float32 rows here; wider inputs keep the input check.
+OUTPUT_NAN_CHECK_MAX_COLUMNS = 1024
 
 _ORT_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -751,7 +754,9 @@ class Predictor:
         spec = self.inputs[0]
         width = self._width
         dtype = _ORT_TO_NUMPY.get(spec.type)
-        if not width or dtype is None or np.dtype(dtype).kind != "f":
+        if not width or width > OUTPUT_NAN_CHECK_MAX_COLUMNS:
+            return None
+        if dtype is None or np.dtype(dtype).kind != "f":
             return None
         # A split session runs large calls on its one-thread twin: probe both.
         probed = [session, getattr(session, "part_session", session)]
