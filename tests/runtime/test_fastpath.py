@@ -226,3 +226,7 @@ def test_the_nan_check_is_exact_on_large_and_strided_arrays(dtype: type) -> None
             assert has_nan(view) is True
             assert has_nan(view) == bool(np.isnan(view).any())
     assert has_nan(np.zeros((0, 2), dtype=dtype)) is False
+    # One value (a NaN flag [1, 1]) is read as a Python float: the same answers.
+    for value in (np.nan, np.inf, -np.inf, finfo.max, 0.0, 1.0):
+        one = np.full((1, 1), value, dtype=dtype)
+        assert has_nan(one) is bool(np.isnan(value))
