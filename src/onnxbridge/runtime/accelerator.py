@@ -240,7 +240,6 @@ class CompiledTrees(Accelerator):
     def __init__(self, library: Path, threads: int, n_classes: int | None, min_rows: int) -> None:
         import tl2cgen
 
-        self._tl2cgen = tl2cgen
         self.library = library
         self.threads = threads
         self.n_classes = n_classes
@@ -264,10 +263,17 @@ class CompiledTrees(Accelerator):
         if batch is not None:
             raw = batch(rows)
         else:
-            matrix = self._tl2cgen.DMatrix(rows, dtype=np.dtype(dtype).name)
-            with self._lock:
-                raw = self._engine.predict(matrix)
+            raw = _public_batch(self._engine, self._lock, rows)
         return compiled_output(raw, len(X), self.n_classes, np.float32, columns=True)
+
+
+def _public_batch(engine: Any, lock: threading.Lock, rows: np.ndarray) -> np.ndarray:
+    """``engine.predict(tl2cgen.DMatrix(rows))``, tl2cgen's public call, one caller at a time."""
+    import tl2cgen
+
+    matrix = tl2cgen.DMatrix(rows, dtype=rows.dtype.name)
+    with lock:
+        return engine.predict(matrix)
 
 
 class _BatchCall:
@@ -285,7 +291,9 @@ class _BatchCall:
         self._check = check
         self._features = int(engine.num_feature)
         self._out_type = np.float64 if engine.leaf_output_type == "float64" else np.float32
-        self._tail = tuple(self._public(np.zeros((1, self._features), np.float32)).shape[1:])
+        self._tail = tuple(
+            _public_batch(engine, lock, np.zeros((1, self._features), np.float32)).shape[1:]
+        )
         # The value tl2cgen reads as missing, per input type (NaN, as its DMatrix's default).
         self._missing = {np.dtype(t): np.array([np.nan], dtype=t) for t in (np.float32, np.float64)}
 
@@ -303,18 +311,13 @@ class _BatchCall:
             probe[1, 0] = np.nan
             for dtype in (np.float32, np.float64):
                 rows = probe.astype(dtype)
-                if not np.array_equal(batch(rows), batch._public(rows), equal_nan=True):
+                if not np.array_equal(
+                    batch(rows), _public_batch(engine, lock, rows), equal_nan=True
+                ):
                     return None
         except Exception:
             return None
         return batch
-
-    def _public(self, rows: np.ndarray) -> np.ndarray:
-        import tl2cgen
-
-        matrix = tl2cgen.DMatrix(rows, dtype=rows.dtype.name)
-        with self._lock:
-            return self._engine.predict(matrix)
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
         """The engine's output for C-contiguous float32 / float64 ``rows [N, F]``."""

@@ -274,8 +274,8 @@ def gemv_linear_models(model: bytes) -> bytes | None:
         products.append(found[2])
     if not added:
         return None
-    taken = {v for n in graph.node for v in n.output} | {v.name for v in graph.input}
-    if len(products) == 1 and NAN_FLAG not in taken | {i.name for i in graph.initializer}:
+    # unique() gives the name back as it is only when the graph does not use it yet.
+    if len(products) == 1 and unique(NAN_FLAG) == NAN_FLAG:
         node, zero, output = _nan_flag(products[0], unique)
         rewritten.append(node)
         added.append(zero)
