@@ -445,27 +445,82 @@ def test_float32_trees_split_float32_rows_as_the_float64_trees_do(kind: str) -> 
 
 
 @pytest.mark.parametrize("precision", ["float", "double"])
-def test_the_direct_batch_call_gives_tl2cgens_own_results(tmp_path: Path, precision: str) -> None:
-    """CompiledTrees calls tl2cgen's C API itself (no DMatrix object per call): the same
-    outputs as tl2cgen's public predict, NaN rows included, and a wrong width refused."""
+@pytest.mark.parametrize("classes", [3, 2])
+def test_the_row_driver_gives_tl2cgens_own_results_and_labels(
+    tmp_path: Path, precision: str, classes: int
+) -> None:
+    """CompiledTrees runs the rows through the driver tune compiles into the library: the same
+    outputs as tl2cgen's public predict (NaN rows included, in parts on two threads, twice in a
+    row: each row's outputs start at zero), labels from the compiled code equal to first_argmax
+    of the probabilities, and a wrong width refused."""
     import tl2cgen
+    from sklearn.datasets import load_iris
     from sklearn.ensemble import GradientBoostingClassifier
 
-    model = GradientBoostingClassifier(n_estimators=8, max_depth=3, random_state=0)
-    fast, _, X = _iris_accelerated(tmp_path, model, precision)
-    accelerator = fast.accelerator
-    assert accelerator is not None and accelerator._batch is not None  # the direct call is used
+    from onnxbridge.runtime.accelerator import (
+        DRIVER_PARALLEL_ROWS,
+        CompiledTrees,
+        compiled_output,
+        first_argmax,
+    )
+
+    X, y = load_iris(return_X_y=True)
+    if classes == 2:
+        y = (y == 2).astype(int)
+    model = GradientBoostingClassifier(n_estimators=8, max_depth=3, random_state=0).fit(X, y)
+    candidates, skipped = build_candidates(
+        model, tmp_path, n_classes=classes, threads=[1], precision=precision
+    )
+    assert candidates, skipped
+    accelerator = CompiledTrees(candidates[0].artifact, threads=2, n_classes=classes, min_rows=1)
+    driver = accelerator._driver
+    assert driver is not None  # the library has the driver and it passed its check
     dtype = np.float64 if precision == "double" else np.float32
-    rows = np.tile(X, (40, 1)).astype(dtype) + np.linspace(-1, 1, 150 * 40)[:, None]
+    rows = np.tile(X, (40, 1)) + np.linspace(-1, 1, 150 * 40)[:, None]
     rows[::7, 2] = np.nan
     rows = np.ascontiguousarray(rows, dtype=dtype)
+    assert len(rows) >= DRIVER_PARALLEL_ROWS  # cut into two parts
     public = accelerator._engine.predict(tl2cgen.DMatrix(rows, dtype=np.dtype(dtype).name))
-    direct = accelerator._batch(rows)
-    assert direct.dtype == public.dtype and direct.shape == public.shape
-    np.testing.assert_array_equal(direct, public)
-    # Twice in a row: each call starts from a zeroed output (tl2cgen adds the trees' shares).
-    np.testing.assert_array_equal(accelerator._batch(rows), public)
-    got = fast.predict(rows, allow_missing=True)  # gradient boosting refuses NaN
-    np.testing.assert_array_equal(got.labels, np.argmax(public.reshape(len(rows), -1), axis=1))
+    expected = compiled_output(public, len(rows), classes, np.float32, columns=True)
+    for _ in range(2):
+        raw, index = driver(rows, labels=True)
+        assert raw.dtype == public.dtype
+        np.testing.assert_array_equal(raw.reshape(public.shape), public)
+        np.testing.assert_array_equal(index, first_argmax(expected))
+        probabilities, labels = accelerator.predict_indexed(rows)
+        np.testing.assert_array_equal(probabilities, expected)
+        np.testing.assert_array_equal(labels, np.argmax(expected, axis=1))
+    assert len(set(labels.tolist())) == classes  # every class is predicted somewhere
     with pytest.raises(AcceleratorError, match="takes rows of 4 features"):
         accelerator.predict(rows[:, :3])
+
+
+def test_a_library_without_the_row_driver_runs_through_tl2cgen(tmp_path: Path) -> None:
+    """A library built before the driver existed (tl2cgen's own export) loads and gives the
+    same results through tl2cgen's public call."""
+    import tl2cgen
+    import treelite
+    from sklearn.datasets import load_iris
+    from sklearn.ensemble import RandomForestClassifier
+
+    from onnxbridge.runtime.accelerator import CompiledTrees
+
+    X, y = load_iris(return_X_y=True)
+    forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    plain = tmp_path / "plain.so"
+    tl2cgen.export_lib(
+        treelite.sklearn.import_model(forest), toolchain="gcc", libpath=str(plain), verbose=False
+    )
+    candidates, skipped = build_candidates(
+        forest, tmp_path, n_classes=3, threads=[1], precision="double"
+    )
+    assert candidates, skipped
+    old = CompiledTrees(plain, threads=1, n_classes=3, min_rows=1)
+    new = CompiledTrees(candidates[0].artifact, threads=1, n_classes=3, min_rows=1)
+    assert old._driver is None and new._driver is not None
+    rows = np.tile(X, (4, 1))
+    old_out, old_labels = old.predict_indexed(rows)
+    new_out, new_labels = new.predict_indexed(rows)
+    np.testing.assert_array_equal(old_out, new_out)
+    np.testing.assert_array_equal(old_labels, new_labels)
+    np.testing.assert_array_equal(new_labels, forest.predict(rows))

@@ -24,7 +24,10 @@ import importlib.util
 import io
 import json
 import os
+import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +37,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.errors import AcceleratorError
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.accelerator import Accelerator, CompiledTrees, LeavesTrees, compiled_output
+from onnxbridge.runtime.accelerator import (
+    ROW_DRIVER,
+    Accelerator,
+    CompiledTrees,
+    LeavesTrees,
+    compiled_output,
+)
 from onnxbridge.runtime.settings import available_cores
 from onnxbridge.validate.compare import DEFAULT_ATOL, DEFAULT_RTOL
 
@@ -314,14 +324,13 @@ def _build_tl2cgen(
         # Split the generated C into several files compiled side by side: one file for a
         # 100-tree forest took gcc -O3 over 7 minutes on a busy 2-core machine.
         cores = max(threads)
-        tl2cgen.export_lib(
-            model,
-            toolchain="gcc",
-            libpath=str(library),
-            params={"parallel_comp": 4 * cores},
-            nthread=cores,
-            verbose=False,
-        )
+        with tempfile.TemporaryDirectory() as sources:
+            tl2cgen.generate_c_code(model, sources, params={"parallel_comp": 4 * cores})
+            add_row_driver(Path(sources))
+            built = tl2cgen.create_shared(
+                "gcc", sources, nthread=cores, verbose=False, options=["-fopenmp"]
+            )
+            shutil.move(built, library)
     dtype = np.dtype(np.float64 if double else np.float32)
     result = []
     for n in threads:
@@ -343,6 +352,92 @@ def _build_tl2cgen(
             )
         )
     return result
+
+
+# onnxbridge's row driver, compiled into the tl2cgen library beside the generated code
+# (:class:`~onnxbridge.runtime.accelerator.CompiledTrees` calls it): rows [first, end) of a dense
+# float32 / float64 matrix through the generated ``predict``, each row's outputs zeroed first
+# (``predict`` adds every tree's share), and — given a label buffer — each row's class index, the
+# first largest output compared in float32 (``first_argmax``'s rule, NaN included; a binary
+# model's one output against its complement, as ``compiled_output`` makes it). A missing
+# value (NaN) is left as tl2cgen's "missing" entry, as its own runtime does. A call of ``parts``
+# parts runs them on as many OpenMP threads (the library is linked with -fopenmp: libgomp).
+_ROW_DRIVER_C = """
+#include "header.h"
+
+typedef %(result)s onnxbridge_result;
+#define ONNXBRIDGE_OUTPUTS (N_TARGET * MAX_N_CLASS)
+
+int64_t %(name)s_outputs(void) { return ONNXBRIDGE_OUTPUTS; }
+int64_t %(name)s_result_bytes(void) { return (int64_t)sizeof(onnxbridge_result); }
+
+static int64_t onnxbridge_label(const onnxbridge_result* out) {
+  float best = (float)out[0];
+  if (ONNXBRIDGE_OUTPUTS == 1) {
+    /* A binary model's positive-class probability against its complement, in float32. */
+    return best > 1.0f - best;
+  }
+  int64_t index = 0;
+  for (int64_t k = 1; k < ONNXBRIDGE_OUTPUTS; ++k) {
+    float value = (float)out[k];
+    if (value > best) index = k;
+    best = (isnan(best) || isnan(value)) ? NAN : (value > best ? value : best);
+  }
+  return index;
+}
+
+#define ONNXBRIDGE_ROWS(SUFFIX, T)                                                  \\
+  static int onnxbridge_part_##SUFFIX(const T* rows, int64_t first, int64_t end,    \\
+                                      onnxbridge_result* out, int64_t* labels) {    \\
+    const int64_t width = get_num_feature();                                      \\
+    union Entry* entry = (union Entry*)malloc(sizeof(union Entry) * (width + 1)); \\
+    if (entry == NULL) return 1;                                                  \\
+    for (int64_t j = 0; j < width; ++j) entry[j].missing = -1;                    \\
+    for (int64_t i = first; i < end; ++i) {                                       \\
+      const T* row = rows + i * width;                                            \\
+      onnxbridge_result* result = out + i * ONNXBRIDGE_OUTPUTS;                   \\
+      for (int64_t j = 0; j < width; ++j) {                                       \\
+        if (!isnan(row[j])) entry[j].fvalue = row[j];                             \\
+      }                                                                           \\
+      for (int64_t k = 0; k < ONNXBRIDGE_OUTPUTS; ++k) result[k] = 0;             \\
+      predict(entry, 0, result);                                                  \\
+      for (int64_t j = 0; j < width; ++j) entry[j].missing = -1;                  \\
+      if (labels != NULL) labels[i] = onnxbridge_label(result);                   \\
+    }                                                                             \\
+    free(entry);                                                                  \\
+    return 0;                                                                     \\
+  }                                                                               \\
+  int %(name)s_##SUFFIX(const T* rows, int64_t n, onnxbridge_result* out,           \\
+                        int64_t* labels, int parts) {                             \\
+    int failed = 0;                                                               \\
+    _Pragma("omp parallel for num_threads(parts) schedule(static) reduction(|:failed)") \\
+    for (int part = 0; part < parts; ++part) {                                    \\
+      failed |= onnxbridge_part_##SUFFIX(rows, n * part / parts,                  \\
+                                         n * (part + 1) / parts, out, labels);    \\
+    }                                                                             \\
+    return failed;                                                                \\
+  }
+
+ONNXBRIDGE_ROWS(float32, float)
+ONNXBRIDGE_ROWS(float64, double)
+"""
+
+
+def add_row_driver(sources: Path) -> None:
+    """Add onnxbridge's row driver to the C code ``tl2cgen.generate_c_code`` wrote in
+    ``sources`` (a source file, listed in its ``recipe.json``), typed as the generated
+    ``predict``'s output."""
+    header = (sources / "header.h").read_text()
+    found = re.search(r"void predict\(union Entry\* \w+, int \w+, (float|double)\* \w+\);", header)
+    if found is None:
+        raise AcceleratorError("tl2cgen generated a predict() of an unknown signature")
+    name = f"{ROW_DRIVER}_driver"
+    text = _ROW_DRIVER_C % {"result": found.group(1), "name": ROW_DRIVER}
+    (sources / f"{name}.c").write_text(text)
+    recipe_path = sources / "recipe.json"
+    recipe = json.loads(recipe_path.read_text())
+    recipe["sources"].append({"name": name, "length": text.count("\n")})
+    recipe_path.write_text(json.dumps(recipe))
 
 
 # treelite's enumerations (its model spec, serialization v4), as the field accessors give them.

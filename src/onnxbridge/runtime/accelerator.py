@@ -247,7 +247,7 @@ class CompiledTrees(Accelerator):
         self._engine = tl2cgen.Predictor(str(library), nthread=threads, verbose=False)
         # tl2cgen's predictor serves one thread at a time.
         self._lock = threading.Lock()
-        self._batch = _BatchCall.checked(self._engine, self._lock)
+        self._driver = _RowDriver.checked(library, self._engine, self._lock, threads, n_classes)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Probabilities ``[N, C]`` (float32) for a classifier, values ``[N]`` for a regressor.
@@ -257,14 +257,26 @@ class CompiledTrees(Accelerator):
         compiles a float model's trees in float32 (float32 probabilities out, nothing to
         narrow), a double model's in float64.
         """
+        return self._run(X, labels=False)[0]
+
+    def predict_indexed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """As :meth:`Accelerator.predict_indexed`; with onnxbridge's row driver the labels come
+        from the compiled code, in the pass that computes the rows' outputs."""
+        return self._run(X, labels=self.n_classes is not None)
+
+    def _run(self, X: np.ndarray, labels: bool) -> tuple[np.ndarray, np.ndarray | None]:
         dtype = np.float64 if X.dtype == np.float64 else np.float32
         rows = np.ascontiguousarray(X, dtype=dtype)
-        batch = self._batch
-        if batch is not None:
-            raw = batch(rows)
+        driver = self._driver
+        index = None
+        if driver is not None:
+            raw, index = driver(rows, labels)
         else:
             raw = _public_batch(self._engine, self._lock, rows)
-        return compiled_output(raw, len(X), self.n_classes, np.float32, columns=True)
+        out = compiled_output(raw, len(X), self.n_classes, np.float32, columns=True)
+        if labels and index is None:
+            index = first_argmax(out)
+        return out, index
 
 
 def _public_batch(engine: Any, lock: threading.Lock, rows: np.ndarray) -> np.ndarray:
@@ -276,51 +288,82 @@ def _public_batch(engine: Any, lock: threading.Lock, rows: np.ndarray) -> np.nda
         return engine.predict(matrix)
 
 
-class _BatchCall:
-    """tl2cgen's batch prediction through its C API, as ``Predictor.predict(DMatrix(rows))``
-    does it, without the Python around it: a ``DMatrix`` object and a shape query per call, and
-    ctypes pointer objects per array — ~14 µs of a ~190 µs 10 000-row call of the reference
-    forest (docs/benchmarks.md). The output is made zeroed (tl2cgen adds each tree's share to
-    it), ``[N, *shape of one row's output]``.
+# The prefix of the functions ``tune`` compiles into a tl2cgen library beside the generated code
+# (onnxbridge.bench.accelerators.add_row_driver): ``<prefix>_float32`` / ``<prefix>_float64``
+# ``(rows*, n, out*, labels* or NULL, parts) -> 0`` over dense rows, ``<prefix>_outputs()``
+# (values per row) and ``<prefix>_result_bytes()`` (4: float32 outputs, 8: float64).
+ROW_DRIVER = "onnxbridge_rows"
+# Calls of at least this many rows are cut into one part per thread (OpenMP, in the library).
+DRIVER_PARALLEL_ROWS = 256
+_DRIVER_ARGS = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+
+
+class _RowDriver:
+    """The tl2cgen library's rows run by onnxbridge's row driver (compiled into it by ``tune``)
+    rather than by tl2cgen's runtime: no ``DMatrix`` per call, no zeroed output to allocate
+    (the driver zeroes each row's outputs as it goes), and the labels computed in the same pass
+    — ``first_argmax`` over the reference forest's 100 000 rows took ~160 µs of a ~1.6 ms call
+    (docs/benchmarks.md). Large calls run in one part per thread (at most one per core), on
+    the library's OpenMP threads.
     """
 
-    def __init__(self, engine: Any, lock: threading.Lock, lib: Any, check: Any) -> None:
-        self._engine = engine
-        self._lock = lock
-        self._lib = lib
-        self._check = check
-        self._features = int(engine.num_feature)
-        self._out_type = np.float64 if engine.leaf_output_type == "float64" else np.float32
-        self._tail = tuple(
-            _public_batch(engine, lock, np.zeros((1, self._features), np.float32)).shape[1:]
+    def __init__(self, library: Path, threads: int, n_classes: int | None) -> None:
+        lib = ctypes.CDLL(str(library))
+        self._rows = {}
+        for dtype in (np.float32, np.float64):
+            function = getattr(lib, f"{ROW_DRIVER}_{np.dtype(dtype).name}")
+            function.argtypes = _DRIVER_ARGS
+            function.restype = ctypes.c_int
+            self._rows[np.dtype(dtype)] = function
+        count = lib[f"{ROW_DRIVER}_outputs"]
+        size = lib[f"{ROW_DRIVER}_result_bytes"]
+        count.restype = size.restype = ctypes.c_int64
+        self._outputs = int(count())
+        self._out_type = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}[int(size())]
+        self._features = int(lib.get_num_feature())
+        # Labels from the compiled code: one output per class, or a binary model's one
+        # (the positive class's probability).
+        self._labels = n_classes is not None and (
+            self._outputs == n_classes or (self._outputs == 1 and n_classes == 2)
         )
-        # The value tl2cgen reads as missing, per input type (NaN, as its DMatrix's default).
-        self._missing = {np.dtype(t): np.array([np.nan], dtype=t) for t in (np.float32, np.float64)}
+        self._library = lib  # keeps the library loaded as long as its functions are used
+        self._parts = max(1, min(threads, available_cores()))
 
     @classmethod
-    def checked(cls, engine: Any, lock: threading.Lock) -> _BatchCall | None:
-        """The direct call, or None (the public one then) when this tl2cgen lacks the C API
-        functions or the direct call disagrees with the public one on probe rows."""
+    def checked(
+        cls,
+        library: Path,
+        engine: Any,
+        lock: threading.Lock,
+        threads: int,
+        n_classes: int | None,
+    ) -> _RowDriver | None:
+        """The driver, or None (tl2cgen's public call then) when the library has none (built
+        before it existed) or it disagrees with tl2cgen's own call on probe rows (NaN
+        included) — its outputs, and its labels with ``first_argmax`` of the outputs."""
         try:
-            from tl2cgen.libloader import _LIB, _check_call
-
-            for name in ("TL2cgenDMatrixCreateFromMat", "TL2cgenPredictorPredictBatch"):
-                getattr(_LIB, name)
-            batch = cls(engine, lock, _LIB, _check_call)
-            probe = np.random.default_rng(0).standard_normal((5, batch._features)) * 10
-            probe[1, 0] = np.nan
+            driver = cls(library, threads, n_classes)
+            probe = np.random.default_rng(0).standard_normal((600, driver._features)) * 10
+            probe[1::3, 0] = np.nan
             for dtype in (np.float32, np.float64):
                 rows = probe.astype(dtype)
-                if not np.array_equal(
-                    batch(rows), _public_batch(engine, lock, rows), equal_nan=True
+                public = _public_batch(engine, lock, rows)
+                raw, index = driver(rows, labels=True)
+                if raw.dtype != public.dtype or not np.array_equal(
+                    raw.reshape(public.shape), public, equal_nan=True
                 ):
                     return None
+                if index is not None:
+                    out = compiled_output(raw, len(rows), n_classes, np.float32, columns=True)
+                    if not np.array_equal(index, first_argmax(out)):
+                        return None
         except Exception:
             return None
-        return batch
+        return driver
 
-    def __call__(self, rows: np.ndarray) -> np.ndarray:
-        """The engine's output for C-contiguous float32 / float64 ``rows [N, F]``."""
+    def __call__(self, rows: np.ndarray, labels: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """``[N, outputs]`` for C-contiguous float32 / float64 ``rows [N, F]``, and with
+        ``labels`` (a classifier) each row's class index ``[N]`` int64."""
         n, width = rows.shape
         if width != self._features:
             # The compiled code reads as many columns as the model has, whatever it is given.
@@ -328,33 +371,14 @@ class _BatchCall:
                 f"the tl2cgen model takes rows of {self._features} features; got an array of "
                 f"shape {rows.shape}"
             )
-        out = np.zeros((n, *self._tail), dtype=self._out_type)
-        lib, check = self._lib, self._check
-        handle = ctypes.c_void_p()
-        check(
-            lib.TL2cgenDMatrixCreateFromMat(
-                ctypes.c_void_p(rows.ctypes.data),
-                b"float64" if rows.dtype == np.float64 else b"float32",
-                ctypes.c_size_t(n),
-                ctypes.c_size_t(width),
-                ctypes.c_void_p(self._missing[rows.dtype].ctypes.data),
-                ctypes.byref(handle),
-            )
-        )
-        try:
-            with self._lock:
-                check(
-                    lib.TL2cgenPredictorPredictBatch(
-                        self._engine.handle,
-                        handle,
-                        ctypes.c_int(0),
-                        ctypes.c_int(0),
-                        ctypes.c_void_p(out.ctypes.data),
-                    )
-                )
-        finally:
-            lib.TL2cgenDMatrixFree(handle)
-        return out
+        out = np.empty((n, self._outputs), dtype=self._out_type)
+        index = np.empty(n, dtype=np.int64) if labels and self._labels else None
+        function = self._rows[rows.dtype]
+        parts = self._parts if n >= DRIVER_PARALLEL_ROWS else 1
+        labels_at = None if index is None else index.ctypes.data
+        if function(rows.ctypes.data, n, out.ctypes.data, labels_at, parts):
+            raise AcceleratorError("the tl2cgen library's row driver could not allocate memory")
+        return out, index
 
 
 def compiled_output(
