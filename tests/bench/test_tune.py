@@ -271,3 +271,36 @@ def test_score_runs_the_tuned_model(iris_bundle: Bundle, tmp_path: Path) -> None
     own = {"intra_op_num_threads": 1, "row_split": 0}
     assert used.settings_for(1) == replace(spec.latency, **own).clamped()
     assert used.settings_for(10_000) == replace(spec.throughput, **own).clamped()
+
+
+def _split(*timings: tuple[int, float, float]) -> list[dict[str, float]]:
+    return [{"rows": n, "latency": lat, "throughput": thr} for n, lat, thr in timings]
+
+
+@pytest.mark.parametrize(
+    ("timings", "expected"),
+    [
+        # Latency faster everywhere / nowhere: every size, or none above the latency size.
+        (((10, 1.0, 2.0), (100, 3.0, 4.0), (1000, 10.0, 20.0)), 1000),
+        (((10, 2.0, 1.0), (100, 4.0, 3.0), (1000, 20.0, 10.0)), 1),
+        # The usual crossing between 100 and 1 000 rows.
+        (((10, 1.0, 2.0), (100, 3.0, 4.0), (1000, 30.0, 20.0)), 100),
+        # One noisy size does not cut the latency regime short (a tune run on the reference
+        # forest): stopping at the first loss gave 1 row and 100-row calls 1.10x slower.
+        (((10, 13.7, 12.5), (100, 33.3, 36.7), (1000, 165.0, 176.0)), 1000),
+        # Equal everywhere: the smallest boundary.
+        (((10, 1.0, 1.0), (100, 2.0, 2.0)), 1),
+    ],
+)
+def test_the_boundary_comes_closest_to_the_faster_regime_at_every_size(
+    timings: tuple[tuple[int, float, float], ...], expected: int
+) -> None:
+    from onnxbridge.bench.tune import boundary_limit
+
+    assert boundary_limit(1, _split(*timings)) == expected
+
+
+def test_a_boundary_without_timings_is_the_latency_size() -> None:
+    from onnxbridge.bench.tune import boundary_limit
+
+    assert boundary_limit(7, []) == 7
