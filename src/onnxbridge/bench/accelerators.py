@@ -355,8 +355,8 @@ def _build_tl2cgen(
 
 
 # onnxbridge's row driver, compiled into the tl2cgen library beside the generated code
-# (:class:`~onnxbridge.runtime.accelerator.CompiledTrees` calls it): rows [first, end) of a dense
-# float32 / float64 matrix through the generated ``predict``, each row's outputs zeroed first
+# (:class:`~onnxbridge.runtime.accelerator.CompiledTrees` calls it): the rows of a dense float32 /
+# float64 matrix through the generated ``predict``, each row's outputs zeroed first
 # (``predict`` adds every tree's share), and — given a label buffer — each row's class index, the
 # first largest output compared in float32 (``first_argmax``'s rule, NaN included; a binary
 # model's one output against its complement, as ``compiled_output`` makes it). A missing

@@ -9,7 +9,8 @@ the artifact and ONNX Runtime the engine. ``Predictor(..., accelerator=True)`` (
 instead — **a compiled library is native code**, so it is loaded only when asked for, only from
 a bundle, and only when the hash of every file matches the card.
 
-- ``tl2cgen``: a shared library (``accelerators/tl2cgen.so``), :class:`CompiledTrees`;
+- ``tl2cgen``: a shared library (``accelerators/tl2cgen.so``, with onnxbridge's row driver
+  compiled in: :class:`_RowDriver`), :class:`CompiledTrees`;
 - ``lleaves``: LLVM's object code (``accelerators/lleaves.o``) with the LightGBM model text it
   was compiled from (``accelerators/lightgbm.txt``, which lleaves reads for the model's shape),
   :class:`LeavesTrees`.
