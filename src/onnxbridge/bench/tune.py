@@ -239,7 +239,8 @@ def stage_two_candidates(
     on several cores the blocks run side by side (parallel mode, one thread per block) and the
     blocked winner with the rows split across the cores. With ``linear`` (the model has a linear
     operator :mod:`onnxbridge.runtime.linear` rewrites) also the winner with those operators as
-    dot products, and that on one thread (the dot-product kernel gains little from a second).
+    dot products, and before it the same on one thread without spinning (the dot-product
+    kernel gains little from a second thread; listed first, it wins a tie within the margin).
     ``tune`` appends ``Predictor``'s and ONNX Runtime's defaults when they are not among these.
     """
     variants = [winner]
@@ -265,7 +266,7 @@ def stage_two_candidates(
             )
             variants.append(replace(blocked, row_split=cores))
     if linear:
-        variants.append(replace(winner, linear_gemv=True))
+        # One thread first: the cheaper of the two wins when they are within the margin.
         if winner.intra_op_num_threads != 1:
             variants.append(
                 replace(
@@ -279,6 +280,7 @@ def stage_two_candidates(
                     row_split=0,
                 )
             )
+        variants.append(replace(winner, linear_gemv=True))
     return variants
 
 
