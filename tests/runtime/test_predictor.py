@@ -210,3 +210,32 @@ def test_large_calls_are_checked_for_missing_values(tmp_path: Path) -> None:
     ):
         predictor.predict(rows)
     assert len(predictor.predict(rows, allow_missing=True)) == len(rows)
+
+
+def test_large_arrays_of_any_layout_and_float_type_give_the_same_results(tmp_path: Path) -> None:
+    """Large float arrays skip prepare(): C-ordered float32 rows go in as they are, others are
+    made so first — every layout and float width must give the same predictions and the same
+    missing-values check."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = load_iris(return_X_y=True)
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    predictor = Predictor(convert_estimator(model, X[:20]).save(tmp_path / "lr.onnx"))
+    rows = np.tile(X, (40, 1)).astype(np.float32)  # 6 000 rows: the output-side NaN check
+    expected = predictor.session_for(len(rows)).run(None, {"input": rows})
+    wide = np.zeros((2 * len(rows), rows.shape[1]), dtype=np.float32)
+    wide[::2] = rows
+    for layout in (
+        rows,
+        np.asfortranarray(rows),
+        rows.astype(np.float64),
+        wide[::2],  # a strided view
+        rows.astype(">f4"),  # big-endian float32
+    ):
+        got = predictor.predict(layout)
+        np.testing.assert_array_equal(got.labels, expected[0])
+        np.testing.assert_array_equal(got.probabilities, expected[1])
+        bad = np.array(layout, order="K")
+        bad[len(bad) // 2, 1] = np.nan
+        with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+            predictor.predict(bad)

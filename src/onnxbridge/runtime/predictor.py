@@ -56,6 +56,8 @@ OUTPUT_NAN_CHECK_MIN_ROWS = 2048
 # Up to this many input columns: the probe a session passes first runs about 4 × columns² values
 # (one NaN per row, every column), 16 MB of float32 rows here; wider inputs keep the input check.
 OUTPUT_NAN_CHECK_MAX_COLUMNS = 1024
+# Predictor._output_check keeps its answer for this many row counts.
+_OUTPUT_CHECK_COUNTS = 64
 
 _ORT_TO_NUMPY = {
     "tensor(float)": np.float32,
@@ -258,6 +260,12 @@ class Predictor:
         # (input name, dtype, width, refuses NaN) of a single tensor input: large arrays skip
         # prepare() (_array_feeds).
         self._fast_input = fast_input
+        # (input name, dtype, width) of a single float tensor input: _array_feeds' fields.
+        self._float_feed = (
+            (fast_input[0], np.dtype(fast_input[1]), fast_input[2])
+            if fast_input is not None and np.dtype(fast_input[1]).kind == "f"
+            else None
+        )
         regimes = self.tuning
         if regimes is None and settings is None:
             # Untuned: calls too large for the bound path run with the same settings on the
@@ -319,6 +327,8 @@ class Predictor:
         self._native_runs: dict[int, tuple[Any, Any]] = {}
         # id(session) -> how a large call on it checks its output for NaN: see _output_check.
         self._output_checks: dict[int, tuple[Any, int, Any] | None] = {}
+        # row count -> _output_check's answer for it.
+        self._output_check_by_rows: dict[int, tuple[Any, int, Any] | None] = {}
         # Calls of this many rows or more run on the accelerator (never, without one).
         self._accelerated_from = (
             self.accelerator.min_rows if self.accelerator is not None else sys.maxsize
@@ -413,14 +423,17 @@ class Predictor:
         None for anything else, which ``prepare`` takes. The missing-values check is the
         caller's.
         """
-        fast_input = self._fast_input
-        if fast_input is None or data.ndim != 2 or data.dtype.kind != "f" or not len(data):
+        feed = self._float_feed
+        if feed is None or data.ndim != 2 or data.dtype.kind != "f" or not len(data):
             return None
-        name, dtype, width, _ = fast_input
-        if data.shape[1] != width or np.dtype(dtype).kind != "f":
+        name, dtype, width = feed
+        if data.shape[1] != width:
             return None
-        # The model's input type, as prepare() gives it: float64 rows narrowed for a float model.
-        return {name: np.ascontiguousarray(data, dtype=dtype)}
+        if data.dtype is not dtype or not data.flags.c_contiguous:
+            # The model's input type, as prepare() gives it: float64 rows narrowed for a float
+            # model.
+            data = np.ascontiguousarray(data, dtype=dtype)
+        return {name: data}
 
     def session_for(self, rows: int) -> Any:
         """The ONNX Runtime session a call of ``rows`` rows runs on (see ``tune``)."""
@@ -723,9 +736,24 @@ class Predictor:
         the flag last. None: check the input."""
         if not self._output_check_possible:
             return None
-        if not isinstance(data, np.ndarray | pd.DataFrame) or data.ndim != 2:
+        if type(data) is not np.ndarray and not isinstance(data, pd.DataFrame):
+            return None
+        if data.ndim != 2:
             return None
         rows = data.shape[0]
+        # The answer depends on the row count alone: kept per count (a few µs of a 10 000-row
+        # linear call otherwise; a server or a scoring job sees few counts).
+        known = self._output_check_by_rows.get(rows, self)
+        if known is not self:
+            return known
+        checked = self._find_output_check(rows)
+        if len(self._output_check_by_rows) >= _OUTPUT_CHECK_COUNTS:
+            self._output_check_by_rows.clear()
+        self._output_check_by_rows[rows] = checked
+        return checked
+
+    def _find_output_check(self, rows: int) -> tuple[Any, int, Any] | None:
+        """:meth:`_output_check`'s answer for a call of ``rows`` rows."""
         if rows < OUTPUT_NAN_CHECK_MIN_ROWS or rows >= self._accelerated_from:
             return None
         if self._graph_carries_nan is None:
