@@ -21,9 +21,13 @@ from sklearn.ensemble import (
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES, block_tree_ensembles
+from onnxbridge.runtime.blocking import (
+    DEFAULT_TREE_BLOCK_NODES,
+    ONE_THREAD_TREE_BLOCK_NODES,
+    block_tree_ensembles,
+)
 from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
-from onnxbridge.runtime.settings import SessionSettings
+from onnxbridge.runtime.settings import SessionSettings, available_cores
 from tuning_support import store_spec
 
 BLOCK = 600  # small blocks, so that test-sized forests are split into several
@@ -175,11 +179,15 @@ def test_untuned_predictor_blocks_only_large_calls(big_forest: BigForest) -> Non
     path, forest, X = big_forest.path, big_forest.forest, big_forest.X
     predictor = Predictor(path, intra_op_num_threads=1)
     assert predictor.settings_for(256).tree_block_nodes == 0
-    assert predictor.settings_for(257).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
-    # With several intra-op threads, blocks start at larger calls.
+    # One thread per operator: the smaller blocks.
+    assert predictor.settings_for(257).tree_block_nodes == ONE_THREAD_TREE_BLOCK_NODES
+    # With several intra-op threads, blocks start at larger calls and are larger.
     threaded = Predictor(path, intra_op_num_threads=2)
     assert threaded.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS - 1).tree_block_nodes == 0
-    assert threaded.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS).tree_block_nodes > 0
+    assert (
+        threaded.settings_for(MULTI_THREAD_BLOCK_MIN_ROWS).tree_block_nodes
+        == DEFAULT_TREE_BLOCK_NODES
+    )
     large = predictor.predict(_frame(X[2000:]))
     plain = Predictor(path, settings=SessionSettings.onnxbridge_default()).predict(_frame(X[2000:]))
     assert plain is not None and large is not None
@@ -224,7 +232,9 @@ def test_open_sessions_opens_the_throughput_session_up_front(big_forest: BigFore
 def test_the_throughput_regime_serves_every_call_with_one_session(big_forest: BigForest) -> None:
     path, forest, X = big_forest.path, big_forest.forest, big_forest.X
     batch = Predictor(path, regime="throughput")
-    assert batch.settings_for(1).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
+    # One thread per core: the smaller blocks on a one-core machine.
+    expected = DEFAULT_TREE_BLOCK_NODES if available_cores() > 1 else ONE_THREAD_TREE_BLOCK_NODES
+    assert batch.settings_for(1).tree_block_nodes == expected
     assert batch.session_for(1) is batch.session_for(5000)
     assert len(batch._sessions._sessions) == 1  # the metadata-reading session was let go
     np.testing.assert_array_equal(batch.predict(X[2000:2003]).labels, forest.predict(X[2000:2003]))
@@ -286,3 +296,31 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
     batch = Predictor(path, regime="throughput")
     assert batch.settings_for(100).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES
     assert batch.session_for(100) is batch.session_for(FROM_ROWS)
+
+
+def test_tune_tries_blocks_sized_for_each_candidates_threads_per_operator() -> None:
+    from onnxbridge.bench.tune import stage_two_candidates
+
+    winner = SessionSettings(2, allow_spinning=True)
+    blocked = [v for v in stage_two_candidates(winner, 2, blocks=True) if v.tree_block_nodes]
+    # Two threads per operator: the larger blocks; one thread per block side by side, or per
+    # part of the rows: the smaller ones.
+    assert blocked == [
+        replace(winner, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES),
+        replace(
+            winner,
+            intra_op_num_threads=1,
+            execution_mode="parallel",
+            inter_op_num_threads=2,
+            tree_block_nodes=ONE_THREAD_TREE_BLOCK_NODES,
+        ),
+        replace(winner, row_split=2, tree_block_nodes=ONE_THREAD_TREE_BLOCK_NODES),
+    ]
+    one = SessionSettings(1, allow_spinning=False)
+    assert [v.tree_block_nodes for v in stage_two_candidates(one, 1, blocks=True)] == [
+        0,
+        0,
+        0,
+        0,
+        ONE_THREAD_TREE_BLOCK_NODES,
+    ]

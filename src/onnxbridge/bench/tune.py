@@ -57,12 +57,13 @@ from onnxbridge.bench.timing import SPIN_COOLDOWN, Timing, measure_many, spin_co
 from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import AcceleratorError, DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
+from onnxbridge.runtime.blocking import ONE_THREAD_TREE_BLOCK_NODES
 from onnxbridge.runtime.sessions import (
     blocked_model,
     linear_model,
     open_ort_session,
     settings_for_rows,
+    tree_block_nodes_for,
 )
 from onnxbridge.runtime.settings import (
     SESSION_KEY,
@@ -253,18 +254,19 @@ def stage_two_candidates(
         # winner's own threads.
         variants.append(replace(winner, row_split=cores))
     if blocks:
-        blocked = replace(winner, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES)
-        variants.append(blocked)
+        # Each with blocks of the size for its threads per operator (tree_block_nodes_for).
+        blocked = [winner]
         if cores > 1:
-            variants.append(
+            blocked.append(
                 replace(
-                    blocked,
+                    winner,
                     intra_op_num_threads=1,
                     execution_mode="parallel",
                     inter_op_num_threads=cores,
                 )
             )
-            variants.append(replace(blocked, row_split=cores))
+            blocked.append(replace(winner, row_split=cores))
+        variants += [replace(s, tree_block_nodes=tree_block_nodes_for(s)) for s in blocked]
     if linear:
         # One thread first: the cheaper of the two wins when they are within the margin.
         if winner.intra_op_num_threads != 1:
@@ -560,7 +562,7 @@ def tune_model(
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
     model_bytes = source.onnx_path.read_bytes()
-    blockable = blocked_model(model_bytes, DEFAULT_TREE_BLOCK_NODES) is not None
+    blockable = blocked_model(model_bytes, ONE_THREAD_TREE_BLOCK_NODES) is not None
     # Linear operators the dot-product rewrite serves (runtime/linear.py): tried on batches.
     linear = linear_model(model_bytes) is not None
     mid = latency_rows < MID_ROWS < throughput_rows

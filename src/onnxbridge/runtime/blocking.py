@@ -32,13 +32,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_TREE_BLOCK_NODES", "block_tree_ensembles"]
+__all__ = ["DEFAULT_TREE_BLOCK_NODES", "ONE_THREAD_TREE_BLOCK_NODES", "block_tree_ensembles"]
 
 ML_DOMAIN = "ai.onnx.ml"
 # About 0.5 MiB of ONNX Runtime's node records: a block fits in one core's L2 cache on common
 # x86 servers (1-2 MiB). Measured on the benchmark forest: blocks of 5 000-20 000 nodes were
-# 1.8-2.3× faster than one operator at 10 000 rows on one thread, 43 000 nodes 1.4-1.9×.
+# 1.8-2.3× faster than one operator at 10 000 rows on one thread, 43 000 nodes 1.4-1.9×. This
+# size is for operators that split their rows between several intra-op threads: blocks of 8 192
+# nodes took 1.4-1.5× as long there, 4 096 1.6-1.9× (two threads, 10 000 and 100 000 rows).
 DEFAULT_TREE_BLOCK_NODES = 16384
+# Operators that run on one thread (one intra-op thread, or rows split one thread per part) are
+# faster on smaller blocks: on the benchmark forest, one thread per part, 100 000 rows, 8 192
+# nodes 320-340 ms against 350-385 ms for 16 384 (docs/benchmarks.md, 2026-12-04).
+ONE_THREAD_TREE_BLOCK_NODES = 8192
 
 
 def _attributes(node: Any) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from onnxbridge.errors import (
     first_line,
 )
 from onnxbridge.runtime.accelerator import Accelerator, load_accelerator
-from onnxbridge.runtime.blocking import DEFAULT_TREE_BLOCK_NODES
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, has_nan
 from onnxbridge.runtime.linear import NAN_FLAG
 from onnxbridge.runtime.nancheck import flag_shows_nan, graph_carries_nan, session_shows_nan
@@ -45,6 +44,7 @@ from onnxbridge.runtime.sessions import (
     effective_settings,
     fast_input_of,
     open_ort_session,
+    tree_block_nodes_for,
 )
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
@@ -275,7 +275,7 @@ class Predictor:
             regimes = TuningSpec(
                 latency=base,
                 throughput=replace(
-                    base, tree_block_nodes=DEFAULT_TREE_BLOCK_NODES, linear_gemv=True
+                    base, tree_block_nodes=tree_block_nodes_for(base), linear_gemv=True
                 ),
                 latency_max_rows=(
                     DEFAULT_MAX_ROWS

@@ -22,11 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.runtime.blocking import block_tree_ensembles
+from onnxbridge.runtime.blocking import (
+    DEFAULT_TREE_BLOCK_NODES,
+    ONE_THREAD_TREE_BLOCK_NODES,
+    block_tree_ensembles,
+)
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
 from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
 from onnxbridge.runtime.pool import LazyPool
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
 
 __all__ = [
     "MULTI_THREAD_BLOCK_MIN_ROWS",
@@ -40,6 +44,7 @@ __all__ = [
     "open_ort_session",
     "rewritten_model",
     "settings_for_rows",
+    "tree_block_nodes_for",
 ]
 
 # Rows a part of a split call has at least: handing a part to another thread costs some tens of
@@ -58,6 +63,16 @@ def blocks_from_rows(settings: SessionSettings) -> int:
     if settings.intra_op_num_threads == 1:
         return SINGLE_THREAD_BLOCK_MIN_ROWS
     return MULTI_THREAD_BLOCK_MIN_ROWS
+
+
+def tree_block_nodes_for(settings: SessionSettings) -> int:
+    """The block size for trees run with ``settings``: smaller when each operator runs on one
+    thread (one intra-op thread, or the rows split one thread per part), see
+    :mod:`onnxbridge.runtime.blocking`."""
+    threads = settings.intra_op_num_threads or available_cores()
+    if threads == 1 or settings.row_split > 1:
+        return ONE_THREAD_TREE_BLOCK_NODES
+    return DEFAULT_TREE_BLOCK_NODES
 
 
 def settings_for_rows(settings: SessionSettings, rows: int) -> SessionSettings:
