@@ -39,7 +39,7 @@ ML_DOMAIN = "ai.onnx.ml"
 # x86 servers (1-2 MiB). Measured on the benchmark forest: blocks of 5 000-20 000 nodes were
 # 1.8-2.3× faster than one operator at 10 000 rows on one thread, 43 000 nodes 1.4-1.9×. This
 # size is for operators that split their rows between several intra-op threads: blocks of 8 192
-# nodes took 1.4-1.5× as long there, 4 096 1.6-1.9× (two threads, 10 000 and 100 000 rows).
+# nodes took about 1.4× as long there, 4 096 1.8-1.9× (two threads, 10 000 and 100 000 rows).
 DEFAULT_TREE_BLOCK_NODES = 16384
 # Operators that run on one thread (one intra-op thread, or rows split one thread per part) are
 # faster on smaller blocks: on the benchmark forest, one thread per part, 100 000 rows, 8 192
