@@ -79,6 +79,49 @@ def test_a_candidate_is_judged_by_its_worse_size() -> None:
     assert _pick_score([1.3, 1.2, 1.0], 0.02) == 2
 
 
+def test_large_calls_size_is_ten_times_the_throughput_size_within_bounds() -> None:
+    from onnxbridge.bench.tune import LARGE_BYTES, large_rows_for
+
+    assert large_rows_for(10_000, 112) == 100_000
+    assert large_rows_for(200, 16) == 2_000
+    assert large_rows_for(50_000, 112) == 100_000  # at most 100 000 rows
+    assert large_rows_for(100_000, 112) == 0  # nothing larger to time
+    assert large_rows_for(10_000, 3_136) == LARGE_BYTES // 3_136  # 784 float32 features
+    assert large_rows_for(10_000, LARGE_BYTES // 5_000) == 0
+
+
+def test_close_throughput_candidates_are_judged_on_large_calls_too(iris_bundle: Bundle) -> None:
+    from onnxbridge.bench.tune import LARGE_CONTENDERS, _pick_score
+
+    saved = tune_model(iris_bundle.path, regime="throughput", write=False, **TUNE).to_dict()
+    step2 = [c for c in saved["regimes"][0]["candidates"] if c["step"] == 2]
+
+    def ratios(values: list[float]) -> list[float]:
+        return [v / min(values) for v in values]
+
+    scores = [
+        max(a, b)
+        for a, b in zip(
+            ratios([c["median"] for c in step2]),
+            ratios([c["mid_timing"]["median"] for c in step2]),
+            strict=True,
+        )
+    ]
+    close = [i for i, x in enumerate(scores) if x <= min(scores) * LARGE_CONTENDERS]
+    timed = [i for i, c in enumerate(step2) if "large_timing" in c]
+    # Exactly the close candidates were timed on 2 000-row calls (ten times 200), when there
+    # were several, and the winner is the cheapest within the margin of the worst of three.
+    assert timed == (close if len(close) > 1 else [])
+    assert all(step2[i]["large_rows"] == 2_000 for i in timed)
+    if timed:
+        for i, ratio in zip(
+            timed, ratios([step2[i]["large_timing"]["median"] for i in timed]), strict=True
+        ):
+            scores[i] = max(scores[i], ratio)
+    winner = step2[_pick_score(scores, 0.02)]
+    assert winner["settings"] == saved["spec"]["throughput"]
+
+
 def test_one_regime_keeps_the_other(iris_bundle: Bundle) -> None:
     first = tune_model(iris_bundle.path, regime="throughput", **TUNE).spec
     assert first.latency == SessionSettings.onnxbridge_default()

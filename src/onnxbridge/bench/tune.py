@@ -20,7 +20,10 @@ threads, no spinning, sequential, all optimisations) to the dearest, and the fir
 is within ``margin`` (2 %) of the fastest wins — a difference smaller than that is noise here, and
 the cheaper setting leaves the cores to other processes. The throughput regime's candidates are
 also timed on calls of ``MID_ROWS`` (100) rows and judged by the worse of their two ratios to the
-best: its settings serve every call above the boundary, not only the large ones.
+best: its settings serve every call above the boundary, not only the large ones. Step two's
+close candidates are timed a third time, on calls ten times larger (at most 100 000 rows and
+64 MiB of inputs), and judged by the worst of their three ratios: two settings tied at 10 000
+rows can be 25 % apart at 100 000.
 
 **The regime boundary** (both regimes tuned, with different winners): the two winners are timed
 against each other at batch sizes between the two regimes (10, 100, 1 000 rows); the boundary
@@ -94,6 +97,15 @@ _BOUNDARY_REPEAT_FACTOR = 3
 # The throughput regime's candidates are also timed on calls of this many rows (see
 # _tune_regime), when it lies between the two regimes' sizes.
 MID_ROWS = 100
+# Step two's close candidates are also timed on calls this many times the throughput size (at
+# most LARGE_ROWS rows and LARGE_BYTES of inputs): the throughput settings serve every larger
+# call too, and two settings tied at 10 000 rows can be 25 % apart at 100 000 (a 100-tree
+# forest's rows split across the cores against two threads per operator, docs/benchmarks.md).
+LARGE_FACTOR = 10
+LARGE_ROWS = 100_000
+LARGE_BYTES = 64 << 20
+# "Close": a score within this factor of the best after the throughput and 100-row calls.
+LARGE_CONTENDERS = 1.25
 TUNE_FORMAT = "1"
 
 
@@ -106,6 +118,9 @@ class CandidateTiming:
     step: int = 1
     # The throughput regime's second size (MID_ROWS rows per call), when measured.
     mid: Timing | None = None
+    # Its third size (``large_rows`` rows per call), for step two's close candidates.
+    large: Timing | None = None
+    large_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -120,6 +135,9 @@ class CandidateTiming:
         if self.mid is not None:
             out["mid_rows"] = MID_ROWS
             out["mid_timing"] = self.mid.to_dict()
+        if self.large is not None:
+            out["large_rows"] = self.large_rows
+            out["large_timing"] = self.large.to_dict()
         return out
 
 
@@ -300,6 +318,7 @@ def _tune_regime(
     blocks: bool = False,
     linear: bool = False,
     mid_feeds: dict[str, np.ndarray] | None = None,
+    large_feeds: dict[str, np.ndarray] | None = None,
 ) -> RegimeResult:
     """Steps one and two for one regime.
 
@@ -307,9 +326,13 @@ def _tune_regime(
     is also timed on those, and judged by the worse of its two ratios to the best: the
     throughput settings serve every call above the boundary, and a setting that only shines at
     10 000 rows (spinning within runs, say, which wakes its threads on every call) can be twice
-    as slow at 100.
+    as slow at 100. With ``large_feeds`` (a call of :func:`large_rows_for` rows) step two's close
+    candidates (a score within :data:`LARGE_CONTENDERS` of the best) are timed on those too and
+    judged by the worst of their three ratios; the others keep their score, already out of
+    reach.
     """
     measured: list[CandidateTiming] = []
+    large_rows = len(next(iter(large_feeds.values()))) if large_feeds else 0
 
     def time_all(sessions: list[Any], candidates: list[SessionSettings], on: Any) -> list[Timing]:
         calls = {str(i): (lambda s=s: s.run(None, on)) for i, s in enumerate(sessions)}
@@ -334,12 +357,37 @@ def _tune_regime(
                 unblocked = settings_for_rows(c, MID_ROWS)
                 small.append(session if unblocked == c else _session(path, unblocked))
             mid = time_all(small, candidates, mid_feeds)
-        pairs = list(zip(candidates, main, strict=True))
-        for i, (settings, timing) in enumerate(pairs):
-            measured.append(CandidateTiming(settings, timing, step, mid[i] if mid else None))
         scores = _ratios(main)
         if mid is not None:
             scores = [max(a, b) for a, b in zip(scores, _ratios(mid), strict=True)]
+        large: dict[int, Timing] = {}
+        if step == 2 and large_feeds is not None:
+            close = [i for i, x in enumerate(scores) if x <= min(scores) * LARGE_CONTENDERS]
+            if len(close) > 1:
+                on_large = [settings_for_rows(candidates[i], large_rows) for i in close]
+                timed = time_all(
+                    [
+                        sessions[i] if c == candidates[i] else _session(path, c)
+                        for i, c in zip(close, on_large, strict=True)
+                    ],
+                    on_large,
+                    large_feeds,
+                )
+                large = dict(zip(close, timed, strict=True))
+                for i, ratio in zip(close, _ratios(timed), strict=True):
+                    scores[i] = max(scores[i], ratio)
+        pairs = list(zip(candidates, main, strict=True))
+        for i, (settings, timing) in enumerate(pairs):
+            measured.append(
+                CandidateTiming(
+                    settings,
+                    timing,
+                    step,
+                    mid[i] if mid else None,
+                    large.get(i),
+                    large_rows if i in large else 0,
+                )
+            )
         return pairs, _pick_score(scores, margin)
 
     stage1, chosen = run_stage(stage_one_candidates(cores), 1)
@@ -376,6 +424,12 @@ def _pick_score(scores: list[float], margin: float) -> int:
     return next(i for i, score in enumerate(scores) if score <= best * (1.0 + margin))
 
 
+def large_rows_for(throughput_rows: int, row_bytes: float) -> int:
+    """Rows of the throughput regime's third size (0: none larger than ``throughput_rows``)."""
+    rows = min(throughput_rows * LARGE_FACTOR, LARGE_ROWS, int(LARGE_BYTES // max(row_bytes, 1.0)))
+    return rows if rows > throughput_rows else 0
+
+
 def _regime_steps(
     cores: int,
     repeat: int,
@@ -383,14 +437,17 @@ def _regime_steps(
     split: bool = False,
     mid: bool = False,
     linear: bool = False,
+    large: bool = False,
 ) -> int:
+    """Progress steps of one regime, at most (step two's close candidates are not known yet)."""
     stage1 = len(stage_one_candidates(cores))
     # At most: the winner's variants and the two defaults.
     variants = stage_two_candidates(
         SessionSettings(), cores, blocks=blocks, split=split, linear=linear
     )
     stage2 = len(variants) + 2
-    return (stage1 + stage2) * (repeat + 1) * (2 if mid else 1)
+    sizes = 2 if mid else 1
+    return ((stage1 + stage2) * sizes + (stage2 if large else 0)) * (repeat + 1)
 
 
 def read_tuning(path: str | Path) -> TuningSpec | None:
@@ -566,17 +623,29 @@ def tune_model(
     # Linear operators the dot-product rewrite serves (runtime/linear.py): tried on batches.
     linear = linear_model(model_bytes) is not None
     mid = latency_rows < MID_ROWS < throughput_rows
-    total = sum(
-        _regime_steps(
+    predictor = Predictor(source.onnx_path)
+    feeds = {
+        name: predictor.prepare(tile_rows(source.rows, rows), allow_missing=True)
+        for name, rows in (("latency", latency_rows), ("throughput", throughput_rows))
+        if name in wanted
+    }
+    large = 0
+    if "throughput" in feeds:
+        row_bytes = sum(a.nbytes for a in feeds["throughput"].values()) / throughput_rows
+        large = large_rows_for(throughput_rows, row_bytes)
+    steps = {
+        w: _regime_steps(
             cores,
             repeat,
             blocks=blockable and w == "throughput",
             linear=linear and w == "throughput",
             split=w == "throughput",
             mid=mid and w == "throughput",
+            large=bool(large) and w == "throughput",
         )
         for w in wanted
-    )
+    }
+    total = sum(steps.values())
     if regime == "both":
         total += len(_BOUNDARY_SIZES) * 2 * (repeat * _BOUNDARY_REPEAT_FACTOR + 1)
     if engines == "all":
@@ -592,15 +661,14 @@ def tune_model(
 
         return step
 
-    predictor = Predictor(source.onnx_path)
     results: dict[str, RegimeResult] = {}
     for name in wanted:
         rows = latency_rows if name == "latency" else throughput_rows
-        feeds = predictor.prepare(tile_rows(source.rows, rows), allow_missing=True)
+        regime_end = done + steps[name]
         results[name] = _tune_regime(
             name,
             source.onnx_path,
-            feeds,
+            feeds[name],
             rows,
             cores=cores,
             repeat=repeat,
@@ -615,7 +683,13 @@ def tune_model(
                 if mid and name == "throughput"
                 else None
             ),
+            large_feeds=(
+                predictor.prepare(tile_rows(source.rows, large), allow_missing=True)
+                if large and name == "throughput"
+                else None
+            ),
         )
+        done = regime_end  # the steps counted for candidates step two did not time again
     fallback = SessionSettings.onnxbridge_default()
     latency = (
         results["latency"].winner

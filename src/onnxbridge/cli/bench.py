@@ -257,12 +257,17 @@ def _print_tune(report: Any, stored: bool) -> None:
         mid = any(c.mid is not None for c in regime.candidates)
         if mid:
             table.add_column(f"at {MID_ROWS} rows", justify="right", no_wrap=True)
+        # ... and step two's close ones on large calls.
+        large_rows = max((c.large_rows for c in regime.candidates), default=0)
+        if large_rows:
+            table.add_column(f"at {large_rows:,} rows", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
         steps = sorted({c.step for c in regime.candidates})
         for step in steps:
             group = [c for c in regime.candidates if c.step == step]
             best = min(c.timing.median for c in group)
             best_mid = min((c.mid.median for c in group if c.mid is not None), default=0.0)
+            best_large = min((c.large.median for c in group if c.large), default=0.0)
             winner = regime.winner if step == steps[-1] else _step_winner(regime, step)
             for i, c in enumerate(group):
                 chosen = c.settings == winner
@@ -274,6 +279,8 @@ def _print_tune(report: Any, stored: bool) -> None:
                 ]
                 if mid:
                     cells.append(f"{c.mid.median / best_mid:.2f}×" if c.mid and best_mid else "")
+                if large_rows:
+                    cells.append(f"{c.large.median / best_large:.2f}×" if c.large else "")
                 cells.append(("← chosen" if step == steps[-1] else "← to step 2") if chosen else "")
                 table.add_row(*cells, end_section=i == len(group) - 1)
         console.print(table)
