@@ -22,9 +22,10 @@ from onnxbridge.bench.accelerators import (
     choose_accelerator,
     probe_rows,
 )
+from onnxbridge.bench.tune import _runs_as
 from onnxbridge.bundle import ONNX_NAME
 from onnxbridge.errors import DataError
-from onnxbridge.runtime.settings import SessionSettings
+from onnxbridge.runtime.settings import SessionSettings, available_cores
 
 from .conftest import FAST
 
@@ -61,6 +62,18 @@ def test_tune_stores_the_winners_where_predictor_reads_them(any_bundle: Bundle) 
         c["mid_rows"] == 100 and c["mid_timing"]["median"] > 0
         for c in throughput_saved["candidates"]
     )
+    # Candidates that run a 100-row call the same way share one timing of it (the rows split
+    # across the cores: too few rows to split, so the candidate's own threads run them).
+    step2 = [c for c in report.regimes[1].candidates if c.step == 2]
+    same = [
+        (a, b)
+        for i, a in enumerate(step2)
+        for b in step2[i + 1 :]
+        if _runs_as(a.settings, 100) == _runs_as(b.settings, 100)
+    ]
+    assert len(same) >= (1 if available_cores() > 1 else 0)
+    assert all(a.mid == b.mid for a, b in same)
+    assert any(a.settings.row_split > 1 for pair in same for a in pair) == (available_cores() > 1)
     predictor = Predictor(any_bundle.onnx_path)
     assert predictor.tuning == spec
     assert predictor.settings_for(1) == spec.latency.clamped()

@@ -62,6 +62,7 @@ from onnxbridge.errors import AcceleratorError, DataError, OnnxModelError, first
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.blocking import ONE_THREAD_TREE_BLOCK_NODES
 from onnxbridge.runtime.sessions import (
+    ROW_SPLIT_MIN_PART,
     blocked_model,
     linear_model,
     open_ort_session,
@@ -350,13 +351,15 @@ def _tune_regime(
         main = time_all(sessions, candidates, feeds)
         mid = None
         if mid_feeds is not None:
-            # A Predictor runs calls too small for trees in blocks on the unblocked twin
-            # (RegimeSessions): time the 100-row calls of a blocked candidate on that.
-            small = []
-            for c, session in zip(candidates, sessions, strict=True):
-                unblocked = settings_for_rows(c, MID_ROWS)
-                small.append(session if unblocked == c else _session(path, unblocked))
-            mid = time_all(small, candidates, mid_feeds)
+            # Candidates that run a 100-row call the same way share one timing of it: their
+            # differences there would be noise alone (measured at up to 17 %, enough to turn
+            # the pick of step two).
+            runs_as = [_runs_as(c, MID_ROWS) for c in candidates]
+            opened = {c: s for c, s in zip(candidates, sessions, strict=True)}
+            distinct = list(dict.fromkeys(runs_as))
+            small = [opened.get(r) or _session(path, r) for r in distinct]
+            timed = dict(zip(distinct, time_all(small, distinct, mid_feeds), strict=True))
+            mid = [timed[r] for r in runs_as]
         scores = _ratios(main)
         if mid is not None:
             scores = [max(a, b) for a, b in zip(scores, _ratios(mid), strict=True)]
@@ -411,6 +414,16 @@ def _tune_regime(
         ort_default=timing_of[ort_default],
         onnxbridge_default=timing_of[ours],
     )
+
+
+def _runs_as(settings: SessionSettings, rows: int) -> SessionSettings:
+    """The settings a call of ``rows`` rows really runs with: a Predictor runs calls too small
+    for trees in blocks (or dot products) on the plain twin (RegimeSessions), and a row split
+    runs calls too small to split on the candidate's own threads (RowSplitSession)."""
+    settings = settings_for_rows(settings, rows)
+    if settings.row_split > 1 and rows < 2 * ROW_SPLIT_MIN_PART:
+        settings = replace(settings, row_split=0)
+    return settings
 
 
 def _ratios(timings: list[Timing]) -> list[float]:
