@@ -20,7 +20,8 @@ threads, no spinning, sequential, all optimisations) to the dearest, and the fir
 is within ``margin`` (2 %) of the fastest wins — a difference smaller than that is noise here, and
 the cheaper setting leaves the cores to other processes. The throughput regime's candidates are
 also timed on calls of ``MID_ROWS`` (100) rows and judged by the worse of their two ratios to the
-best: its settings serve every call above the boundary, not only the large ones. Step two's
+best: its settings serve every call above the boundary, not only the large ones (candidates
+that run a 100-row call the same way, such as a blocked twin, share one timing of it). Step two's
 close candidates are timed a third time, on calls ten times larger (at most 100 000 rows and
 64 MiB of inputs), and judged by the worst of their three ratios: two settings tied at 10 000
 rows can be 25 % apart at 100 000.
