@@ -358,6 +358,9 @@ def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
     assert "label: 0 of 45 labels differ" in stdout
     assert "verdict: EQUIVALENT" in stdout
     assert "ms per call" in stdout
+    # The timing is the untuned session's; the demo points to tune and bench for this bundle.
+    words = " ".join(stdout.split())
+    assert f"`onnxbridge tune {out}`" in words and f"`onnxbridge bench {out}`" in words
     report = json.loads((out / "reports" / "validation.json").read_text())
     assert report["outputs"][1]["max_abs_diff"] <= 1e-6
     assert (report["atol"], report["rtol"]) == (1e-6, 0.0)  # the reference workflow's bound

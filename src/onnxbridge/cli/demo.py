@@ -115,5 +115,9 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
         console.print(f"onnxruntime is {speed.speedup:.1f}× faster than scikit-learn here")
     else:
         console.print(f"onnxruntime is {1 / speed.speedup:.1f}× slower than scikit-learn here")
+    console.print(
+        f"[dim]these are the untuned session's settings; `onnxbridge tune {out}` measures this "
+        f"machine's fastest and `onnxbridge bench {out}` compares them[/dim]"
+    )
     console.print(f"\nbundle left in {out}: card.json, model.skops, holdout.parquet, model.onnx")
     return report
