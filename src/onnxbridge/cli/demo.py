@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from onnxbridge.bundle import train_bundle
@@ -115,9 +116,10 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
         console.print(f"onnxruntime is {speed.speedup:.1f}× faster than scikit-learn here")
     else:
         console.print(f"onnxruntime is {1 / speed.speedup:.1f}× slower than scikit-learn here")
+    shown = escape(str(out))
     console.print(
-        f"[dim]these are the untuned session's settings; `onnxbridge tune {out}` measures this "
-        f"machine's fastest and `onnxbridge bench {out}` compares them[/dim]"
+        f"[dim]these are the untuned session's settings; `onnxbridge tune {shown}` measures this "
+        f"machine's fastest and `onnxbridge bench {shown}` compares them[/dim]"
     )
     console.print(f"\nbundle left in {out}: card.json, model.skops, holdout.parquet, model.onnx")
     return report
