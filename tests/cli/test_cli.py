@@ -351,7 +351,7 @@ def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:
 
 
 def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
-    out = tmp_path / "iris-rf"
+    out = tmp_path / "iris[rf]"  # brackets: printed as they are, not read as rich markup
     code, stdout, err = run(capsys, "demo", "--out", out)
     assert code == 0, err
     assert "test accuracy: 1.0000" in stdout
@@ -361,6 +361,7 @@ def test_demo_runs_the_reference_workflow(capsys, tmp_path: Path) -> None:
     # The timing is the untuned session's; the demo points to tune and bench for this bundle.
     words = " ".join(stdout.split())
     assert f"`onnxbridge tune {out}`" in words and f"`onnxbridge bench {out}`" in words
+    assert f"$ onnxbridge validate {out} " in words and f"bundle left in {out}:" in words
     report = json.loads((out / "reports" / "validation.json").read_text())
     assert report["outputs"][1]["max_abs_diff"] <= 1e-6
     assert (report["atol"], report["rtol"]) == (1e-6, 0.0)  # the reference workflow's bound

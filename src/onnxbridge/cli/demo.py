@@ -32,7 +32,7 @@ DEMO_ATOL = 1e-6
 
 def _step(console: Console, number: int, title: str, command: str) -> None:
     console.rule(f"[bold]{number}. {title}[/bold]", align="left")
-    console.print(f"[dim]$ {command}[/dim]")
+    console.print(f"[dim]$ {escape(command)}[/dim]")  # paths may hold [brackets]
 
 
 def run_demo(out: str | Path, console: Console | None = None) -> ValidationReport:
@@ -49,6 +49,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
 
     console = console or Console()
     out = Path(out)
+    shown = escape(str(out))  # as typed, not read as rich markup
 
     _step(console, 1, "train", f'onnxbridge train --data iris --model "{DEMO_MODEL}" --out {out}')
     bundle, result = train_bundle(DEMO_DATA, DEMO_MODEL, out, overwrite=True)
@@ -60,7 +61,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
     _step(console, 2, "convert", f"onnxbridge convert {out} --opset {DEMO_OPSET}")
     conversion = convert_bundle(bundle, opset=DEMO_OPSET)
     console.print(
-        f"wrote {conversion.path}: input float32[N,{bundle.schema.n_features}], "
+        f"wrote {escape(str(conversion.path))}: input float32[N,{bundle.schema.n_features}], "
         f"outputs {', '.join(conversion.metadata.outputs.values())}, "
         f"opsets {format_opsets(conversion.metadata.opsets)}, zipmap off; "
         "checked and loaded in onnxruntime"
@@ -116,10 +117,9 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
         console.print(f"onnxruntime is {speed.speedup:.1f}× faster than scikit-learn here")
     else:
         console.print(f"onnxruntime is {1 / speed.speedup:.1f}× slower than scikit-learn here")
-    shown = escape(str(out))
     console.print(
         f"[dim]these are the untuned session's settings; `onnxbridge tune {shown}` measures this "
         f"machine's fastest and `onnxbridge bench {shown}` compares them[/dim]"
     )
-    console.print(f"\nbundle left in {out}: card.json, model.skops, holdout.parquet, model.onnx")
+    console.print(f"\nbundle left in {shown}: card.json, model.skops, holdout.parquet, model.onnx")
     return report
