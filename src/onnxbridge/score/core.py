@@ -233,11 +233,15 @@ class ScoreJob:
         return self.model_bytes if self.model_bytes is not None else Path(self.model).read_bytes()
 
     def total_rows(self) -> int | None:
-        """Rows to score when cheap to know (all inputs Parquet), else None."""
+        """Rows to score when cheap to know (all inputs Parquet), else None (also when a
+        footer does not read: that input fails in its turn, after the parts before it)."""
         total = 0
         for part in self.parts:
             for source in part.sources:
-                n = source.num_rows()
+                try:
+                    n = source.num_rows()
+                except DataError:
+                    return None
                 if n is None:
                     return None
                 total += n
