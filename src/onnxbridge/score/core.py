@@ -248,7 +248,12 @@ class ScoreJob:
         return total
 
     def plan(self, predictor: Predictor) -> RowPlan:
-        """The row checks for ``predictor``'s model."""
+        """The row checks for ``predictor``'s model.
+
+        Raises:
+            DataError: a ``--keep`` column named like an output column, or missing from an
+                input still to score.
+        """
         plan = RowPlan.for_model(predictor, self.keep, allow_missing=self.allow_missing)
         outputs = set(empty_table(predictor, plan, pa.schema([])).column_names)
         clash = [k for k in self.keep if k in outputs]
@@ -257,6 +262,17 @@ class ScoreJob:
                 f"--keep column {clash[0]!r} has the name of an output column "
                 f"({', '.join(sorted(outputs))}); rename it in the input"
             )
+        if self.keep:
+            # A --keep column missing from an input is a usage error: refused before the output
+            # is touched. An input whose header does not read fails in its turn instead, after
+            # the parts before it are written.
+            for part in self.parts:
+                for source in part.sources:
+                    try:
+                        columns = source.column_names()
+                    except DataError:
+                        continue
+                    plan.check_columns(str(source.path), columns)
         return plan
 
 
