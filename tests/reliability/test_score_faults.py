@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from cli_support import assert_one_line_error, run
 from onnxbridge import convert_bundle, train_bundle
 
 Figures = Callable[[str, str, int | float | str], None]
@@ -120,12 +121,22 @@ def hidden(root: Path) -> list[str]:
     return sorted(p.name for p in root.rglob(".*"))
 
 
-def wait_for(path: Path, proc: subprocess.Popen[str]) -> bool:
-    """Wait until ``path`` exists (True) or the process ends (False)."""
+def wait_for(ready: Callable[[], bool], proc: subprocess.Popen[str]) -> bool:
+    """Wait until ``ready()`` (True) or the process ends (False)."""
     deadline = time.monotonic() + 60
-    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not ready() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     return proc.poll() is None
+
+
+def writing(folder: Path, name: str) -> Callable[[], bool]:
+    """True once a run has started writing output ``name`` in ``folder``: the output (a part
+    folder) or its hidden temporary file exists."""
+
+    def ready() -> bool:
+        return (folder / name).exists() or any(folder.glob(f".{name}.*.tmp"))
+
+    return ready
 
 
 # ------------------------------------------------------------------------------- kill -9
@@ -135,15 +146,14 @@ def test_kill_9_at_seeded_random_points_then_resume_gives_the_uninterrupted_outp
 ) -> None:
     rng = random.Random(20261204 + len(name))
     out = tmp_path / name
-    lock = tmp_path / f".{name}.lock"
     args = (model, data, "-o", out, "--keep", "id", "--batch-size", "2000", "--workers", "1")
     kills = survived = 0
     for _ in range(3):
         proc = subprocess.Popen(
             command(*args, "--resume"), env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        if wait_for(lock, proc):  # the job has started: kill it somewhere in its work
-            time.sleep(rng.uniform(0.0, 1.5))
+        if wait_for(writing(tmp_path, name), proc):  # it writes: kill it somewhere in its work
+            time.sleep(rng.uniform(0.0, 1.0))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=30)
@@ -191,7 +201,7 @@ def test_a_second_run_on_the_same_output_is_refused_and_the_first_completes_inta
     )
     refused = []
     try:
-        assert wait_for(tmp_path / f".{name}.lock", first), "the first run ended too early"
+        assert wait_for(writing(tmp_path, name), first), "the first run ended too early"
         seconds = [("--overwrite",), ("--resume",)]
         if name == "scores":
             seconds.append(("--resume", "--engine", "dask", "--workers", "1"))
@@ -215,7 +225,12 @@ def test_a_second_run_on_the_same_output_is_refused_and_the_first_completes_inta
 
 # --------------------------------------------------------------------------- refused runs
 def test_refused_runs_touch_nothing(
-    model: Path, other_model: Path, data: Path, tmp_path: Path, figures: Figures
+    capsys: pytest.CaptureFixture[str],
+    model: Path,
+    other_model: Path,
+    data: Path,
+    tmp_path: Path,
+    figures: Figures,
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -228,24 +243,30 @@ def test_refused_runs_touch_nothing(
     (work / "theirs").mkdir()
     (work / "theirs" / "thesis.docx").write_text("precious")
     (work / "broken.onnx").write_bytes(b"not a model")
+    # The four of the issue run as real subprocesses; the rest through the same CLI entry point
+    # in this process (each refusal happens before any work, a subprocess would add only time).
     cases = [
-        ((other_model, *inputs, "-o", finished, "--keep", "id", "--resume"), "cannot resume"),
-        ((model, *inputs, "-o", inputs[0], "--overwrite"), "would write over the input"),
-        ((model, *inputs, "-o", work / "link.parquet", "--overwrite"), "would write over the"),
-        ((model, data, "-o", data, "--overwrite"), "would write over the input"),
-        ((model, *inputs, "-o", work / "theirs.parquet", "--overwrite"), "score did not write"),
-        ((model, *inputs, "-o", work / "theirs", "--overwrite"), "score did not write"),
-        ((model, *inputs, "-o", finished, "--overwrite", "--batch-size", "0"), "batch size"),
-        ((work / "broken.onnx", *inputs, "-o", finished, "--overwrite"), "not a loadable ONNX"),
-        ((model, *inputs, "-o", finished, "--keep", "nope", "--overwrite"), "'nope' is not in"),
-        ((model, *inputs, "-o", work / "new" / "deeper", "--keep", "nope"), "'nope' is not in"),
-        ((model, *inputs, "-o", finished, "--overwrite", "--engine", "spark"), "not supported"),
-        ((model, *inputs, "-o", work / "one.parquet", "--engine", "dask"), "writes a folder"),
+        ((other_model, *inputs, "-o", finished, "--keep", "id", "--resume"), "cannot resume", 1),
+        ((model, *inputs, "-o", inputs[0], "--overwrite"), "would write over the input", 1),
+        ((model, *inputs, "-o", work / "theirs.parquet", "--overwrite"), "score did not write", 1),
+        ((model, *inputs, "-o", work / "theirs", "--overwrite"), "score did not write", 1),
+        ((model, *inputs, "-o", work / "link.parquet", "--overwrite"), "would write over the", 0),
+        ((model, data, "-o", data, "--overwrite"), "would write over the input", 0),
+        ((model, *inputs, "-o", finished, "--overwrite", "--batch-size", "0"), "batch size", 0),
+        ((work / "broken.onnx", *inputs, "-o", finished, "--overwrite"), "not a loadable ONNX", 0),
+        ((model, *inputs, "-o", finished, "--keep", "nope", "--overwrite"), "'nope' is not in", 0),
+        ((model, *inputs, "-o", work / "new" / "deeper", "--keep", "nope"), "'nope' is not in", 0),
+        ((model, *inputs, "-o", finished, "--overwrite", "--engine", "spark"), "not supported", 0),
+        ((model, *inputs, "-o", work / "one.parquet", "--engine", "dask"), "writes a folder", 0),
     ]
     files_touched = 0
-    for args, pattern in cases:
+    for args, pattern, in_subprocess in cases:
         before = snapshot(tmp_path), snapshot(data)
-        one_line_error(cli(*args), pattern)
+        if in_subprocess:
+            one_line_error(cli(*args), pattern)
+        else:
+            code, _, err = run(capsys, "score", *args)
+            assert_one_line_error(code, err, pattern)
         after = snapshot(tmp_path), snapshot(data)
         changed = touched(before[0], after[0]) + touched(before[1], after[1])
         assert changed == [], (args, changed)
