@@ -202,11 +202,22 @@ def test_a_second_run_on_the_same_output_is_refused_and_the_first_completes_inta
     refused = []
     try:
         assert wait_for(writing(tmp_path, name), first), "the first run ended too early"
-        seconds = [("--overwrite",), ("--resume",)]
+        seconds = [(), ("--overwrite",), ("--resume",)]
         if name == "scores":
             seconds.append(("--resume", "--engine", "dask", "--workers", "1"))
-        for flags in seconds:
-            refused.append(cli(model, data, "-o", out, "--keep", "id", *flags))
+        others = [
+            subprocess.Popen(
+                command(model, data, "-o", out, "--keep", "id", *flags),
+                env=env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for flags in seconds
+        ]  # all at once, while the first one runs
+        for proc in others:
+            stdout, stderr = proc.communicate(timeout=120)
+            refused.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
         still_running = first.poll() is None
     finally:
         _, stderr = first.communicate(timeout=120)

@@ -212,7 +212,7 @@ def test_a_second_run_to_the_same_output_is_refused_and_the_first_completes(
     out = tmp_path / name
     first = _start_long_job(iris_model, data, out)
     try:
-        code, _, err = run(capsys, "score", iris_model, data, "-o", out, "--overwrite")
+        code, _, err = run(capsys, "score", iris_model, data, "-o", out)  # no flag: the lock
         other = dict(resume=True) if name == "scores" else dict(overwrite=True)
         with pytest.raises(DataError, match=r"is being written by another score run \(pid \d+\)"):
             score(iris_model, data, out, **other)

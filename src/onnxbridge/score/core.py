@@ -327,11 +327,13 @@ def prepare_job(
     allow_missing: bool,
     resume: bool,
     overwrite: bool,
+    locked: bool = False,
 ) -> ScoreJob:
     """Find the inputs, check the output and decide which parts are left to write.
 
     Reads only: a job that is refused here changed nothing on disk. The caller clears the
-    output (:meth:`OutputLayout.clear`) under its lock once the job is accepted.
+    output (:meth:`OutputLayout.clear`) under its lock once the job is accepted; ``locked``
+    says it holds that lock already.
 
     Raises:
         DataError: bad inputs or output, a part of another job under ``resume``.
@@ -341,7 +343,7 @@ def prepare_job(
     files = list_inputs(inputs)
     model_bytes, model_path, model_sha256 = _read_model(model)
     layout = OutputLayout.for_output(output)
-    layout.check(files, resume=resume, overwrite=overwrite)
+    layout.check(files, resume=resume, overwrite=overwrite, locked=locked)
     job = ScoreJob(
         model_bytes=model_bytes,
         model_path=model_path,
@@ -500,7 +502,7 @@ def score(
         plan = job.plan(predictor)
         with output_lock(job.layout):
             # Again under the lock: another run may have changed the output meanwhile.
-            job = prepare_job(model, inputs, output, **options)
+            job = prepare_job(model, inputs, output, **options, locked=True)
             job.layout.clear(resume=resume, overwrite=overwrite)
             if engine == "local":
                 n_workers = workers or available_cores()

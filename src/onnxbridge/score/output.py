@@ -99,20 +99,26 @@ class OutputLayout:
         """The lock file of this output: hidden, beside it (so a refused run creates no folder)."""
         return self.path.parent / f".{self.path.name}.lock"
 
-    def check(self, inputs: Sequence[Any], *, resume: bool, overwrite: bool) -> None:
+    def check(
+        self, inputs: Sequence[Any], *, resume: bool, overwrite: bool, locked: bool = False
+    ) -> None:
         """Refuse an output this job may not write; reads only, changes nothing on disk.
 
         Args:
             inputs: the job's input files (``InputFile``: ``.path``).
             resume: ``--resume`` was given.
             overwrite: ``--overwrite`` was given.
+            locked: this process holds the output's lock (:func:`output_lock`).
 
         Raises:
-            DataError: the output is (or holds, or links to) one of the inputs; it exists and is
-                not a score output (never replaced); it exists and neither ``resume`` nor
-                ``overwrite`` is set; it is a file where a folder is needed or the reverse.
+            DataError: another run holds the output's lock; the output is (or holds, or
+                links to) one of the inputs; it exists and is not a score output (never
+                replaced); it exists and neither ``resume`` nor ``overwrite`` is set; it is a
+                file where a folder is needed or the reverse.
         """
         path = self.path
+        if not locked:
+            self._check_not_locked()
         self._check_not_input(inputs)
         if self.single_file:
             if path.is_dir():
@@ -153,6 +159,20 @@ class OutputLayout:
                 f"--output {str(path)!r} already holds scores; pass --resume to finish an "
                 "interrupted run (completed parts are kept) or --overwrite to replace them"
             )
+
+    def _check_not_locked(self) -> None:
+        """Refuse an output another run is writing (a probe: takes and drops a shared lock, so a
+        second run is told about the first before any other check about the output)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:  # no lock file: nobody holds it (output_lock reports other problems)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise _held_error(self, fd) from exc
+        finally:
+            os.close(fd)
 
     def _check_not_input(self, inputs: Sequence[Any]) -> None:
         """Refuse an output that is, holds, or links (symlink, hard link) to an input file."""
@@ -484,14 +504,12 @@ def _acquire(layout: OutputLayout) -> _Held:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            raise DataError(
-                f"--output {str(layout.path)!r} is being written by another score run (pid "
-                f"{holder}); wait for it to finish, or stop it and run again with --resume"
-            ) from exc
+            try:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                raise _held_error(layout, fd) from exc
+            finally:
+                os.close(fd)
         # The holder removes the lock file as it releases it: a lock taken on a file no longer
         # under that name guards nothing, so take the new one.
         try:
@@ -503,6 +521,15 @@ def _acquire(layout: OutputLayout) -> _Held:
             os.write(fd, f"{os.getpid()}\n".encode())
             return _Held(fd, path)
         os.close(fd)
+
+
+def _held_error(layout: OutputLayout, fd: int) -> DataError:
+    """The refusal of a run whose output another run holds (``fd``: its lock file, open)."""
+    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+    return DataError(
+        f"--output {str(layout.path)!r} is being written by another score run (pid {holder}); "
+        "wait for it to finish, or stop it and run again with --resume"
+    )
 
 
 def _missing_parents(folder: Path) -> list[Path]:
