@@ -197,7 +197,9 @@ def _start_long_job(model: Path, data: Path, out: Path) -> subprocess.Popen[str]
     deadline = time.monotonic() + 60
     while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert proc.poll() is None, "the first run ended before it took the lock"
+    if proc.poll() is not None:
+        _, stderr = proc.communicate()
+        pytest.fail(f"the first run ended before it took the lock: {stderr}")
     return proc
 
 
