@@ -230,6 +230,8 @@ def test_a_second_run_on_the_same_output_is_refused_and_the_first_completes_inta
     assert first.returncode == 0, stderr
     pd.testing.assert_frame_equal(pd.read_parquet(out), baseline, check_exact=True)
     assert hidden(tmp_path) == []
+    if name == "scores":  # every part and the manifest: nothing of the first run was taken
+        assert json.loads((out / "_manifest.json").read_text())["rows"] == N_FILES * PER_FILE
     figures(AREA, "concurrent runs refused", len(refused))
     figures(AREA, "first runs completed intact", 1)
 

@@ -399,9 +399,9 @@ def _writing(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         raise DataError(
-            f"cannot write {str(path)!r}: {exc.strerror or first_line(exc)}; nothing of it was "
-            "kept (parts already finished stay): free disk space or choose another --output, "
-            "then run again (with --resume for a folder output)"
+            f"cannot write {str(path)!r}: {exc.strerror or first_line(exc)}; nothing "
+            "half-written was kept: free disk space (or raise the file size limit) or choose "
+            "another --output, then run again (--resume keeps the parts already finished)"
         ) from exc
 
 
