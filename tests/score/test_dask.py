@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from distributed import LocalCluster
 
-from onnxbridge import BadRowError, ClusterError, score
+from onnxbridge import BadRowError, ClusterError, DataError, score
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,27 @@ def test_an_unreachable_scheduler_is_a_cluster_error(
         ClusterError, match=r"cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"
     ):
         score(iris_model, path, tmp_path / "o", engine="dask", scheduler="tcp://127.0.0.1:9")
+
+
+def test_dask_keeps_the_parts_before_a_corrupt_input_and_resume_finishes(
+    rows, tmp_path: Path, iris_model: Path, cluster: LocalCluster
+) -> None:
+    paths = _inputs(rows, tmp_path / "data")
+    good = paths[2].read_bytes()
+    paths[2].write_bytes(b"")  # an empty CSV: its header does not read
+    out = tmp_path / "scores"
+    options = dict(engine="dask", scheduler=cluster.scheduler_address, keep=["id"])
+    with pytest.raises(DataError, match=r"'.*in-2.csv' is empty: a CSV file needs a header"):
+        score(iris_model, paths, out, **options)
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet", "part-00001.parquet"]
+    paths[2].write_bytes(good)
+    result = score(iris_model, paths, out, resume=True, **options)
+    assert [p.resumed for p in result.parts] == [True, True, False, False]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "scores"]  # no lock left
+
+
+def test_dask_never_writes_over_an_input(rows, tmp_path: Path, iris_model: Path) -> None:
+    paths = _inputs(rows, tmp_path / "data")
+    with pytest.raises(DataError, match=r"would write over the input '.*in-0.csv'"):
+        score(iris_model, paths, tmp_path / "data", engine="dask", overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(p.name for p in paths)

@@ -8,6 +8,11 @@ into place (:mod:`onnxbridge.score.output`). The local engine runs batches on a 
 (:mod:`onnxbridge.score.dask_engine`) runs one task per part on a cluster. Both go through the
 same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
 
+Nothing is lost: every refusal (bad options, a model that does not load, an output that is an
+input or not score's own, a resume of another job) is decided before anything on disk changes,
+then again under the output's lock (:func:`~onnxbridge.score.output.output_lock`), and only then
+is the output cleared for the job.
+
 Only an ``.onnx`` file and ONNX Runtime are needed: nothing here imports scikit-learn.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import time
 from collections import deque
@@ -26,17 +32,26 @@ from typing import Any
 
 import pyarrow as pa
 
-from onnxbridge.errors import BadRowError, DataError, OnnxModelError
+from onnxbridge._files import file_sha256
+from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.runtime import Predictor
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge.score.memory import PeakMemory
-from onnxbridge.score.output import OutputLayout, PartSink, open_part, part_identity, read_part
+from onnxbridge.score.output import (
+    OutputLayout,
+    PartSink,
+    open_part,
+    output_lock,
+    part_identity,
+    read_part,
+)
 from onnxbridge.score.rows import RowPlan
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "ENGINES",
+    "MAX_MODEL_BYTES",
     "ON_ERROR",
     "PartResult",
     "PartSpec",
@@ -51,6 +66,9 @@ __all__ = [
 DEFAULT_BATCH_SIZE = 65_536
 ENGINES = ("local", "dask")
 ON_ERROR = ("raise", "skip")
+# protobuf parses at most 2 GiB: a larger .onnx file cannot be a model (big models keep their
+# weights in external data files), so it is refused from its size, before any byte is read.
+MAX_MODEL_BYTES = 2**31
 ProgressCallback = Callable[[int, int | None], None]
 
 
@@ -179,7 +197,8 @@ class ScoreJob:
     """Everything both engines need to score: the model, the parts and the options.
 
     Attributes:
-        model_bytes: the ``.onnx`` file's bytes (Dask workers load their session from them).
+        model_bytes: the model's bytes when it was given as bytes (else read from
+            ``model_path`` only by the Dask engine, whose workers load their session from them).
         model_path: the ``.onnx`` file, when the model was given as a path.
         model_sha256: content hash, recorded in every part (resume compares it).
         layout: where the output goes.
@@ -188,7 +207,7 @@ class ScoreJob:
         part_paths: every part's final path, in input order.
     """
 
-    model_bytes: bytes
+    model_bytes: bytes | None
     model_path: Path | None
     model_sha256: str
     layout: OutputLayout
@@ -201,19 +220,40 @@ class ScoreJob:
     done: list[PartResult] = field(default_factory=list)
     part_paths: list[Path] = field(default_factory=list)
 
+    @property
+    def model(self) -> Path | bytes:
+        """The model as Predictor takes it: its file, or its bytes."""
+        if self.model_path is not None:
+            return self.model_path
+        assert self.model_bytes is not None  # one of the two is always set (_read_model)
+        return self.model_bytes
+
+    def read_model_bytes(self) -> bytes:
+        """The model's bytes (read from its file when it was given as a path)."""
+        return self.model_bytes if self.model_bytes is not None else Path(self.model).read_bytes()
+
     def total_rows(self) -> int | None:
-        """Rows to score when cheap to know (all inputs Parquet), else None."""
+        """Rows to score when cheap to know (all inputs Parquet), else None (also when a
+        footer does not read: that input fails in its turn, after the parts before it)."""
         total = 0
         for part in self.parts:
             for source in part.sources:
-                n = source.num_rows()
+                try:
+                    n = source.num_rows()
+                except DataError:
+                    return None
                 if n is None:
                     return None
                 total += n
         return total
 
     def plan(self, predictor: Predictor) -> RowPlan:
-        """The row checks for ``predictor``'s model."""
+        """The row checks for ``predictor``'s model.
+
+        Raises:
+            DataError: a ``--keep`` column named like an output column, or missing from an
+                input still to score.
+        """
         plan = RowPlan.for_model(predictor, self.keep, allow_missing=self.allow_missing)
         outputs = set(empty_table(predictor, plan, pa.schema([])).column_names)
         clash = [k for k in self.keep if k in outputs]
@@ -222,12 +262,28 @@ class ScoreJob:
                 f"--keep column {clash[0]!r} has the name of an output column "
                 f"({', '.join(sorted(outputs))}); rename it in the input"
             )
+        if self.keep:
+            # A --keep column missing from an input is a usage error: refused before the output
+            # is touched. An input whose header does not read fails in its turn instead, after
+            # the parts before it are written.
+            for part in self.parts:
+                for source in part.sources:
+                    try:
+                        columns = source.column_names()
+                    except DataError:
+                        continue
+                    plan.check_columns(str(source.path), columns)
         return plan
 
 
-def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes, Path | None]:
+def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Path | None, str]:
+    """``(bytes or None, file or None, sha256)``; a file is hashed in chunks, never held whole.
+
+    Raises:
+        OnnxModelError: no such file, or a file larger than :data:`MAX_MODEL_BYTES`.
+    """
     if isinstance(model, bytes):
-        return model, None
+        return model, None, hashlib.sha256(model).hexdigest()
     path = Path(model)
     if path.is_dir():
         path = path / "model.onnx"  # a bundle folder stands for its model
@@ -236,7 +292,14 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes, Path | No
             f"model file {str(path)!r} does not exist; pass a .onnx file or a bundle folder "
             "(`onnxbridge convert` writes BUNDLE/model.onnx)"
         )
-    return path.read_bytes(), path
+    size = path.stat().st_size
+    if size > MAX_MODEL_BYTES:
+        raise OnnxModelError(
+            f"model file {str(path)!r} is {size:,} bytes; an .onnx file holds at most "
+            f"{MAX_MODEL_BYTES:,} bytes (2 GiB, the protobuf limit): check that this is the "
+            "model you meant (larger models keep their weights in external data files)"
+        )
+    return None, path, file_sha256(path)
 
 
 def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:
@@ -264,16 +327,27 @@ def prepare_job(
     allow_missing: bool,
     resume: bool,
     overwrite: bool,
+    locked: bool = False,
 ) -> ScoreJob:
-    """Find the inputs, check the output and decide which parts are left to write."""
+    """Find the inputs, check the output and decide which parts are left to write.
+
+    Reads only: a job that is refused here changed nothing on disk. The caller clears the
+    output (:meth:`OutputLayout.clear`) under its lock once the job is accepted; ``locked``
+    says it holds that lock already.
+
+    Raises:
+        DataError: bad inputs or output, a part of another job under ``resume``.
+        BadRowError: ``resume`` with ``on_error="raise"`` over a part that skipped rows.
+        OnnxModelError: no such model file, or one too large to be a model.
+    """
     files = list_inputs(inputs)
-    model_bytes, model_path = _read_model(model)
+    model_bytes, model_path, model_sha256 = _read_model(model)
     layout = OutputLayout.for_output(output)
-    layout.prepare(resume=resume, overwrite=overwrite)
+    layout.check(files, resume=resume, overwrite=overwrite, locked=locked)
     job = ScoreJob(
         model_bytes=model_bytes,
         model_path=model_path,
-        model_sha256=hashlib.sha256(model_bytes).hexdigest(),
+        model_sha256=model_sha256,
         layout=layout,
         inputs=files,
         keep=list(keep),
@@ -293,36 +367,39 @@ def prepare_job(
         identity = part_identity(sources, job.model_sha256, options)
         part = PartSpec(index, path, layout.bad_rows_path(index), sources, identity)
         if resume and path.is_file():
-            found, rows = read_part(path)
-            if found != identity:
-                raise DataError(
-                    f"cannot resume: {str(path)!r} was not made from the same input, model and "
-                    "options as this job (an input file, the model, --keep or --allow-missing "
-                    "changed); pass --overwrite to score everything again"
-                )
-            bad = _bad_count(part.bad_path)
-            if bad and on_error == "raise":
-                raise BadRowError(
-                    f"cannot resume with --on-error raise: {str(path)!r} was finished with "
-                    f"{bad} bad row{'s' if bad != 1 else ''} skipped into "
-                    f"{str(part.bad_path)!r}; resume with --on-error skip, or pass --overwrite",
-                    file=str(sources[0].path),
-                    row=None,
-                    column="",
-                )
-            job.done.append(
-                PartResult(
-                    path,
-                    [str(s.path) for s in sources],
-                    rows,
-                    bad,
-                    resumed=True,
-                    bad_rows_path=part.bad_path if bad else None,
-                )
-            )
+            job.done.append(_resumed(part, identity, on_error))
             continue
         job.parts.append(part)
     return job
+
+
+def _resumed(part: PartSpec, identity: dict[str, Any], on_error: str) -> PartResult:
+    """The finished part ``--resume`` keeps, after checking it was made by this same job."""
+    found, rows = read_part(part.path)
+    if found != identity:
+        raise DataError(
+            f"cannot resume: {str(part.path)!r} was not made from the same input, model and "
+            "options as this job (an input file, the model, --keep or --allow-missing "
+            "changed); pass --overwrite to score everything again"
+        )
+    bad = _bad_count(part.bad_path)
+    if bad and on_error == "raise":
+        raise BadRowError(
+            f"cannot resume with --on-error raise: {str(part.path)!r} was finished with "
+            f"{bad} bad row{'s' if bad != 1 else ''} skipped into "
+            f"{str(part.bad_path)!r}; resume with --on-error skip, or pass --overwrite",
+            file=str(part.sources[0].path),
+            row=None,
+            column="",
+        )
+    return PartResult(
+        part.path,
+        [str(s.path) for s in part.sources],
+        rows,
+        bad,
+        resumed=True,
+        bad_rows_path=part.bad_path if bad else None,
+    )
 
 
 def _bad_count(path: Path) -> int:
@@ -399,32 +476,65 @@ def score(
             f"{os.fspath(output)!r} names one file; pass a folder name (without .parquet)"
         )
     started = time.perf_counter()
+    options: dict[str, Any] = {
+        "keep": keep,
+        "batch_size": batch_size,
+        "on_error": on_error,
+        "allow_missing": allow_missing,
+        "resume": resume,
+        "overwrite": overwrite,
+    }
     with PeakMemory() as memory:
-        job = prepare_job(
-            model,
-            inputs,
-            output,
-            keep=keep,
-            batch_size=batch_size,
-            on_error=on_error,
-            allow_missing=allow_missing,
-            resume=resume,
-            overwrite=overwrite,
-        )
+        # Every refusal comes before the lock and before anything on disk changes: the job's
+        # inputs, model and output, then the model loads and the --keep columns are checked.
+        job = prepare_job(model, inputs, output, **options)
         if engine == "local":
-            n_workers = workers or available_cores()
-            written = _run_local(job, n_workers, session_threads, progress, accelerator)
-            extra: dict[str, Any] = {}
-        else:
-            from onnxbridge.score.dask_engine import run_dask
-
-            written, n_workers, extra = run_dask(
-                job,
-                scheduler=scheduler,
-                workers=workers,
-                session_threads=session_threads,
-                progress=progress,
+            predictor = Predictor(
+                job.model,
+                # One thread per session: parallelism comes from the pool, and tree votes are
+                # then added in one order whatever the batch size.
+                intra_op_num_threads=session_threads or 1,
+                accelerator=accelerator,
+                regime="throughput",  # one session for every batch, also a file's last one
             )
+        else:
+            predictor = Predictor(job.model, intra_op_num_threads=1)
+        plan = job.plan(predictor)
+        with output_lock(job.layout):
+            # Again under the lock: another run may have changed the output meanwhile.
+            job = prepare_job(model, inputs, output, **options, locked=True)
+            job.layout.clear(resume=resume, overwrite=overwrite)
+            if engine == "local":
+                n_workers = workers or available_cores()
+                written = _run_local(job, predictor, plan, n_workers, progress)
+                extra: dict[str, Any] = {}
+            else:
+                from onnxbridge.score.dask_engine import run_dask
+
+                written, n_workers, extra = run_dask(
+                    job,
+                    predictor,
+                    plan,
+                    scheduler=scheduler,
+                    workers=workers,
+                    session_threads=session_threads,
+                    progress=progress,
+                )
+            result = _finish(job, written, engine, n_workers, batch_size, extra, started)
+    result.peak_rss_bytes = memory.peak_bytes
+    return result
+
+
+def _finish(
+    job: ScoreJob,
+    written: list[PartResult],
+    engine: str,
+    n_workers: int,
+    batch_size: int,
+    extra: dict[str, Any],
+    started: float,
+) -> ScoreResult:
+    """The job's summary; a folder output gets its manifest (the job is complete)."""
     order = {p: i for i, p in enumerate(job.part_paths)}
     parts = sorted([*job.done, *written], key=lambda p: order[p.path])
     result = ScoreResult(
@@ -432,7 +542,7 @@ def score(
         engine=engine,
         parts=parts,
         seconds=time.perf_counter() - started,
-        peak_rss_bytes=memory.peak_bytes,
+        peak_rss_bytes=0,
         workers=n_workers,
         batch_size=batch_size,
         inputs=len(job.inputs),
@@ -478,25 +588,42 @@ def part_batches(
             first += batch.num_rows
 
 
+@dataclass(frozen=True)
+class _Open:
+    """Start writing a part."""
+
+    part: PartSpec
+
+
+@dataclass(frozen=True)
+class _Close:
+    """Every batch of the part is written: commit it."""
+
+    part: PartSpec
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """Reading the inputs failed here; the parts before it are committed first."""
+
+    error: BaseException
+
+
 def _run_local(
     job: ScoreJob,
+    predictor: Predictor,
+    plan: RowPlan,
     workers: int,
-    session_threads: int | None,
     progress: ProgressCallback | None,
-    accelerator: bool = False,
 ) -> list[PartResult]:
-    """The local engine: batches of every part go through one thread pool, in order."""
+    """The local engine: batches of every part go through one thread pool, in order.
+
+    The main thread reads ahead (a window of batches in flight) and handles events in input
+    order: a part is committed when its last batch is written, so an input that fails to read
+    after it (a corrupt file, a missing column) never costs a finished part.
+    """
     if not job.parts:
         return []
-    # One thread per session by default: parallelism comes from the pool, and tree votes are
-    # then added in one order whatever the batch size (results do not depend on --batch-size).
-    predictor = Predictor(
-        job.model_path or job.model_bytes,
-        intra_op_num_threads=session_threads or 1,
-        accelerator=accelerator,
-        regime="throughput",  # one session for every batch, also a file's short last one
-    )
-    plan = job.plan(predictor)
     total = job.total_rows()
     done_rows = 0
     results: list[PartResult] = []
@@ -513,35 +640,39 @@ def _run_local(
             missing=missing,
         )
 
-    def events() -> Iterator[Any]:
+    def events(pool: ThreadPoolExecutor) -> Iterator[Future[ScoredBatch] | _Open | _Close]:
         for part in job.parts:
-            yield ("open", part)
-            for source, first, batch, missing in part_batches(part, plan, job.batch_size):
-                yield (run, source, first, batch, missing)
-            yield ("close", part)
+            batches = part_batches(part, plan, job.batch_size)
+            head = next(batches, None)  # the part opens once its input's columns check out
+            yield _Open(part)
+            for source, first, batch, missing in itertools.chain([head] if head else [], batches):
+                yield pool.submit(run, source, first, batch, missing)
+            yield _Close(part)
 
     window = max(2, 2 * workers)  # batches in flight: bounds memory, keeps the pool busy
-    pending: deque[Any] = deque()
+    pending: deque[Future[ScoredBatch] | _Open | _Close | _Failed] = deque()
     in_flight = 0
-    stream = events()
     current: contextlib.AbstractContextManager[PartSink] | None = None
     sink: PartSink | None = None
     started = 0.0
     if progress is not None:
         progress(0, total)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="score") as pool:
+        stream = events(pool)
         try:
             exhausted = False
             while True:
                 while not exhausted and in_flight < window:
-                    event = next(stream, None)
+                    try:
+                        event = next(stream, None)
+                    except (OnnxbridgeError, OSError) as exc:
+                        event = _Failed(exc)  # raised in its turn, after the parts before it
+                        exhausted = True
                     if event is None:
                         exhausted = True
-                    elif callable(event[0]):
-                        pending.append(pool.submit(*event))
-                        in_flight += 1
-                    else:
-                        pending.append(event)
+                        continue
+                    pending.append(event)
+                    in_flight += isinstance(event, Future)
                 if not pending:
                     break
                 item = pending.popleft()
@@ -553,18 +684,21 @@ def _run_local(
                     done_rows += scored.table.num_rows + scored.n_bad
                     if progress is not None:
                         progress(done_rows, total)
-                elif item[0] == "open":
-                    part = item[1]
-                    empty = empty_table(predictor, plan, keep_schema(part, plan))
-                    current = open_part(part.path, part.bad_path, part.identity, empty)
+                elif isinstance(item, _Open):
+                    empty = empty_table(predictor, plan, keep_schema(item.part, plan))
+                    current = open_part(
+                        item.part.path, item.part.bad_path, item.part.identity, empty
+                    )
                     sink = current.__enter__()
                     started = time.perf_counter()
-                else:
-                    part = item[1]
+                elif isinstance(item, _Close):
                     assert current is not None and sink is not None
-                    current.__exit__(None, None, None)
-                    results.append(_part_result(part, sink, time.perf_counter() - started))
-                    current = sink = None
+                    committing, current = current, None
+                    committing.__exit__(None, None, None)
+                    results.append(_part_result(item.part, sink, time.perf_counter() - started))
+                    sink = None
+                else:
+                    raise item.error
         except BaseException as exc:
             for item in pending:
                 if isinstance(item, Future):
@@ -589,8 +723,6 @@ def keep_schema(part: PartSpec, plan: RowPlan) -> pa.Schema:
 
 
 def _part_result(part: PartSpec, sink: PartSink, seconds: float) -> PartResult:
-    if part.index is None and not sink.bad_rows:
-        part.bad_path.unlink(missing_ok=True)  # a side file left by an earlier run
     return PartResult(
         part.path,
         [str(s.path) for s in part.sources],

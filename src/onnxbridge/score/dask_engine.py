@@ -167,6 +167,8 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
 
 def run_dask(
     job: ScoreJob,
+    local: Predictor,
+    plan: RowPlan,
     *,
     scheduler: str | None,
     workers: int | None,
@@ -174,11 +176,14 @@ def run_dask(
     progress: ProgressCallback | None,
 ) -> tuple[list[PartResult], int, dict[str, Any]]:
     """Run ``job``'s parts as Dask tasks; returns the parts written, the worker threads and
-    extra summary fields (the scheduler address)."""
+    extra summary fields (the scheduler address).
+
+    ``local`` is the client's session of the model (for the output columns), ``plan`` the row
+    checks. An input that cannot be read (a corrupt file) stops the job after the parts before
+    it are written, as on the local engine.
+    """
     import dask
 
-    local = Predictor(job.model_path or job.model_bytes, intra_op_num_threads=1)
-    plan = job.plan(local)
     total = job.total_rows()
     if progress is not None:
         progress(0, total)
@@ -190,13 +195,20 @@ def run_dask(
         address = client.scheduler.address
         if not job.parts:
             return written, n_threads, {"scheduler": address}
-        client.register_plugin(SessionPlugin(key, job.model_bytes, session_threads or 1), name=key)
+        plugin = SessionPlugin(key, job.read_model_bytes(), session_threads or 1)
+        client.register_plugin(plugin, name=key)
         tasks = []
+        failure: OnnxbridgeError | None = None
         for part in job.parts:
+            try:
+                partition = _partition(part.sources[0], plan)
+            except OnnxbridgeError as exc:
+                failure = exc  # raised once the parts before this input are written
+                break
             empty = empty_table(local, plan, keep_schema(part, plan))
             tasks.append(
                 dask.delayed(_score_partition, pure=False)(
-                    _partition(part.sources[0], plan),
+                    partition,
                     key,
                     part,
                     plan,
@@ -207,7 +219,7 @@ def run_dask(
                 )
             )
         futures = client.compute(tasks)
-        by_future = dict(zip(futures, job.parts, strict=True))
+        by_future = dict(zip(futures, job.parts[: len(tasks)], strict=True))
         done_rows = 0
         try:
             for future in as_completed(futures):
@@ -239,6 +251,8 @@ def run_dask(
                 "workers' logs (they need onnxbridge and onnxruntime installed, and must see "
                 "the input and output paths)"
             ) from exc
+        if failure is not None:
+            raise failure
         return written, n_threads, {"scheduler": address}
     finally:
         try:

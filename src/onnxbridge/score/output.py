@@ -15,12 +15,22 @@ name is complete by construction; ``--resume`` also checks that the Parquet foot
 that the part's metadata (``onnxbridge.score`` in the Parquet key-value metadata) names the same
 input file (path, size, modification time), the same model (sha256) and the same options.
 Parquet readers (pandas, pyarrow, Spark, DuckDB) skip names starting with ``.`` or ``_``.
+
+Nothing is lost: :meth:`OutputLayout.check` decides, without touching the disk, whether a job may
+write its output (never over one of its inputs, never over a file or folder score did not write:
+parts and side files are recognised by their own Parquet metadata); :func:`output_lock` holds
+one advisory lock per output (a hidden ``.NAME.lock`` file beside it) for the whole job, so only
+then does :meth:`OutputLayout.clear` remove anything: the orphaned temporary files of a killed
+run, the manifest a resumed job rewrites, or the old output ``--overwrite`` replaces.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator, Sequence
@@ -32,6 +42,7 @@ import pyarrow as pa
 
 from onnxbridge._files import atomic_write_path
 from onnxbridge.errors import DataError, first_line
+from onnxbridge.score.rows import BAD_ROW_COLUMNS
 
 __all__ = [
     "BAD_ROWS_DIR",
@@ -40,6 +51,7 @@ __all__ = [
     "OutputLayout",
     "PartSink",
     "open_part",
+    "output_lock",
     "part_identity",
     "read_part",
 ]
@@ -49,6 +61,8 @@ BAD_ROWS_DIR = "_bad_rows"
 METADATA_KEY = b"onnxbridge.score"
 _PART = re.compile(r"^part-\d{5,}\.parquet$")
 _TEMP = re.compile(r"^\.(part-\d{5,}\.parquet|_manifest\.json)\..+\.tmp$")
+# The temporary name atomic_write_path gives a file NAME: ".NAME.<8 random characters>.tmp".
+_SINGLE_TEMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")
 _FILE_SUFFIXES = (".parquet", ".pq")
 
 
@@ -80,21 +94,46 @@ class OutputLayout:
             return self.path.with_name(self.path.stem + ".bad-rows.parquet")
         return self.path / BAD_ROWS_DIR / f"part-{index:05d}.parquet"
 
-    def prepare(self, *, resume: bool, overwrite: bool) -> None:
-        """Check that the output may be written, clear it for ``overwrite``, drop stale
-        temporary files of an interrupted run.
+    @property
+    def lock_path(self) -> Path:
+        """The lock file of this output: hidden, beside it (so a refused run creates no folder)."""
+        return self.path.parent / f".{self.path.name}.lock"
+
+    def check(
+        self, inputs: Sequence[Any], *, resume: bool, overwrite: bool, locked: bool = False
+    ) -> None:
+        """Refuse an output this job may not write; reads only, changes nothing on disk.
+
+        Args:
+            inputs: the job's input files (``InputFile``: ``.path``).
+            resume: ``--resume`` was given.
+            overwrite: ``--overwrite`` was given.
+            locked: this process holds the output's lock (:func:`output_lock`).
 
         Raises:
-            DataError: the output exists and neither ``resume`` nor ``overwrite`` is set, or
-                it is not a score output (so it is never replaced).
+            DataError: another run holds the output's lock; the output is (or holds, or
+                links to) one of the inputs; it exists and is not a score output (never
+                replaced); it exists and neither ``resume`` nor ``overwrite`` is set; it is a
+                file where a folder is needed or the reverse.
         """
         path = self.path
+        if not locked:
+            self._check_not_locked()
+        self._check_not_input(inputs)
         if self.single_file:
             if path.is_dir():
                 raise DataError(
                     f"--output {str(path)!r} is a folder but its name ends in {path.suffix}; "
                     "choose a file name, or a folder name without .parquet"
                 )
+            bad_path = self.bad_rows_path()
+            for target, ours in ((path, _is_part), (bad_path, _is_bad_rows_file)):
+                if target.exists() and not ours(target):
+                    raise DataError(
+                        f"--output {str(path)!r}: {str(target)!r} exists and score did not "
+                        "write it; score only replaces or resumes its own output, so choose "
+                        "another --output or move that file away"
+                    )
             if path.exists() and not (resume or overwrite):
                 raise DataError(
                     f"--output {str(path)!r} exists; pass --overwrite to replace it or --resume "
@@ -115,24 +154,99 @@ class OutputLayout:
                 f"({', '.join(sorted(foreign)[:3])}); score only replaces or resumes its own "
                 "output folders, so choose another --output"
             )
+        if not (resume or overwrite):
+            raise DataError(
+                f"--output {str(path)!r} already holds scores; pass --resume to finish an "
+                "interrupted run (completed parts are kept) or --overwrite to replace them"
+            )
+
+    def _check_not_locked(self) -> None:
+        """Refuse an output another run is writing (a probe: takes and drops a shared lock, so a
+        second run is told about the first before any other check about the output)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY)
+        except OSError:  # no lock file: nobody holds it (output_lock reports other problems)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise _held_error(self, fd) from exc
+        finally:
+            os.close(fd)
+
+    def _check_not_input(self, inputs: Sequence[Any]) -> None:
+        """Refuse an output that is, holds, or links (symlink, hard link) to an input file."""
+        ids: dict[tuple[int, int], Path] = {}
+        resolved: dict[Path, Path] = {}
+        for source in inputs:
+            stat = source.path.stat()
+            ids[(stat.st_dev, stat.st_ino)] = source.path
+            resolved[source.path.resolve()] = source.path
+        if self.single_file:
+            candidates = [self.path, self.bad_rows_path()]
+        else:
+            root = self.path.resolve()
+            for real, given in resolved.items():
+                if real == root or root in real.parents:
+                    self._refuse_input(given)
+            candidates = [*self._entries()]
+        for candidate in candidates:
+            if candidate.resolve() in resolved:
+                self._refuse_input(resolved[candidate.resolve()])
+            try:
+                stat = candidate.stat()
+            except OSError:  # not there (yet), or a dangling link: nothing of an input
+                continue
+            if (stat.st_dev, stat.st_ino) in ids:
+                self._refuse_input(ids[(stat.st_dev, stat.st_ino)])
+
+    def _refuse_input(self, source: Path) -> None:
+        raise DataError(
+            f"--output {str(self.path)!r} would write over the input {str(source)!r} (the same "
+            "file, a link to it, or the folder holding it); score never replaces its inputs: "
+            "choose an --output outside the inputs"
+        )
+
+    def _entries(self) -> list[Path]:
+        """The files of a folder output (and of its side-file folder)."""
+        found: list[Path] = []
+        for folder in (self.path, self.path / BAD_ROWS_DIR):
+            if folder.is_dir():
+                found.extend(p for p in folder.iterdir() if not p.is_dir())
+        return found
+
+    def clear(self, *, resume: bool, overwrite: bool) -> None:
+        """Make the output ready to be written; call only with :func:`output_lock` held and
+        after :meth:`check`.
+
+        Removes the hidden temporary files an interrupted run left (the lock guarantees that no
+        live run owns them), the manifest of a folder that ``resume`` rewrites, and, for
+        ``overwrite`` without ``resume``, the parts of a folder output. A single output file is
+        not removed: the new one replaces it by a rename when it is complete.
+        """
+        if self.single_file:
+            names = {self.path.name, self.bad_rows_path().name}
+            if self.path.parent.is_dir():
+                for entry in self.path.parent.iterdir():
+                    match = _SINGLE_TEMP.match(entry.name)
+                    if match and match.group(1) in names:
+                        entry.unlink(missing_ok=True)
+            return
+        if not self.path.is_dir():
+            return
         if overwrite and not resume:
-            for entry in path.iterdir():
+            for entry in self.path.iterdir():
                 if entry.is_dir():
                     shutil.rmtree(entry)
                 else:
                     entry.unlink()
             return
-        if not resume:
-            raise DataError(
-                f"--output {str(path)!r} already holds scores; pass --resume to finish an "
-                "interrupted run (completed parts are kept) or --overwrite to replace them"
-            )
-        for folder in (path, path / BAD_ROWS_DIR):
+        for folder in (self.path, self.path / BAD_ROWS_DIR):
             if folder.is_dir():
                 for entry in folder.iterdir():
                     if _TEMP.match(entry.name):
-                        entry.unlink()
-        (path / MANIFEST_NAME).unlink(missing_ok=True)
+                        entry.unlink(missing_ok=True)
+        (self.path / MANIFEST_NAME).unlink(missing_ok=True)
 
     def write_manifest(self, payload: dict[str, Any]) -> Path:
         """Write ``_manifest.json`` (atomically): the job is complete."""
@@ -143,12 +257,42 @@ class OutputLayout:
 
 
 def _ours(entry: Path) -> bool:
+    """Whether score wrote ``entry`` of a folder output: by its name, and for Parquet files by
+    what score writes in them (the identity metadata of a part, the columns of a side file)."""
     name = entry.name
     if entry.is_dir():
         return name == BAD_ROWS_DIR and all(
-            _PART.match(p.name) or _TEMP.match(p.name) for p in entry.iterdir()
+            _TEMP.match(p.name) or (_PART.match(p.name) and _is_bad_rows_file(p))
+            for p in entry.iterdir()
         )
-    return bool(_PART.match(name) or _TEMP.match(name) or name == MANIFEST_NAME)
+    if _TEMP.match(name):
+        return True
+    if name == MANIFEST_NAME:
+        return _is_manifest(entry)
+    return bool(_PART.match(name)) and _is_part(entry)
+
+
+def _is_part(path: Path) -> bool:
+    """A Parquet file with score's identity metadata (a part, or a single output file)."""
+    return read_part(path)[0] is not None
+
+
+def _is_manifest(path: Path) -> bool:
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(payload, dict) and "parts" in payload and "model_sha256" in payload
+
+
+def _is_bad_rows_file(path: Path) -> bool:
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return False
+    return schema.names[: len(BAD_ROW_COLUMNS)] == list(BAD_ROW_COLUMNS)
 
 
 def part_identity(
@@ -184,11 +328,21 @@ def read_part(path: Path) -> tuple[dict[str, Any] | None, int]:
 
 
 class PartSink:
-    """Streams tables into one output Parquet file (and its side file of bad rows)."""
+    """Streams tables into one output Parquet file (and its side file of bad rows).
+
+    A write the file system refuses (disk full, file size limit) raises :class:`DataError`
+    naming the final file, not the temporary one.
+    """
 
     def __init__(
-        self, tmp: Path, bad_path: Path, stack: contextlib.ExitStack, identity: dict[str, Any]
+        self,
+        path: Path,
+        tmp: Path,
+        bad_path: Path,
+        stack: contextlib.ExitStack,
+        identity: dict[str, Any],
     ) -> None:
+        self._path = path
         self._tmp = tmp
         self._bad_path = bad_path
         self._stack = stack
@@ -202,18 +356,19 @@ class PartSink:
         """Append scored rows (and bad rows)."""
         import pyarrow.parquet as pq
 
-        if table is not None and table.num_rows:
-            if self._writer is None:
-                schema = table.schema.with_metadata(self._metadata)
-                self._writer = pq.ParquetWriter(self._tmp, schema)
-            self._writer.write_table(_conform(table, self._writer.schema, self._tmp))
-            self.rows += table.num_rows
-        if bad is not None and bad.num_rows:
-            if self._bad_writer is None:
-                tmp = self._stack.enter_context(atomic_write_path(self._bad_path))
-                self._bad_writer = pq.ParquetWriter(tmp, bad.schema)
-            self._bad_writer.write_table(_conform(bad, self._bad_writer.schema, self._bad_path))
-            self.bad_rows += bad.num_rows
+        with _writing(self._path):
+            if table is not None and table.num_rows:
+                if self._writer is None:
+                    schema = table.schema.with_metadata(self._metadata)
+                    self._writer = pq.ParquetWriter(self._tmp, schema)
+                self._writer.write_table(_conform(table, self._writer.schema, self._path))
+                self.rows += table.num_rows
+            if bad is not None and bad.num_rows:
+                if self._bad_writer is None:
+                    tmp = self._stack.enter_context(atomic_write_path(self._bad_path))
+                    self._bad_writer = pq.ParquetWriter(tmp, bad.schema)
+                self._bad_writer.write_table(_conform(bad, self._bad_writer.schema, self._bad_path))
+                self.bad_rows += bad.num_rows
 
     def finish(self, empty: pa.Table) -> None:
         """Close the writers; a part without scored rows gets ``empty``'s schema."""
@@ -223,15 +378,31 @@ class PartSink:
                 import pyarrow.parquet as pq
 
                 schema = empty.schema.with_metadata(self._metadata)
-                self._writer = pq.ParquetWriter(self._tmp, schema)
-        self.close()
+                with _writing(self._path):
+                    self._writer = pq.ParquetWriter(self._tmp, schema)
+        with _writing(self._path):
+            self.close()
 
     def close(self) -> None:
         """Close the writers (without committing: that is the rename on leaving the block)."""
-        for writer in (self._writer, self._bad_writer):
+        writers = (self._writer, self._bad_writer)
+        self._writer = self._bad_writer = None
+        for writer in writers:
             if writer is not None:
                 writer.close()
-        self._writer = self._bad_writer = None
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Turn the file system's refusal of a write into a one-line error naming ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        raise DataError(
+            f"cannot write {str(path)!r}: {exc.strerror or first_line(exc)}; nothing "
+            "half-written was kept: free disk space (or raise the file size limit) or choose "
+            "another --output, then run again (--resume keeps the parts already finished)"
+        ) from exc
 
 
 def _conform(table: pa.Table, schema: pa.Schema, where: Path) -> pa.Table:
@@ -253,18 +424,125 @@ def open_part(
     path: Path, bad_path: Path, identity: dict[str, Any], empty: pa.Table
 ) -> Iterator[PartSink]:
     """A :class:`PartSink` whose file is renamed to ``path`` (side file first) only when the
-    block succeeds; on error or interruption nothing appears under the final names.
+    block succeeds; on error or interruption nothing appears under the final names, and what
+    was there before (a part of an earlier run, its side file) is left as it was.
 
-    A stale side file of an earlier, interrupted attempt at the same part is removed first;
-    ``empty`` gives the schema of a part in which no row could be scored.
+    A side file of an earlier attempt at the same part is replaced by this one's, or removed
+    when this attempt skipped no row, just before the part is renamed into place; ``empty``
+    gives the schema of a part in which no row could be scored.
+
+    Raises:
+        DataError: the file system refused a write (disk full, file size limit), naming
+            ``path``.
     """
-    bad_path.unlink(missing_ok=True)
-    with contextlib.ExitStack() as stack:
+    with _writing(path), contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_write_path(path))
-        sink = PartSink(tmp, bad_path, stack, identity)
+        sink = PartSink(path, tmp, bad_path, stack, identity)
         try:
             yield sink
         except BaseException:
-            sink.close()
+            # The part is abandoned: a writer that cannot flush its buffer changes nothing.
+            with contextlib.suppress(OSError):
+                sink.close()
             raise
         sink.finish(empty)
+        if not sink.bad_rows:
+            bad_path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class _Held:
+    fd: int
+    path: Path
+
+
+@contextlib.contextmanager
+def output_lock(layout: OutputLayout) -> Iterator[None]:
+    """Hold the output's advisory lock (``fcntl.flock`` on ``layout.lock_path``) for a block.
+
+    One job per output, whatever the engine: a second run is refused before it changes
+    anything. The lock file records the holder's pid; the kernel releases the lock when the
+    holder exits (even by ``kill -9``), so a lock file left behind is free and simply taken
+    over. The lock file, and folders created only to hold it, are removed on leaving.
+
+    Raises:
+        DataError: another run holds the lock (naming the output and its pid), or the lock
+            file cannot be created (naming the output and why).
+    """
+    created = _missing_parents(layout.lock_path.parent)
+    new_folder = not layout.single_file and not layout.path.exists()
+    try:
+        for folder in reversed(created):
+            folder.mkdir()
+        held = _acquire(layout)
+    except OSError as exc:
+        _remove_empty(created)
+        raise DataError(
+            f"cannot write --output {str(layout.path)!r}: {exc.strerror or first_line(exc)} "
+            f"({exc.filename or layout.lock_path}); choose an --output in a folder you can "
+            "write to"
+        ) from exc
+    except DataError:
+        _remove_empty(created)
+        raise
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(held.path).st_ino == os.fstat(held.fd).st_ino:
+                held.path.unlink()
+        os.close(held.fd)
+        if new_folder:
+            created.insert(0, layout.path)  # the output folder, left empty by a failed job
+        _remove_empty(created)
+
+
+def _acquire(layout: OutputLayout) -> _Held:
+    path = layout.lock_path
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            try:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                raise _held_error(layout, fd) from exc
+            finally:
+                os.close(fd)
+        # The holder removes the lock file as it releases it: a lock taken on a file no longer
+        # under that name guards nothing, so take the new one.
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return _Held(fd, path)
+        os.close(fd)
+
+
+def _held_error(layout: OutputLayout, fd: int) -> DataError:
+    """The refusal of a run whose output another run holds (``fd``: its lock file, open)."""
+    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+    return DataError(
+        f"--output {str(layout.path)!r} is being written by another score run (pid {holder}); "
+        "wait for it to finish, or stop it and run again with --resume"
+    )
+
+
+def _missing_parents(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders (deepest first) that are empty; leave the others."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
