@@ -22,19 +22,24 @@ This module imports neither scikit-learn nor skl2onnx: the runtime and serve lay
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from onnxbridge.errors import SchemaMismatchError
 
 __all__ = [
     "VALUE_LIMITS",
     "Misfit",
     "ValueLimits",
     "all_finite",
+    "cast_values",
     "first_misfit",
     "misfit_reason",
     "misfits",
+    "refuse_table_misfits",
 ]
 
 # Up to this many float32 values, summing a Python list is the fastest finiteness check (the sum
@@ -156,8 +161,7 @@ def misfits(given: np.ndarray, dtype: Any, cast: np.ndarray | None = None) -> np
         return None
     if limits.kind == "f":
         if cast is None:
-            with np.errstate(over="ignore"):
-                cast = given.astype(target)
+            cast = cast_values(given, target)
         if all_finite(cast):
             return None
         mask = np.isinf(cast)  # out of range (inf after the cast) or ±inf given
@@ -243,3 +247,48 @@ def _shown(value: Any) -> str:
         number = float(value)
         return repr(int(number)) if number.is_integer() and abs(number) < 1e16 else repr(number)
     return str(value)
+
+
+def cast_values(given: np.ndarray, dtype: Any) -> np.ndarray:
+    """``given`` as element type ``dtype`` (a copy unless it already is), without numpy's
+    overflow warning for the values that do not fit: :func:`misfits` finds and names them."""
+    target = np.dtype(dtype)
+    if given.dtype == target:
+        return given
+    if np.can_cast(given.dtype, target, "safe"):
+        return given.astype(target)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return given.astype(target)
+
+
+def refuse_table_misfits(
+    given: np.ndarray,
+    dtype: Any,
+    cast: np.ndarray | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+) -> None:
+    """Refuse a table ``[N, F]`` holding a value that ``dtype`` cannot take.
+
+    Args:
+        given: the rows as the user gave them.
+        dtype: the graph input's numpy element type.
+        cast: ``given`` already cast to ``dtype``, if at hand.
+        columns: the names of the ``F`` columns (positions are shown without them).
+
+    Raises:
+        SchemaMismatchError: naming the row (counted from 1), the column, the value and what
+            the input takes.
+    """
+    misfit = first_misfit(given, dtype, cast)
+    if misfit is None:
+        return
+    if given.ndim == 2:
+        row, column = misfit.index
+    else:  # one row given flat
+        row, column = 0, (misfit.index[-1] if misfit.index else 0)
+    name = columns[column] if columns is not None and column < len(columns) else str(column)
+    raise SchemaMismatchError(
+        f"bad value in row {row + 1}, column {name!r}: {misfit}; fix or drop that row "
+        "(rows count from 1)"
+    )
