@@ -40,6 +40,7 @@ __all__ = [
     "misfit_reason",
     "misfits",
     "refuse_table_misfits",
+    "within_range",
 ]
 
 # Up to this many float32 values, summing a Python list is the fastest finiteness check (the sum
@@ -249,14 +250,31 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+def within_range(given: np.ndarray, dtype: Any) -> bool:
+    """Whether casting the float array ``given`` to the narrower float type ``dtype`` keeps
+    every value in range (so the cast cannot overflow). A ``False`` may be a false alarm when
+    ``given`` holds NaN; it only sends the caller the slower, exact way."""
+    limit = VALUE_LIMITS[np.dtype(dtype)].high
+    if given.size <= _TINY_CHECK:
+        values = given.ravel().tolist()  # Python's min and max beat numpy's on a row
+        return not values or (-limit <= min(values) and max(values) <= limit)
+    return bool(-limit <= given.min() and given.max() <= limit)
+
+
 def cast_values(given: np.ndarray, dtype: Any) -> np.ndarray:
     """``given`` as element type ``dtype`` (a copy unless it already is), without numpy's
     overflow warning for the values that do not fit: :func:`misfits` finds and names them."""
     target = np.dtype(dtype)
-    if given.dtype == target:
+    source = given.dtype
+    if source == target:
         return given
-    if np.can_cast(given.dtype, target, "safe"):
-        return given.astype(target)
+    if np.can_cast(source, target, "safe") or (source.kind in "iu" and target.itemsize >= 4):
+        return given.astype(target)  # cannot overflow (integers to float32 lose digits only)
+    # float64 rows of a float32 model, the usual narrowing: a range check on a short row is
+    # cheaper than silencing numpy's warnings around the cast.
+    if source.kind == target.kind == "f" and given.size <= _TINY_CHECK:
+        if within_range(given, target):
+            return given.astype(target)
     with np.errstate(over="ignore", invalid="ignore"):
         return given.astype(target)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.values import all_finite, misfits
+from onnxbridge.convert.values import all_finite, misfits, within_range
 
 __all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 
@@ -43,9 +43,6 @@ __all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 DEFAULT_MAX_ROWS = 256
 # Bound buffers are kept for this many distinct batch sizes (a server sees few sizes).
 _MAX_SIZES = 16
-# Up to this many values (a single row, mostly), Python's min and max on a list are the fastest
-# range check.
-_TINY_RANGE_CHECK = 64
 # Up to this many values (a bound call's input buffer), small_has_nan's dot product finds NaN
 # faster than a reduction: 0.6-1.2 µs against 1.6-2.1 µs for np.isnan(buffer.min()), 280-7 168
 # float32 values (the list sum: 4.4 µs at 280). Above it BLAS may start threads of its own
@@ -106,8 +103,6 @@ class BoundRunner:
         self._width = width
         self._float = self._dtype.kind == "f"
         self._check_missing = check_missing and self._float
-        # The largest finite value of a float input: wider floats beyond it are refused.
-        self._float_max = float(np.finfo(self._dtype).max) if self._float else 0.0
         self.max_rows = max_rows
         # Per thread: {rows: binding}. ONNX Runtime runs one session from many threads at once;
         # only the buffers must not be shared.
@@ -148,7 +143,7 @@ class BoundRunner:
                 # Wider floats (float64 rows of a float32 model) are range-checked before the
                 # cast, which would warn on overflow; the plain path names what is out of range.
                 if data.dtype.kind == "f" and data.dtype.itemsize > dtype.itemsize:
-                    if not _within(data, self._float_max):
+                    if not within_range(data, dtype):
                         return None
             elif misfits(data, dtype) is not None:
                 return None  # integers / bools that do not fit: the plain path says which
@@ -224,16 +219,6 @@ class BoundRunner:
         )
         bindings[rows] = binding
         return binding
-
-
-def _within(data: np.ndarray, limit: float) -> bool:
-    """Whether every value of a float array is within ``±limit`` (NaN passes: it is checked
-    after the cast). Refusing by mistake only sends the call down the plain path."""
-    if data.size <= _TINY_RANGE_CHECK:
-        values = data.ravel().tolist()
-        # A NaN makes min / max order-dependent: a False here is then only a detour.
-        return -limit <= min(values) and max(values) <= limit
-    return bool(-limit <= data.min() and data.max() <= limit)
 
 
 def small_has_nan(array: np.ndarray) -> bool:
