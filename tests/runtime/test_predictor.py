@@ -334,3 +334,44 @@ def test_values_a_bool_input_cannot_take_are_refused() -> None:
     with pytest.raises(SchemaMismatchError, match=r"row 1, column '1': 255 is not a boolean"):
         predictor.predict(raw)
     np.testing.assert_array_equal(predictor.predict(np.array([[0, 1]])).values, [[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("spec", ["binary", "multiclass", "regressor"])
+def test_large_linear_calls_refuse_values_wherever_nan_is_checked(
+    tmp_path: Path, spec: str
+) -> None:
+    """Large calls of linear models check NaN on an output (or the session's NaN flag) rather
+    than the input; values the input cannot take are refused there too, each in turn."""
+    from sklearn.datasets import make_classification, make_regression
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    if spec == "regressor":
+        X, y = make_regression(n_samples=400, n_features=28, random_state=0)
+        model = LinearRegression().fit(X, y)
+    else:
+        X, y = make_classification(
+            n_samples=400, n_features=28, n_informative=15, random_state=0,
+            n_classes=2 if spec == "binary" else 3,
+        )  # fmt: skip
+        model = LogisticRegression(max_iter=1000).fit(X, y)
+    predictor = Predictor(convert_estimator(model, X[:20]).save(tmp_path / "m.onnx"))
+    rows = np.tile(X, (13, 1))  # 5 200 rows: past the output check's 2 048 and the dot products'
+    assert len(predictor.predict(rows)) == len(rows)
+    for value, message in [
+        (np.inf, "inf is not a finite number"),
+        (-np.inf, "-inf is not a finite number"),
+        (1e300, r"1e\+300 is out of range for float32"),
+        (-1e300, r"-1e\+300 is out of range for float32"),
+    ]:
+        bad = rows.copy()
+        bad[4321, 7] = value
+        for given in (bad, bad.astype(np.float32)) if np.isinf(value) else (bad,):
+            with pytest.raises(SchemaMismatchError, match=rf"row 4322, column 'x7': {message}"):
+                predictor.predict(given)
+    bad = rows.copy()
+    bad[10, 3] = np.nan
+    with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+        predictor.predict(bad)
+    bad[11, 4] = np.inf
+    with pytest.raises(SchemaMismatchError, match=r"row 12, column 'x4': inf is not a finite"):
+        predictor.predict(bad, allow_missing=True)

@@ -417,11 +417,14 @@ class Predictor:
         labels = index if self._labels_are_indices else self._class_table[index]
         return PredictionResult(labels, out, None, self._classes)
 
-    def _array_feeds(self, data: np.ndarray, refuse_nan: bool) -> dict[str, np.ndarray] | None:
+    def _array_feeds(
+        self, data: np.ndarray, refuse_nan: bool, *, check_values: bool = True
+    ) -> dict[str, np.ndarray] | None:
         """``prepare``'s feeds for a float array of the input's width, without its general
         coercion (a few µs of a 100-row accelerated call, 5 % of a 10 000-row linear model);
         None for anything else, which ``prepare`` takes. Checked as ``prepare`` checks: values
-        the input cannot take, and NaN when ``refuse_nan``.
+        the input cannot take, and NaN when ``refuse_nan`` — unless not ``check_values``, when
+        the caller checks the run's NaN flag instead.
         """
         feed = self._float_feed
         if feed is None or data.ndim != 2 or data.dtype.kind != "f" or not len(data):
@@ -436,7 +439,8 @@ class Predictor:
             data = cast_values(data, dtype)
         if not data.flags.c_contiguous:
             data = np.ascontiguousarray(data)
-        self._check_floats(given, data, refuse_nan=refuse_nan)
+        if check_values:
+            self._check_floats(given, data, refuse_nan=refuse_nan)
         return {name: data}
 
     def session_for(self, rows: int) -> Any:
@@ -731,9 +735,14 @@ class Predictor:
                             return PredictionResult(labels, probabilities, None, self._classes)
                     return self._result(outputs)
         checked = None if allow_missing else self._output_check(data)
+        # A session's NaN flag (z · z over a linear model's products) is finite only when every
+        # input value is: it stands in for the input's value check too (see below).
+        flagged = checked is not None and checked[1] == len(self._output_names)
         feeds = (
             self._array_feeds(
-                data, not (allow_missing or checked is not None) and self._fast_input[3]
+                data,
+                not (allow_missing or checked is not None) and self._fast_input[3],
+                check_values=not flagged,
             )
             if type(data) is np.ndarray
             else None
@@ -752,7 +761,14 @@ class Predictor:
             return self._result(self.run(feeds))
         # The model's outputs, then (with a NaN flag) the flag: _result reads outputs by index.
         outputs = _call(checked[0], feeds)
-        if has_nan(outputs[checked[1]]):
+        if flagged:
+            # ±inf (given, or a float64 value beyond the input's range) makes a product, and so
+            # the flag, infinite or NaN, as NaN does: the input is then checked in full for both.
+            if not all_finite(outputs[checked[1]]):
+                cast = next(iter(feeds.values()))
+                given = data if type(data) is np.ndarray else cast
+                self._check_floats(given, cast, refuse_nan=True)
+        elif has_nan(outputs[checked[1]]):
             self._refuse_nan(next(iter(feeds.values())))  # the check prepare() skipped
         return self._result(outputs)
 
