@@ -145,6 +145,8 @@ class BoundRunner:
                 if data.dtype.kind == "f" and data.dtype.itemsize > dtype.itemsize:
                     if not within_range(data, dtype):
                         return None
+                elif data.dtype.kind != "f" and dtype.itemsize < 4:
+                    return None  # integers into float16 may overflow: the plain path casts
             elif misfits(data, dtype) is not None:
                 return None  # integers / bools that do not fit: the plain path says which
         buffer[...] = data  # the same (unsafe) cast as ndarray.astype, without allocating
