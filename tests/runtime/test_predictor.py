@@ -106,7 +106,7 @@ def test_foreign_model_without_metadata() -> None:
     model = LinearRegression().fit(X, y)
     onx = convert_sklearn(model, initial_types=[("X", FloatTensorType([None, 4]))], target_opset=15)
     p = Predictor(onx.SerializeToString())
-    assert p.metadata is None
+    assert p.metadata is None and p.input_dtype == np.float32
     out = p.predict(X)
     np.testing.assert_allclose(out.values, model.predict(X), atol=1e-4)
     with pytest.raises(SchemaMismatchError, match=r"takes 4 columns but the data has 2"):

@@ -412,3 +412,30 @@ def test_parquet_floats_the_model_cannot_take_are_bad_rows(
     assert bad["reason"][0].startswith("not a finite number the model can score")
     assert bad["reason"][1].startswith("out of range for float32")
     assert bad["reason"][2].startswith("missing value")
+
+
+def test_a_model_without_metadata_gets_the_same_value_rule(tmp_path: Path) -> None:
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(50, 3)
+    model = LinearRegression().fit(X, X @ [1.0, 2.0, 3.0])
+    onx = convert_sklearn(model, initial_types=[("x", FloatTensorType([None, 3]))])
+    path = tmp_path / "foreign.onnx"
+    path.write_bytes(onx.SerializeToString())
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).astype({"b": object})
+    frame.loc[17, "b"] = "-inf"
+    frame.loc[30, "b"] = "1e300"
+    frame.insert(0, "id", range(50))
+    data = tmp_path / "rows.csv"
+    frame.to_csv(data, index=False)
+    with pytest.raises(BadRowError, match=r"row 18, column 'b': value '-inf' is not a finite"):
+        score(path, data, tmp_path / "stopped", keep=["id"])
+    out = tmp_path / "scores"
+    result = score(path, data, out, keep=["id"], on_error="skip")
+    assert result.bad_rows == 2 and result.rows == 48
+    bad = pd.read_parquet(out / "_bad_rows" / "part-00000.parquet")
+    assert bad["row"].tolist() == [18, 31] and bad["column"].tolist() == ["b", "b"]
+    assert bad["reason"][1].startswith("out of range for float32")

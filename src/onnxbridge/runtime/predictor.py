@@ -481,6 +481,16 @@ class Predictor:
         return self.metadata.classes if self.metadata else None
 
     @property
+    def input_dtype(self) -> np.dtype | None:
+        """The numpy element type of the model's one tensor input (None: several inputs, or
+        one of a type numpy has no match for); what its values are cast to and checked
+        against (:mod:`onnxbridge.convert.values`)."""
+        if len(self.inputs) != 1 or self._multi_input():
+            return None
+        dtype = _ORT_TO_NUMPY.get(self.inputs[0].type)
+        return None if dtype is None else np.dtype(dtype)
+
+    @property
     def task(self) -> str | None:
         """``"classification"``, ``"regression"`` or None when unknown."""
         return self.metadata.task if self.metadata else None

@@ -53,7 +53,9 @@ class RowPlan:
         keep: the key columns copied to the output.
         refuse_missing: whether a missing value makes a row bad.
         dtypes: the graph's element type of each numeric feature, whose values are checked
-            against it (empty: a model without onnxbridge metadata, which Predictor checks).
+            against it.
+        default_dtype: the element type of the columns of a model without onnxbridge
+            metadata (its one tensor input's), None otherwise.
     """
 
     features: list[str] | None
@@ -62,6 +64,7 @@ class RowPlan:
     keep: list[str]
     refuse_missing: bool
     dtypes: dict[str, np.dtype] = field(default_factory=dict)
+    default_dtype: np.dtype | None = None
 
     @classmethod
     def for_model(
@@ -70,7 +73,14 @@ class RowPlan:
         """The plan for ``predictor``'s model."""
         meta = predictor.metadata
         if meta is None:
-            return cls(None, set(), set(), list(keep), refuse_missing=False)
+            return cls(
+                None,
+                set(),
+                set(),
+                list(keep),
+                refuse_missing=False,
+                default_dtype=predictor.input_dtype,
+            )
         numeric = {f.name for f in meta.features.features if f.is_numeric}
         booleans = {f.name for f in meta.features.features if f.dtype.lower().startswith("bool")}
         dtypes = {
@@ -197,17 +207,17 @@ class CheckedBatch:
                 if invalid is not None:
                     bad_column[invalid & (bad_column < 0)] = j
                     cast_reasons[j] = why
-                dtype = plan.dtypes.get(name)
-                if dtype is not None and pa.types.is_floating(array.type):
-                    # Integers and booleans always fit a float input; floats may not (±inf,
-                    # beyond float32). Missing values come out as NaN, which is no misfit.
-                    values = array.to_numpy(zero_copy_only=False)
-                    mask = misfits(values, dtype)
-                    if mask is not None:
-                        fresh = np.flatnonzero(mask & (bad_column < 0))
-                        bad_column[fresh] = j
-                        for i in fresh.tolist():
-                            value_reasons[i] = misfit_reason(values[i], dtype)
+            dtype = plan.dtypes.get(name, plan.default_dtype)
+            if dtype is not None and pa.types.is_floating(array.type):
+                # Integers and booleans fit a float input; floats may not (±inf, beyond
+                # float32). Missing values come out as NaN, which is no misfit.
+                values = array.to_numpy(zero_copy_only=False)
+                mask = misfits(values, dtype)
+                if mask is not None:
+                    fresh = np.flatnonzero(mask & (bad_column < 0))
+                    bad_column[fresh] = j
+                    for i in fresh.tolist():
+                        value_reasons[i] = misfit_reason(values[i], dtype)
             if plan.refuse_missing and (array.null_count or pa.types.is_floating(array.type)):
                 fresh = _missing(array) & (bad_column < 0)
                 bad_column[fresh] = j
