@@ -12,6 +12,7 @@ from onnxbridge.convert.values import (
     first_misfit,
     misfits,
     refuse_table_misfits,
+    within_range,
 )
 from onnxbridge.errors import SchemaMismatchError
 
@@ -112,3 +113,12 @@ def test_a_table_misfit_names_row_and_column() -> None:
     with pytest.raises(SchemaMismatchError, match=r"row 1, column '1': 1e\+300 is out of range"):
         refuse_table_misfits(np.array([0.0, 1e300]), np.float32)
     refuse_table_misfits(np.array([[1.0, np.nan]]), np.float32, columns=["a", "b"])
+
+
+def test_within_range_is_exact_with_nan() -> None:
+    for size in (3, 300):
+        values = np.ones(size)
+        values[0] = np.nan
+        assert within_range(values, np.float32)
+        values[-1] = -1e39
+        assert not within_range(values, np.float32)

@@ -252,13 +252,16 @@ def _shown(value: Any) -> str:
 
 def within_range(given: np.ndarray, dtype: Any) -> bool:
     """Whether casting the float array ``given`` to the narrower float type ``dtype`` keeps
-    every value in range (so the cast cannot overflow). A ``False`` may be a false alarm when
-    ``given`` holds NaN; it only sends the caller the slower, exact way."""
+    every value in range, so that the cast cannot overflow (NaN stays NaN: it is in range)."""
     limit = VALUE_LIMITS[np.dtype(dtype)].high
     if given.size <= _TINY_CHECK:
         values = given.ravel().tolist()  # Python's min and max beat numpy's on a row
-        return not values or (-limit <= min(values) and max(values) <= limit)
-    return bool(-limit <= given.min() and given.max() <= limit)
+        if not values or (-limit <= min(values) and max(values) <= limit):
+            return True
+    elif -limit <= given.min() and given.max() <= limit:
+        return True
+    # Out of range, or a NaN that min / max could not see past: tell exactly.
+    return not bool((np.abs(given) > limit).any())
 
 
 def cast_values(given: np.ndarray, dtype: Any) -> np.ndarray:
