@@ -130,3 +130,20 @@ def test_unknown_preprocess_mode(mixed_csv, tmp_path) -> None:
             target="churn",
             preprocess="magic",
         )
+
+
+def test_values_the_inputs_cannot_take_are_refused_by_row_and_column(mixed_csv, tmp_path) -> None:
+    bundle, _ = train_bundle(
+        str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+    )
+    convert_bundle(bundle)  # one graph input per column: float32 numbers, strings
+    predictor = Predictor(bundle.onnx_path)
+    rows = _table(5).drop(columns="churn")
+    rows["age years"] = rows["age years"].fillna(40.0)
+    assert len(predictor.predict(rows)) == 5
+    rows.loc[3, "income"] = 1e300
+    with pytest.raises(SchemaMismatchError, match=r"row 4, column 'income': 1e\+300 is out of"):
+        predictor.predict(rows)
+    rows.loc[3, "income"] = -np.inf
+    with pytest.raises(SchemaMismatchError, match=r"row 4, column 'income': -inf is not a finite"):
+        predictor.predict(rows)

@@ -409,3 +409,30 @@ def test_write_errors_name_the_users_path(capsys, iris_bundle: Bundle, tmp_path:
     )
     assert_one_line_error(code, err, r"cannot access '/proc/p.csv'")
     assert ".tmp" not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1e300", r"1e\+300 is out of range for float32, which takes finite numbers from "),
+        ("inf", r"inf is not a finite number the model can score: float32 takes finite"),
+        ("-inf", r"-inf is not a finite number the model can score"),
+    ],
+)
+def test_predict_refuses_values_the_model_cannot_take(
+    capsys, iris_bundle: Bundle, tmp_path: Path, text: str, message: str
+) -> None:
+    X, _ = iris_bundle.load_holdout()
+    src = tmp_path / "rows.csv"
+    X.head(5).to_csv(src, index=False)
+    lines = src.read_text().splitlines()
+    cells = lines[3].split(",")
+    cells[2] = text  # data row 3, the petal length
+    lines[3] = ",".join(cells)
+    src.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "pred.csv"
+    code, stdout, err = run(capsys, "predict", iris_bundle.path, "--data", src, "--out", out)
+    assert_one_line_error(
+        code, err, r"bad value in row 3, column 'petal length \(cm\)': " + message
+    )
+    assert stdout == "" and not out.exists()

@@ -524,3 +524,17 @@ def test_a_library_without_the_row_driver_runs_through_tl2cgen(tmp_path: Path) -
     np.testing.assert_array_equal(old_out, new_out)
     np.testing.assert_array_equal(old_labels, new_labels)
     np.testing.assert_array_equal(new_labels, forest.predict(rows))
+
+
+def test_arrays_on_the_accelerator_keep_the_value_rule(tmp_path: Path) -> None:
+    from sklearn.ensemble import RandomForestClassifier
+
+    forest = RandomForestClassifier(n_estimators=5, random_state=0)
+    fast, _, X = _iris_accelerated(tmp_path, forest, "float")
+    rows = np.tile(X, (2, 1))
+    rows[11, 2] = 1e300  # float64, beyond the float32 the model takes
+    with pytest.raises(SchemaMismatchError, match=r"row 12, column 'x2': 1e\+300 is out of range"):
+        fast.predict(rows)
+    rows[11, 2] = -np.inf
+    with pytest.raises(SchemaMismatchError, match=r"row 12, column 'x2': -inf is not a finite"):
+        fast.predict(rows.astype(np.float32))

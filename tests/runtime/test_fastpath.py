@@ -122,8 +122,9 @@ def test_missing_values_are_refused_for_models_that_refuse_them(tmp_path: Path) 
     with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
         predictor.predict(row)
     inf_row = np.array([[np.inf, -np.inf, 1.0, 1.0]], dtype=np.float32)
-    # inf - inf sums to NaN; the exact check must still let the row through.
-    assert len(predictor.predict(inf_row)) == 1
+    # inf - inf sums to NaN: not a missing value, but not a value a model can score either.
+    with pytest.raises(SchemaMismatchError, match=r"row 1, column 'x0': inf is not a finite"):
+        predictor.predict(inf_row)
     allowed = predictor.predict(row, allow_missing=True)
     assert len(allowed) == 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +106,7 @@ def test_foreign_model_without_metadata() -> None:
     model = LinearRegression().fit(X, y)
     onx = convert_sklearn(model, initial_types=[("X", FloatTensorType([None, 4]))], target_opset=15)
     p = Predictor(onx.SerializeToString())
-    assert p.metadata is None
+    assert p.metadata is None and p.input_dtype == np.float32
     out = p.predict(X)
     np.testing.assert_allclose(out.values, model.predict(X), atol=1e-4)
     with pytest.raises(SchemaMismatchError, match=r"takes 4 columns but the data has 2"):
@@ -240,3 +241,137 @@ def test_large_arrays_of_any_layout_and_float_type_give_the_same_results(tmp_pat
         bad[len(bad) // 2, 1] = np.nan
         with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
             predictor.predict(bad)
+
+
+# Values the input's element type cannot take: refused on every entry path, by row and column.
+BAD_FLOATS = [
+    (1e300, r"1e\+300 is out of range for float32, which takes finite numbers"),
+    (np.inf, r"inf is not a finite number the model can score: float32 takes finite numbers"),
+    (-np.inf, r"-inf is not a finite number the model can score"),
+]
+
+
+@pytest.mark.parametrize(("value", "message"), BAD_FLOATS)
+@pytest.mark.parametrize("rows", [1, 40, 3000])  # the bound path, the plain path, large calls
+def test_values_a_float32_input_cannot_take_are_refused(
+    iris_bundle: Bundle, predictor: Predictor, value: float, message: str, rows: int
+) -> None:
+    X, _ = iris_bundle.load_holdout()
+    frame = X.iloc[np.arange(rows) % len(X)].reset_index(drop=True).astype(np.float64)
+    frame.iloc[rows - 1, 2] = value
+    column = X.columns[2]
+    where = re.escape(f"bad value in row {rows}, column '{column}': ")
+    data = [frame, frame.to_numpy(), frame.to_dict(orient="records")]
+    if np.isinf(value):
+        data.append(frame.to_numpy(np.float32))  # ±inf given in the input's own type
+    for given in data:
+        with pytest.raises(SchemaMismatchError, match=where + message):
+            predictor.predict(given)
+    predictor.predict(frame.iloc[: rows - 1] if rows > 1 else X.iloc[:1])  # still serves
+
+
+def test_nan_keeps_its_meaning_next_to_the_value_rule(predictor: Predictor) -> None:
+    row = np.array([[5.1, np.nan, 1.4, 0.2]])  # the forest takes missing values
+    assert len(predictor.predict(row)) == 1
+    assert len(predictor.predict(np.repeat(row, 3000, axis=0))) == 3000
+    row[0, 0] = np.inf
+    with pytest.raises(SchemaMismatchError, match=r"row 1, column 'sepal length \(cm\)': inf"):
+        predictor.predict(row)
+
+
+def test_float64_rows_at_float32s_edge_are_answered(predictor: Predictor) -> None:
+    edge = float(np.finfo(np.float32).max)
+    rows = np.array([[edge, -edge, 1e30, -1e-38]])
+    assert len(predictor.predict(rows)) == 1
+    assert len(predictor.predict(np.repeat(rows, 300, axis=0))) == 300
+
+
+def _integer_input_model(dtype: int) -> bytes:
+    """A hand-built model with one [N, 2] input of ONNX type ``dtype``, echoed as float."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["value"], to=TensorProto.FLOAT)],
+        "cast",
+        [helper.make_tensor_value_info("x", dtype, ["N", 2])],
+        [helper.make_tensor_value_info("value", TensorProto.FLOAT, ["N", 2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([[1.0, 1.5]], r"row 1, column '1': 1.5 is not an integer: int64 takes integers"),
+        ([[1.0, 2.0], [2.0**63, 0.0]], r"row 2, column '0': 9.22\d*e\+18 is out of range"),
+        ([[np.nan, 1.0]], r"row 1, column '0': nan is a missing value \(NaN\), which an integer"),
+        ([[np.inf, 1.0]], r"row 1, column '0': inf is not an integer"),
+    ],
+)
+def test_values_an_integer_input_cannot_take_are_refused(rows: list, message: str) -> None:
+    from onnx import TensorProto
+
+    predictor = Predictor(_integer_input_model(TensorProto.INT64))
+    for given in (np.array(rows), pd.DataFrame(rows)):
+        with pytest.raises(SchemaMismatchError, match=message):
+            predictor.predict(given)
+    np.testing.assert_array_equal(
+        predictor.predict(np.array([[-(2.0**63), 3.0]])).values, [[-(2.0**63), 3.0]]
+    )
+
+
+def test_values_a_bool_input_cannot_take_are_refused() -> None:
+    from onnx import TensorProto
+
+    predictor = Predictor(_integer_input_model(TensorProto.BOOL))
+    with pytest.raises(SchemaMismatchError, match=r"row 1, column '1': 2 is not a boolean"):
+        predictor.predict(np.array([[1, 2]]))
+    raw = np.frombuffer(bytes([1, 255]), dtype=np.bool_).reshape(1, 2)  # bytes, not booleans
+    with pytest.raises(SchemaMismatchError, match=r"row 1, column '1': 255 is not a boolean"):
+        predictor.predict(raw)
+    np.testing.assert_array_equal(predictor.predict(np.array([[0, 1]])).values, [[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("spec", ["binary", "multiclass", "regressor"])
+def test_large_linear_calls_refuse_values_wherever_nan_is_checked(
+    tmp_path: Path, spec: str
+) -> None:
+    """Large calls of linear models check NaN on an output (or the session's NaN flag) rather
+    than the input; values the input cannot take are refused there too, each in turn."""
+    from sklearn.datasets import make_classification, make_regression
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+
+    if spec == "regressor":
+        X, y = make_regression(n_samples=400, n_features=28, random_state=0)
+        model = LinearRegression().fit(X, y)
+    else:
+        X, y = make_classification(
+            n_samples=400, n_features=28, n_informative=15, random_state=0,
+            n_classes=2 if spec == "binary" else 3,
+        )  # fmt: skip
+        model = LogisticRegression(max_iter=1000).fit(X, y)
+    predictor = Predictor(convert_estimator(model, X[:20]).save(tmp_path / "m.onnx"))
+    rows = np.tile(X, (13, 1))  # 5 200 rows: past the output check's 2 048 and the dot products'
+    assert len(predictor.predict(rows)) == len(rows)
+    for value, message in [
+        (np.inf, "inf is not a finite number"),
+        (-np.inf, "-inf is not a finite number"),
+        (1e300, r"1e\+300 is out of range for float32"),
+        (-1e300, r"-1e\+300 is out of range for float32"),
+    ]:
+        bad = rows.copy()
+        bad[4321, 7] = value
+        for given in (bad, bad.astype(np.float32)) if np.isinf(value) else (bad,):
+            with pytest.raises(SchemaMismatchError, match=rf"row 4322, column 'x7': {message}"):
+                predictor.predict(given)
+    bad = rows.copy()
+    bad[10, 3] = np.nan
+    with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+        predictor.predict(bad)
+    bad[11, 4] = np.inf
+    with pytest.raises(SchemaMismatchError, match=r"row 12, column 'x4': inf is not a finite"):
+        predictor.predict(bad, allow_missing=True)

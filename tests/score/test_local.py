@@ -357,3 +357,85 @@ def test_score_needs_neither_scikit_learn_nor_skl2onnx(rows, tmp_path: Path, iri
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "o" / "part-00000.parquet").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("inf", "not a finite number the model can score: float32 takes finite numbers"),
+        ("-Infinity", "not a finite number the model can score"),
+        ("1e300", "out of range for float32, which takes finite numbers"),
+    ],
+)
+def test_values_the_model_cannot_take_are_bad_rows(
+    rows, tmp_path: Path, iris_model: Path, text: str, reason: str
+) -> None:
+    frame = rows(120).astype({"petal length (cm)": object})
+    frame.loc[70, "petal length (cm)"] = text  # data row 71 of the file
+    path = tmp_path / "flowers.csv"
+    frame.to_csv(path, index=False)
+    with pytest.raises(BadRowError) as info:
+        score(iris_model, path, tmp_path / "stopped", keep=["id"], batch_size=50)
+    err = info.value
+    assert (err.file, err.row, err.column) == (str(path), 71, "petal length (cm)")
+    assert f"row 71, column 'petal length (cm)': value {text!r} is {reason}" in str(err)
+    assert not (tmp_path / "stopped" / "_manifest.json").exists()
+    out = tmp_path / "scores"
+    result = score(iris_model, path, out, keep=["id"], batch_size=50, on_error="skip")
+    assert result.bad_rows == 1 and result.rows == 119
+    bad = pd.read_parquet(out / "_bad_rows" / "part-00000.parquet")
+    assert bad[["row", "column", "value", "id"]].values.tolist() == [
+        [71, "petal length (cm)", text, 70]
+    ]
+    assert bad["reason"][0].startswith(reason)
+    got = pd.read_parquet(out / "part-00000.parquet")
+    good = frame.drop(index=[70]).astype({"petal length (cm)": float})
+    pd.testing.assert_frame_equal(got, expected(iris_model, good, ["id"]), check_exact=True)
+
+
+def test_parquet_floats_the_model_cannot_take_are_bad_rows(
+    rows, tmp_path: Path, logreg_model: Path
+) -> None:
+    frame = rows(40)
+    frame.loc[5, "sepal width (cm)"] = np.inf
+    frame.loc[9, "petal width (cm)"] = -1e300
+    frame.loc[12, "sepal length (cm)"] = np.nan  # a missing value the source model refuses
+    path = tmp_path / "rows.parquet"
+    frame.to_parquet(path, index=False)
+    out = tmp_path / "scores"
+    result = score(logreg_model, path, out, keep=["id"], on_error="skip")
+    assert result.bad_rows == 3 and result.rows == 37
+    bad = pd.read_parquet(out / "_bad_rows" / "part-00000.parquet")
+    assert bad["row"].tolist() == [6, 10, 13]
+    values = pq.read_table(out / "_bad_rows" / "part-00000.parquet").column("value").to_pylist()
+    assert values[:2] == ["inf", "-1e+300"]
+    assert bad["reason"][0].startswith("not a finite number the model can score")
+    assert bad["reason"][1].startswith("out of range for float32")
+    assert bad["reason"][2].startswith("missing value")
+
+
+def test_a_model_without_metadata_gets_the_same_value_rule(tmp_path: Path) -> None:
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(50, 3)
+    model = LinearRegression().fit(X, X @ [1.0, 2.0, 3.0])
+    onx = convert_sklearn(model, initial_types=[("x", FloatTensorType([None, 3]))])
+    path = tmp_path / "foreign.onnx"
+    path.write_bytes(onx.SerializeToString())
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).astype({"b": object})
+    frame.loc[17, "b"] = "-inf"
+    frame.loc[30, "b"] = "1e300"
+    frame.insert(0, "id", range(50))
+    data = tmp_path / "rows.csv"
+    frame.to_csv(data, index=False)
+    with pytest.raises(BadRowError, match=r"row 18, column 'b': value '-inf' is not a finite"):
+        score(path, data, tmp_path / "stopped", keep=["id"])
+    out = tmp_path / "scores"
+    result = score(path, data, out, keep=["id"], on_error="skip")
+    assert result.bad_rows == 2 and result.rows == 48
+    bad = pd.read_parquet(out / "_bad_rows" / "part-00000.parquet")
+    assert bad["row"].tolist() == [18, 31] and bad["column"].tolist() == ["b", "b"]
+    assert bad["reason"][1].startswith("out of range for float32")

@@ -99,6 +99,57 @@ JSON_CASES = [
         ["neither 'data' nor parameters.binary_data_size"],
     ),
     ("iris/infer", _row(data=[1e39, 1, 1, 1]), 422, ["1e+39 is out of range for FP32"]),
+    (
+        "iris/infer",
+        _row(data=[1, 2, 1e300, 4]),
+        422,
+        ["input 'input' at index [0, 2]: 1e+300 is out of range for FP32", "finite numbers"],
+    ),
+    (
+        "iris-lr/infer",
+        _row(data=[[1, 2, 3, 4], [1, -1e300, 3, 4]], shape=[2, 4]),
+        422,
+        ["at index [1, 1]: -1e+300 is out of range for FP32"],
+    ),
+    (
+        "iris/predict",
+        [
+            {
+                "sepal length (cm)": 1,
+                "sepal width (cm)": 2,
+                "petal length (cm)": 1e300,
+                "petal width (cm)": 4,
+            }
+        ],
+        422,
+        ["bad value in row 1, column 'petal length (cm)': 1e+300 is out of range for float32"],
+    ),
+    (
+        "iris-lr/predict",
+        {
+            "columns": [
+                "sepal length (cm)",
+                "sepal width (cm)",
+                "petal length (cm)",
+                "petal width (cm)",
+            ],
+            "data": [[1, 2, 3, 4], [1e39, 2, 3, 4]],
+        },
+        422,
+        ["bad value in row 2, column 'sepal length (cm)': 1e+39 is out of range for float32"],
+    ),
+    (
+        "multi/infer",
+        _multi(count={"shape": [1, 1], "data": [2**63]}),
+        422,
+        ["'count' at index [0, 0]: 9223372036854775808 is out of range for INT64"],
+    ),
+    (
+        "multi/infer",
+        _multi(count={"data": [-(2**63) - 1]}),
+        422,
+        ["INT64 and takes integers"],
+    ),
     ("multi/infer", _multi(cat={"name": None}), 422, ["needs input 'cat' (BYTES, shape [-1, 1])"]),
     ("multi/infer", _multi(cat={"data": [3]}), 422, ["BYTES and takes strings", "int"]),
     ("multi/infer", _multi(count={"data": [1.5]}), 422, ["INT64 and takes integers", "1.5"]),
@@ -158,12 +209,17 @@ def test_nan_refused_only_where_the_source_model_refuses_it(server) -> None:
         f"{server.url}/v2/models/iris/infer", content=header + nan_row, headers=headers
     )
     assert accepted.status_code == 200, accepted.text
-    inf_row = np.array([[np.inf, 1, 2, 3]], dtype="<f4").tobytes()
-    for model in ("iris", "iris-lr"):
-        refused = httpx.post(
-            f"{server.url}/v2/models/{model}/infer", content=header + inf_row, headers=headers
-        )
-        _assert_error(refused, 422, ["1 infinite value", "takes finite numbers"])
+    for value in (np.inf, -np.inf):
+        inf_row = np.array([[1, 1, 2, value]], dtype="<f4").tobytes()
+        for model in ("iris", "iris-lr"):
+            refused = httpx.post(
+                f"{server.url}/v2/models/{model}/infer", content=header + inf_row, headers=headers
+            )
+            _assert_error(
+                refused,
+                422,
+                [f"input 'input' at index [0, 3]: {value} is not a finite number", "FP32 takes"],
+            )
     predict = httpx.post(
         f"{server.url}/v2/models/iris-lr/predict",
         json=[
@@ -200,7 +256,28 @@ def _binary_input(size: int, datatype="FP32", name="input", shape=(1, 4)) -> dic
     }
 
 
+def _bool_flags(blob: bytes) -> tuple[bytes, dict]:
+    """The multi model's four inputs, ``flag`` [2, 1] BOOL sent as the raw bytes ``blob``."""
+    header = _multi(flag={"shape": [2, 1], "data": None})
+    for tensor in header["inputs"]:
+        if tensor["name"] != "flag":
+            tensor["shape"] = [2, *tensor["shape"][1:]]
+            tensor["data"] = tensor["data"] * 2
+    flag = next(t for t in header["inputs"] if t["name"] == "flag")
+    del flag["data"]
+    flag["parameters"] = {"binary_data_size": len(blob)}
+    return _binary(header, blob)
+
+
 BINARY_CASES = [
+    ("multi", *_bool_flags(bytes([1, 2])), 422, ["'flag' at index [1, 0]: 2 is not a boolean"]),
+    ("multi", *_bool_flags(bytes([255, 0])), 422, ["'flag' at index [0, 0]: 255 is not a"]),
+    (
+        "iris",
+        *_binary(_binary_input(16), struct.pack("<4f", 1, 2, float("-inf"), 4)),
+        422,
+        ["'input' at index [0, 2]: -inf is not a finite number the model can score"],
+    ),
     ("iris", *_binary(_binary_input(16), b"\0" * 12), 422, ["runs past the end", "12 bytes left"]),
     (
         "iris",

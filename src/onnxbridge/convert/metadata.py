@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.convert.values import cast_values, refuse_table_misfits
 from onnxbridge.data import FeatureSchema
 
 __all__ = [
@@ -135,15 +136,25 @@ def read_metadata(model: Any) -> ModelMetadata | None:
     return ModelMetadata.from_props({p.key: p.value for p in model.metadata_props})
 
 
-def input_block(frame: pd.DataFrame, columns: list[str], dtype: str) -> np.ndarray:
+def input_block(
+    frame: pd.DataFrame, columns: list[str], dtype: str, *, check: bool = False
+) -> np.ndarray:
     """The ``[N, len(columns)]`` array a graph input takes, from a frame's columns.
 
     Numbers, booleans and missing values (NaN) are cast to ``dtype``; for string inputs each
     value becomes ``str`` and a missing value the empty string (ONNX string tensors have no
     missing value; onnxbridge's converters treat ``""`` as missing).
 
+    Args:
+        frame: the rows.
+        columns: the columns the input takes, in order.
+        dtype: the input's element type (a key of :data:`INPUT_DTYPES`).
+        check: refuse values the element type cannot take (:mod:`onnxbridge.convert.values`):
+            ``inf``, a float64 value beyond float32's range, a non-integral value for int64.
+
     Raises:
         ValueError, TypeError: a value that cannot be cast (the caller names the column).
+        SchemaMismatchError: with ``check``, a value that does not fit, by row and column.
     """
     block = frame[columns]
     if dtype == "string":
@@ -153,4 +164,8 @@ def input_block(frame: pd.DataFrame, columns: list[str], dtype: str) -> np.ndarr
         out[missing] = ""
         out[~missing] = [str(v) for v in values[~missing]]
         return out
-    return block.to_numpy(dtype=np.float64, na_value=np.nan).astype(INPUT_DTYPES[dtype])
+    given = block.to_numpy(dtype=np.float64, na_value=np.nan)
+    cast = cast_values(given, INPUT_DTYPES[dtype])
+    if check:
+        refuse_table_misfits(given, cast.dtype, cast, columns=columns)
+    return cast

@@ -19,7 +19,9 @@ arrays of the right width, tensor outputs whose shape depends on the row count a
 ``max_rows`` rows. Buffers are per thread (a server's worker threads each get their own bound set,
 with no lock on the way), so concurrent callers never share one. Whenever
 ``try_run`` returns ``None`` the caller runs the plain path, which also raises the proper error
-for bad input. This module imports neither scikit-learn nor ``onnx``.
+for bad input — a value the input's element type cannot take
+(:mod:`onnxbridge.convert.values`) or a missing value the model refuses. This module imports
+neither scikit-learn nor ``onnx``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.values import all_finite, misfits, within_range
+
 __all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 
 # Beyond a few hundred rows the saved fixed cost (a few µs) is lost in the run itself, and the
@@ -39,8 +43,6 @@ __all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 DEFAULT_MAX_ROWS = 256
 # Bound buffers are kept for this many distinct batch sizes (a server sees few sizes).
 _MAX_SIZES = 16
-# Up to this many values (a single row, mostly), summing a Python list finds NaN fastest.
-_TINY_NAN_CHECK = 64
 # Up to this many values (a bound call's input buffer), small_has_nan's dot product finds NaN
 # faster than a reduction: 0.6-1.2 µs against 1.6-2.1 µs for np.isnan(buffer.min()), 280-7 168
 # float32 values (the list sum: 4.4 µs at 280). Above it BLAS may start threads of its own
@@ -99,7 +101,8 @@ class BoundRunner:
         self._input_name = input_name
         self._dtype = np.dtype(dtype)
         self._width = width
-        self._check_missing = check_missing and self._dtype.kind == "f"
+        self._float = self._dtype.kind == "f"
+        self._check_missing = check_missing and self._float
         self.max_rows = max_rows
         # Per thread: {rows: binding}. ONNX Runtime runs one session from many threads at once;
         # only the buffers must not be shared.
@@ -134,9 +137,28 @@ class BoundRunner:
             if binding is None:
                 return None
         buffer = binding.input
+        dtype = self._dtype
+        if data.dtype is not dtype and data.dtype != dtype:
+            if self._float:
+                # Wider floats (float64 rows of a float32 model) are range-checked before the
+                # cast, which would warn on overflow; the plain path names what is out of range.
+                if data.dtype.kind == "f" and data.dtype.itemsize > dtype.itemsize:
+                    if not within_range(data, dtype):
+                        return None
+                elif data.dtype.kind != "f" and dtype.itemsize < 4:
+                    return None  # integers into float16 may overflow: the plain path casts
+            elif misfits(data, dtype) is not None:
+                return None  # integers / bools that do not fit: the plain path says which
         buffer[...] = data  # the same (unsafe) cast as ndarray.astype, without allocating
-        if self._check_missing and self._has_nan(buffer):
-            return None
+        # One check in the common case: every value finite. Otherwise NaN (a missing value the
+        # model may refuse) or ±inf (never a value): the plain path tells which, and refuses.
+        if self._float and not all_finite(buffer):
+            if self._check_missing and has_nan(buffer):
+                return None
+            if misfits(buffer, dtype, buffer) is not None:
+                return None
+        elif not self._float and data.dtype.kind == "b" and misfits(buffer, dtype) is not None:
+            return None  # a bool array built from raw bytes holding 2 or 255
         outputs = binding.outputs
         free = binding.free
         if not free:
@@ -158,16 +180,6 @@ class BoundRunner:
             self.disabled = True
             return None
         return [out.copy() for out in binding.scratch]
-
-    @staticmethod
-    def _has_nan(buffer: np.ndarray) -> bool:
-        size = buffer.size
-        if size <= _TINY_NAN_CHECK:
-            # inf - inf also sums to NaN: confirm with the exact check before refusing.
-            return math.isnan(sum(buffer.ravel().tolist())) and has_nan(buffer)
-        if size <= _SMALL_NAN_CHECK:
-            return small_has_nan(buffer)
-        return has_nan(buffer)
 
     def _bind(self, rows: int, bindings: dict[int, _Binding]) -> _Binding | None:
         import onnxruntime as ort

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.convert.metadata import ModelMetadata, input_block
+from onnxbridge.convert.values import all_finite, cast_values, refuse_table_misfits
 from onnxbridge.data import normalize_features, preview_names
 from onnxbridge.errors import (
     AcceleratorError,
@@ -403,10 +404,9 @@ class Predictor:
         X = (
             data
             if data.dtype == dtype or (takes_float32 and data.dtype == np.float32)
-            else data.astype(dtype)
+            else cast_values(data, dtype)
         )
-        if refuses and not allow_missing:
-            self._refuse_nan(X)
+        self._check_floats(data, X, refuse_nan=refuses and not allow_missing)
         return self._accelerator_result(X)
 
     def _accelerator_result(self, X: np.ndarray) -> PredictionResult:
@@ -417,11 +417,14 @@ class Predictor:
         labels = index if self._labels_are_indices else self._class_table[index]
         return PredictionResult(labels, out, None, self._classes)
 
-    def _array_feeds(self, data: np.ndarray) -> dict[str, np.ndarray] | None:
+    def _array_feeds(
+        self, data: np.ndarray, refuse_nan: bool, *, check_values: bool = True
+    ) -> dict[str, np.ndarray] | None:
         """``prepare``'s feeds for a float array of the input's width, without its general
         coercion (a few µs of a 100-row accelerated call, 5 % of a 10 000-row linear model);
-        None for anything else, which ``prepare`` takes. The missing-values check is the
-        caller's.
+        None for anything else, which ``prepare`` takes. Checked as ``prepare`` checks: values
+        the input cannot take, and NaN when ``refuse_nan`` — unless not ``check_values``, when
+        the caller checks the run's NaN flag instead.
         """
         feed = self._float_feed
         if feed is None or data.ndim != 2 or data.dtype.kind != "f" or not len(data):
@@ -429,10 +432,15 @@ class Predictor:
         name, dtype, width = feed
         if data.shape[1] != width:
             return None
-        if data.dtype is not dtype or not data.flags.c_contiguous:
+        given = data
+        if data.dtype is not dtype:
             # The model's input type, as prepare() gives it: float64 rows narrowed for a float
             # model.
-            data = np.ascontiguousarray(data, dtype=dtype)
+            data = cast_values(data, dtype)
+        if not data.flags.c_contiguous:
+            data = np.ascontiguousarray(data)
+        if check_values:
+            self._check_floats(given, data, refuse_nan=refuse_nan)
         return {name: data}
 
     def session_for(self, rows: int) -> Any:
@@ -471,6 +479,16 @@ class Predictor:
     def classes(self) -> list[Any] | None:
         """Class labels in probability-column order (None for regressors / unknown)."""
         return self.metadata.classes if self.metadata else None
+
+    @property
+    def input_dtype(self) -> np.dtype | None:
+        """The numpy element type of the model's one tensor input (None: several inputs, or
+        one of a type numpy has no match for); what its values are cast to and checked
+        against (:mod:`onnxbridge.convert.values`)."""
+        if len(self.inputs) != 1 or self._multi_input():
+            return None
+        dtype = _ORT_TO_NUMPY.get(self.inputs[0].type)
+        return None if dtype is None else np.dtype(dtype)
 
     @property
     def task(self) -> str | None:
@@ -557,22 +575,26 @@ class Predictor:
                     f"{frame[bad[0]].dtype}); the model's input {spec.name!r} takes numbers"
                 )
             try:
-                array = frame.to_numpy(dtype=np.float64, na_value=np.nan).astype(dtype)
+                given = frame.to_numpy(dtype=np.float64, na_value=np.nan)
+                array = cast_values(given, dtype)
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(f"cannot cast the data to {spec.type}: {exc}") from exc
         else:
-            array = self._matrix(data)
+            given = self._matrix(data)
             try:
                 # No copy when the array already has the input's type (a 10 000-row batch).
-                array = array.astype(dtype, copy=False)
+                array = cast_values(given, dtype)
             except (TypeError, ValueError) as exc:
                 raise SchemaMismatchError(
                     f"cannot cast the data to {spec.type}: {first_line(exc)}"
                 ) from exc
         if array.shape[0] == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
-        if not allow_missing and array.dtype.kind == "f" and self._refuses_missing():
-            self._refuse_nan(array)
+        if array.dtype.kind == "f":
+            refuse_nan = not allow_missing and self._refuses_missing()
+            self._check_floats(given, array, refuse_nan=refuse_nan)
+        elif array.dtype.kind in "iub":
+            refuse_table_misfits(given, dtype, array, columns=self.feature_names)
         return {spec.name: np.ascontiguousarray(array)}
 
     def _matrix(self, data: Any) -> np.ndarray:
@@ -611,7 +633,9 @@ class Predictor:
         feeds = {}
         for spec in metadata.inputs:
             try:
-                feeds[spec["name"]] = input_block(frame, spec["columns"], spec["dtype"])
+                feeds[spec["name"]] = input_block(frame, spec["columns"], spec["dtype"], check=True)
+            except SchemaMismatchError:
+                raise  # a value that does not fit, already named by row and column
             except (TypeError, ValueError) as exc:
                 column = spec["columns"][0]
                 sample = frame[column].dropna().head(3).tolist()
@@ -620,6 +644,20 @@ class Predictor:
                     f"got values like {sample!r}; fix or drop those rows"
                 ) from exc
         return feeds
+
+    def _check_floats(self, given: np.ndarray, cast: np.ndarray, *, refuse_nan: bool) -> None:
+        """Refuse values a float input cannot take and, when ``refuse_nan``, missing values:
+        one check when every value is finite (the common case), the details only otherwise.
+
+        Args:
+            given: the rows as the caller gave them ``[N, F]`` (or one row ``[F]``).
+            cast: the same rows in the input's element type.
+        """
+        if all_finite(cast):
+            return
+        if refuse_nan:
+            self._refuse_nan(cast)
+        refuse_table_misfits(given, cast.dtype, cast, columns=self.feature_names)
 
     def _refuses_missing(self) -> bool:
         return self.metadata is not None and self.metadata.missing_values == "refused"
@@ -707,15 +745,24 @@ class Predictor:
                             return PredictionResult(labels, probabilities, None, self._classes)
                     return self._result(outputs)
         checked = None if allow_missing else self._output_check(data)
-        feeds = self._array_feeds(data) if type(data) is np.ndarray else None
+        # A session's NaN flag (z · z over a linear model's products) is finite only when every
+        # input value is: it stands in for the input's value check too (see below).
+        flagged = checked is not None and checked[1] == len(self._output_names)
+        feeds = (
+            self._array_feeds(
+                data,
+                not (allow_missing or checked is not None) and self._fast_input[3],
+                check_values=not flagged,
+            )
+            if type(data) is np.ndarray
+            else None
+        )
         if feeds is None:
             feeds = self.prepare(
                 data,
                 ignore_extra=ignore_extra,
                 allow_missing=allow_missing or checked is not None,
             )
-        elif not (allow_missing or checked is not None) and self._fast_input[3]:
-            self._refuse_nan(next(iter(feeds.values())))  # as prepare() would
         if self.accelerator is not None:
             accelerated = self._accelerated(feeds)
             if accelerated is not None:
@@ -724,7 +771,14 @@ class Predictor:
             return self._result(self.run(feeds))
         # The model's outputs, then (with a NaN flag) the flag: _result reads outputs by index.
         outputs = _call(checked[0], feeds)
-        if has_nan(outputs[checked[1]]):
+        if flagged:
+            # ±inf (given, or a float64 value beyond the input's range) makes a product, and so
+            # the flag, infinite or NaN, as NaN does: the input is then checked in full for both.
+            if not all_finite(outputs[checked[1]]):
+                cast = next(iter(feeds.values()))
+                given = data if type(data) is np.ndarray else cast
+                self._check_floats(given, cast, refuse_nan=True)
+        elif has_nan(outputs[checked[1]]):
             self._refuse_nan(next(iter(feeds.values())))  # the check prepare() skipped
         return self._result(outputs)
 

@@ -1,10 +1,13 @@
 """Row checks for ``score``: find the rows of a record batch that cannot be scored, and say why.
 
-A row is bad when one of the model's numeric columns holds text that is not a number, when a
-required column is missing from its file, or when it has a missing value (NaN) and the source
-model refuses missing values (recorded at conversion; ``--allow-missing`` lets them through, as
-in ``predict``). Everything else — column matching, the cast to the graph's element type, class
-names — is left to :class:`onnxbridge.runtime.Predictor`, so ``score`` and ``predict`` agree.
+A row is bad when one of the model's numeric columns holds text that is not a number, or a
+number its graph input cannot take (``inf``, ``-inf``, a value beyond float32's range for a
+float32 input: the rule of :mod:`onnxbridge.convert.values`, which ``predict`` and the server
+apply too), when a required column is missing from its file, or when it has a missing value
+(NaN) and the source model refuses missing values (recorded at conversion; ``--allow-missing``
+lets them through, as in ``predict``). Everything else — column matching, the cast to the
+graph's element type, class names — is left to :class:`onnxbridge.runtime.Predictor`, so
+``score`` and ``predict`` agree.
 
 Rows are numbered from 1 within their file, the CSV header not counted.
 """
@@ -12,13 +15,15 @@ Rows are numbered from 1 within their file, the CSV header not counted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from onnxbridge.convert.metadata import INPUT_DTYPES
+from onnxbridge.convert.values import misfit_reason, misfits
 from onnxbridge.data import preview_names
 from onnxbridge.errors import BadRowError
 from onnxbridge.runtime import Predictor
@@ -47,6 +52,10 @@ class RowPlan:
         booleans: the numeric features that were booleans in training (CSV text true/false).
         keep: the key columns copied to the output.
         refuse_missing: whether a missing value makes a row bad.
+        dtypes: the graph's element type of each numeric feature, whose values are checked
+            against it.
+        default_dtype: the element type of the columns of a model without onnxbridge
+            metadata (its one tensor input's), None otherwise.
     """
 
     features: list[str] | None
@@ -54,6 +63,8 @@ class RowPlan:
     booleans: set[str]
     keep: list[str]
     refuse_missing: bool
+    dtypes: dict[str, np.dtype] = field(default_factory=dict)
+    default_dtype: np.dtype | None = None
 
     @classmethod
     def for_model(
@@ -62,15 +73,30 @@ class RowPlan:
         """The plan for ``predictor``'s model."""
         meta = predictor.metadata
         if meta is None:
-            return cls(None, set(), set(), list(keep), refuse_missing=False)
+            return cls(
+                None,
+                set(),
+                set(),
+                list(keep),
+                refuse_missing=False,
+                default_dtype=predictor.input_dtype,
+            )
         numeric = {f.name for f in meta.features.features if f.is_numeric}
         booleans = {f.name for f in meta.features.features if f.dtype.lower().startswith("bool")}
+        dtypes = {
+            column: np.dtype(INPUT_DTYPES[spec["dtype"]])
+            for spec in meta.inputs
+            if spec.get("dtype") in INPUT_DTYPES and spec["dtype"] != "string"
+            for column in spec.get("columns", [])
+            if column in numeric
+        }
         return cls(
             meta.features.names,
             numeric,
             booleans,
             list(keep),
             refuse_missing=meta.missing_values == "refused" and not allow_missing,
+            dtypes=dtypes,
         )
 
     def features_of(self, columns: Sequence[str]) -> list[str]:
@@ -172,6 +198,8 @@ class CheckedBatch:
         bad_column = np.full(n, -1, dtype=np.int64)
         bad_missing = np.zeros(n, dtype=bool)
         cast_reasons: dict[int, str] = {}
+        # Per row: why its number does not fit the graph's input (the rule every path applies).
+        value_reasons: dict[int, str] = {}
         for j, name in enumerate(names):
             array = batch.column(name)
             if name in plan.numeric:
@@ -179,6 +207,17 @@ class CheckedBatch:
                 if invalid is not None:
                     bad_column[invalid & (bad_column < 0)] = j
                     cast_reasons[j] = why
+            dtype = plan.dtypes.get(name, plan.default_dtype)
+            if dtype is not None and pa.types.is_floating(array.type):
+                # Integers and booleans fit a float input; floats may not (±inf, beyond
+                # float32). Missing values come out as NaN, which is no misfit.
+                values = array.to_numpy(zero_copy_only=False)
+                mask = misfits(values, dtype)
+                if mask is not None:
+                    fresh = np.flatnonzero(mask & (bad_column < 0))
+                    bad_column[fresh] = j
+                    for i in fresh.tolist():
+                        value_reasons[i] = misfit_reason(values[i], dtype)
             if plan.refuse_missing and (array.null_count or pa.types.is_floating(array.type)):
                 fresh = _missing(array) & (bad_column < 0)
                 bad_column[fresh] = j
@@ -187,7 +226,9 @@ class CheckedBatch:
         bad_rows = np.flatnonzero(bad_column >= 0)
 
         def reason(i: int) -> str:
-            return _MISSING_REASON if bad_missing[i] else cast_reasons[int(bad_column[i])]
+            if bad_missing[i]:
+                return _MISSING_REASON
+            return value_reasons.get(i) or cast_reasons[int(bad_column[i])]
 
         if bad_rows.size and on_error == "raise":
             i = int(bad_rows[0])

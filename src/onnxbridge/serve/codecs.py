@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.values import cast_values, first_misfit
 from onnxbridge.errors import InferenceRequestError, MalformedRequestError
 
 __all__ = [
@@ -78,9 +79,6 @@ ORT_TO_DATATYPE: dict[str, str] = {
 _JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf"}
 _KIND_WORDS = {"b": "true/false", "i": "integers", "u": "integers", "f": "numbers", "U": "strings"}
 _LENGTH = struct.Struct("<I")
-# The largest finite value of each float width, and the size below which Python beats numpy.
-_FLOAT_MAX = {size: float(np.finfo(f"f{size}").max) for size in (2, 4, 8)}
-_SMALL = 64
 
 
 def datatype_of(array: np.ndarray) -> str:
@@ -124,8 +122,9 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
         data: flat (row-major) or nested to ``shape``; strings for BYTES.
 
     Raises:
-        InferenceRequestError: values of the wrong kind, out of the datatype's range, ragged
-            nesting, or a count that does not match the shape.
+        InferenceRequestError: values of the wrong kind, ragged nesting, a count that does not
+            match the shape, or a value the datatype cannot take (out of its range, ±inf:
+            :mod:`onnxbridge.convert.values`, the rule every path applies).
     """
     dtype = DATATYPES[datatype]
     count = math.prod(shape)
@@ -155,36 +154,20 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
             f"input {name!r} is {datatype} and takes {_KIND_WORDS[allowed[-1]]}, but 'data' "
             f"holds {_describe(raw)}"
         )
-    if dtype.kind in "iu":
-        if raw.dtype.kind == "O":  # integers beyond int64 / uint64
-            raise InferenceRequestError(f"input {name!r}: integers out of range for {datatype}")
-        if raw.size:
-            info = np.iinfo(dtype)
-            low, high = raw.min(), raw.max()
-            if low < info.min or high > info.max:
-                raise InferenceRequestError(
-                    f"input {name!r} is {datatype} ({info.min} to {info.max}), got values "
-                    f"from {low} to {high}"
-                )
-    elif dtype.kind == "f" and raw.size and raw.dtype.kind == "f":
-        limit = _FLOAT_MAX[dtype.itemsize]
-        if raw.ndim == 1 and raw.size <= _SMALL:
-            # A short flat list (one row): plain Python on the list beats numpy's reductions
-            # on a tiny array; a finite sum means every value is finite.
-            if math.isfinite(sum(data)) and -limit <= min(data) and max(data) <= limit:
-                return raw.astype(dtype).reshape(shape)
-        with np.errstate(over="ignore"):
-            out = raw.astype(dtype, copy=False)
-        # All finite after the cast: nothing was out of range (the common case, one check).
-        if out.dtype is not raw.dtype and not np.isfinite(out).all():
-            limit = np.finfo(dtype).max
-            peak = np.abs(raw[np.isfinite(raw)]).max(initial=0)
-            if peak > limit:
-                raise InferenceRequestError(
-                    f"input {name!r}: {peak:g} is out of range for {datatype} (largest {limit:g})"
-                )
-        return out.reshape(shape)
-    return raw.astype(dtype, copy=False).reshape(shape)
+    out = cast_values(raw, dtype).reshape(shape)
+    _refuse_misfit(name, datatype, raw.reshape(shape), out)
+    return out
+
+
+def _refuse_misfit(name: str, datatype: str, given: np.ndarray, array: np.ndarray) -> None:
+    """Refuse the first value of ``given`` (cast: ``array``) that the datatype cannot take —
+    out of range, ±inf, a BOOL byte other than 0/1 (:mod:`onnxbridge.convert.values`)."""
+    misfit = first_misfit(given, array.dtype, array, type_name=datatype)
+    if misfit is not None:
+        raise InferenceRequestError(
+            f"input {name!r} at index {list(misfit.index)}: {misfit}; send values the "
+            "input's datatype can hold"
+        )
 
 
 def _describe(raw: np.ndarray) -> str:
@@ -226,8 +209,9 @@ def decode_binary_tensor(
     """The array of shape ``shape`` in the raw bytes ``raw`` (binary tensor data extension).
 
     Raises:
-        InferenceRequestError: a byte count that does not match the shape and datatype, or a
-            BYTES element that is not UTF-8.
+        InferenceRequestError: a byte count that does not match the shape and datatype, a
+            value the datatype cannot take (±inf, a BOOL byte other than 0 or 1), or a BYTES
+            element that is not UTF-8.
     """
     dtype = DATATYPES[datatype]
     count = math.prod(shape)
@@ -238,7 +222,9 @@ def decode_binary_tensor(
                 f"{count * dtype.itemsize} bytes ({count} × {dtype.itemsize}), but "
                 f"binary_data_size is {len(raw)}"
             )
-        return np.frombuffer(raw, dtype=dtype).reshape(shape)
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+        _refuse_misfit(name, datatype, array, array)
+        return array
     values: list[str] = []
     offset, end = 0, len(raw)
     try:

@@ -129,12 +129,10 @@ class ServedModel:
         # Outputs the protocol can carry; a ZipMap output (a sequence of maps) is left out.
         self.tensor_outputs = [spec for spec in self.outputs if spec.datatype]
         self.input_names = ", ".join(spec.describe() for spec in self.inputs)
-        # Non-finite values: a model converted by onnxbridge says whether its source took NaN;
-        # scikit-learn refuses infinity even where it takes NaN. A model from elsewhere gets
-        # whatever it is sent.
+        # NaN: a model converted by onnxbridge says whether its source took it; a model from
+        # elsewhere gets it. (±inf is refused for every model, by the codecs' value rule.)
         missing = self.metadata.missing_values if self.metadata else None
         self.refuse_nan = missing == "refused"
-        self.refuse_inf = self.metadata is not None
         self.float_inputs = {
             spec.name
             for spec in self.inputs
