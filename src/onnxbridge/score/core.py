@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from onnxbridge.errors import BadRowError, DataError, OnnxModelError
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.accelerator import check_native_trust
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge.score.memory import PeakMemory
@@ -350,6 +351,7 @@ def score(
     scheduler: str | None = None,
     accelerator: bool = False,
     progress: ProgressCallback | None = None,
+    trust_native: bool = False,
 ) -> ScoreResult:
     """Score CSV / Parquet files larger than memory with an ONNX model; write Parquet.
 
@@ -374,9 +376,11 @@ def score(
             the Dask engine starts a LocalCluster for the job.
         accelerator: score batches on the accelerator ``onnxbridge tune --engines all``
             recorded in the bundle (compiled trees checked equivalent to the ONNX model; native
-            code, loaded only when asked for and only when its hash matches the card). Local
-            engine only.
+            code, loaded only when asked for, only with ``trust_native`` and only when its hash
+            matches the card). Local engine only.
         progress: called with ``(rows done, total rows or None)`` as rows are written.
+        trust_native: you trust the bundle's native code (you made it with ``tune --engines
+            all``): required with ``accelerator``.
 
     Returns:
         The summary: rows, bad rows, seconds, rows/s, peak memory and every part.
@@ -386,6 +390,9 @@ def score(
         OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
     """
     _check_options(engine, batch_size, on_error, workers)
+    if accelerator:
+        # Refused before the output is touched; the loader checks again before opening it.
+        check_native_trust(trust_native, "the recorded accelerator")
     if accelerator and engine != "local":
         raise DataError(
             "--accelerator runs with --engine local only (Dask workers get the .onnx model "
@@ -413,7 +420,9 @@ def score(
         )
         if engine == "local":
             n_workers = workers or available_cores()
-            written = _run_local(job, n_workers, session_threads, progress, accelerator)
+            written = _run_local(
+                job, n_workers, session_threads, progress, accelerator, trust_native
+            )
             extra: dict[str, Any] = {}
         else:
             from onnxbridge.score.dask_engine import run_dask
@@ -484,6 +493,7 @@ def _run_local(
     session_threads: int | None,
     progress: ProgressCallback | None,
     accelerator: bool = False,
+    trust_native: bool = False,
 ) -> list[PartResult]:
     """The local engine: batches of every part go through one thread pool, in order."""
     if not job.parts:
@@ -494,6 +504,7 @@ def _run_local(
         job.model_path or job.model_bytes,
         intra_op_num_threads=session_threads or 1,
         accelerator=accelerator,
+        trust_native=trust_native,
         regime="throughput",  # one session for every batch, also a file's short last one
     )
     plan = job.plan(predictor)
