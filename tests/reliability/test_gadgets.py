@@ -258,6 +258,29 @@ def test_a_gadget_is_refused_even_beside_trusted_names(
     np.testing.assert_equal((tmp_path / "victim" / "precious.txt").read_text(), "keep me")
 
 
+def test_a_trusted_partial_never_trusts_the_function_it_wraps(
+    iris_bundle: Bundle, tmp_path: Path, figures
+) -> None:
+    # functools.partial is on the list (HistGradientBoosting keeps one around check_array); skops
+    # loads the function inside it as a node of its own, checked against the same list.
+    from functools import partial
+
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    victim = _victim(tmp_path / "victim")
+    X, y = iris_bundle.load_holdout()
+    model = make_pipeline(FunctionTransformer(), LogisticRegression(max_iter=500)).fit(X, y)
+    model.steps[0][1].func = partial(shutil.rmtree, str(victim))
+    gadget_file = tmp_path / "partial.skops"
+    sio.dump(model, gadget_file)
+    figures(AREA, "gadgets built", 1)
+    with pytest.raises(UnsafeModelFileError, match=r"does not trust: shutil\.rmtree;"):
+        load_estimator(gadget_file)
+    figures(AREA, "refused", 1)
+    assert (victim / "precious.txt").read_text() == "keep me"
+
+
 # --------------------------------------------------------------------------- native code
 _CONSTRUCTOR = r"""
 #include <stdio.h>
