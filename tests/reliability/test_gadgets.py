@@ -226,6 +226,45 @@ def test_every_command_refuses_a_gadget_and_touches_nothing(
     figures(AREA, "gadget actions", int(gadget.acted()))
 
 
+def test_tune_with_engines_refuses_a_gadget_bundle(
+    iris_bundle: Bundle, tmp_path: Path, listener: Listener, figures
+) -> None:
+    # tune --engines all loads the model to compile its trees (after timing the sessions).
+    pytest.importorskip("tl2cgen")
+    gadget = _gadget("DataSource", tmp_path, listener)
+    model = _model_with(gadget, iris_bundle)
+    gadget_file = tmp_path / "gadget.skops"
+    sio.dump(model, gadget_file)
+    gadget.defuse()
+    del model
+    figures(AREA, "gadgets built", 1)
+    bad_bundle = _gadget_bundle(iris_bundle, gadget_file, tmp_path / "gadget-bundle")
+    before = _snapshot(tmp_path)
+    result = _cli(
+        "tune",
+        bad_bundle,
+        "--engines",
+        "all",
+        "--throughput-rows",
+        "100",
+        "--repeat",
+        "2",
+        "--min-time",
+        "0.002",
+        "--no-progress",
+    )
+    figures(AREA, "commands run", 1)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "does not trust: numpy.lib.npyio.DataSource" in lines[0], lines[0]
+    figures(AREA, "refused", 1)
+    touched = sorted(set(before.items()) ^ set(_snapshot(tmp_path).items()))
+    figures(AREA, "files touched", len(touched))
+    assert not touched
+    assert not gadget.acted()
+
+
 @pytest.mark.parametrize("which", GADGETS)
 def test_the_python_loader_refuses_a_gadget(
     which: str, iris_bundle: Bundle, tmp_path: Path, listener: Listener, figures
