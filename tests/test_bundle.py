@@ -133,7 +133,7 @@ def test_functions_in_skops_files_need_explicit_trust(tmp_path: Path) -> None:
     save_estimator(model, path)
     with pytest.raises(
         UnsafeModelFileError,
-        match=r"not scikit-learn, numpy or scipy classes: "
+        match=r"holds types or functions onnxbridge does not trust: "
         r"builtins.abs;.*--trust NAME",
     ):
         load_estimator(path)

@@ -36,6 +36,7 @@ from onnxbridge.errors import BundleError, DataError, UnsafeModelFileError
 
 __all__ = [
     "CARD_NAME",
+    "TRUSTED_NAMES",
     "Bundle",
     "atomic_write_path",
     "file_sha256",
@@ -52,12 +53,84 @@ ONNX_NAME = "model.onnx"
 REPORTS_DIR = "reports"
 CARD_FORMAT = 1
 
-# Classes from these packages are trusted when loading .skops files: they are the libraries whose
-# estimators we convert. Functions are never trusted implicitly (a FunctionTransformer could carry
-# builtins.eval or numpy.save), nor is anything else: those must be trusted by name.
-TRUSTED_MODULE_PREFIXES = ("sklearn.", "numpy.", "scipy.", "xgboost.", "lightgbm.", "catboost.")
-# Standard-library containers that estimators hold (LightGBM keeps an OrderedDict).
-TRUSTED_NAMES = ("collections.OrderedDict",)
+# What a .skops file may hold besides what skops trusts by itself (skops.io.get_untrusted_types
+# leaves those out): the types and functions fitted scikit-learn, XGBoost, LightGBM and CatBoost
+# models hold, by exact name. Found by dumping every estimator of the coverage run, the boosters
+# (classifier, regressor, ranker), HistGradientBoosting on category columns and the pipelines
+# `train --preprocess auto` builds, then reviewed one by one: restoring each only sets attributes
+# or rebuilds the model inside its own library (no file, process or network access in
+# __setstate__, __reduce__ or __del__), and each function only computes on its arguments. Never
+# trust by module prefix: numpy.lib._datasource.DataSource's __del__ deletes a folder.
+# functools.partial is safe here because skops loads the function it wraps as its own node,
+# checked against this same list (HistGradientBoosting on category columns keeps
+# partial(sklearn.utils.validation.check_array, ...)).
+TRUSTED_NAMES: frozenset[str] = frozenset(
+    {
+        # Standard library and numpy.
+        "collections.OrderedDict",  # LightGBM's parameters
+        "functools.partial",  # see above: its function is checked on its own
+        "numpy.dtype",  # SimpleImputer, KBinsDiscretizer and others keep a dtype
+        "numpy.mean",  # FeatureAgglomeration's pooling_func
+        # scipy.
+        "scipy._lib.array_api_compat.numpy._aliases.asarray",  # SplineTransformer
+        "scipy.interpolate._bsplines.BSpline",  # SplineTransformer
+        "scipy.sparse._csr.csr_matrix",  # SparseRandomProjection
+        # scikit-learn helpers (their estimators are trusted by skops).
+        "sklearn._loss.loss.HalfTweedieLoss",
+        "sklearn._loss.loss.HalfTweedieLossIdentity",
+        "sklearn.calibration._CalibratedClassifier",
+        "sklearn.calibration._SigmoidCalibration",
+        "sklearn.cluster._bisect_k_means._BisectingTree",
+        "sklearn.cluster._kmeans._kmeans_single_elkan",
+        "sklearn.cluster._kmeans._kmeans_single_lloyd",
+        "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+        "sklearn.feature_selection._univariate_selection.f_classif",
+        "sklearn.gaussian_process._gpc._BinaryGaussianProcessClassifierLaplace",
+        "sklearn.gaussian_process.kernels.ConstantKernel",
+        "sklearn.gaussian_process.kernels.DotProduct",
+        "sklearn.gaussian_process.kernels.ExpSineSquared",
+        "sklearn.gaussian_process.kernels.Exponentiation",
+        "sklearn.gaussian_process.kernels.Matern",
+        "sklearn.gaussian_process.kernels.Product",
+        "sklearn.gaussian_process.kernels.RBF",
+        "sklearn.gaussian_process.kernels.RationalQuadratic",
+        "sklearn.gaussian_process.kernels.Sum",
+        "sklearn.gaussian_process.kernels.WhiteKernel",
+        "sklearn.metrics._classification.balanced_accuracy_score",
+        "sklearn.metrics._dist_metrics.ChebyshevDistance64",
+        "sklearn.metrics._dist_metrics.EuclideanDistance64",
+        "sklearn.metrics._dist_metrics.ManhattanDistance64",
+        "sklearn.metrics._dist_metrics.MinkowskiDistance64",
+        "sklearn.metrics._scorer._CurveScorer",
+        "sklearn.metrics._scorer._Scorer",
+        "sklearn.multiclass._ConstantPredictor",
+        "sklearn.neighbors._ball_tree.BallTree",
+        "sklearn.neighbors._kd_tree.KDTree",
+        "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+        "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
+        "sklearn.tree._tree.Tree",
+        "sklearn.utils._bunch.Bunch",
+        "sklearn.utils._metadata_requests.MetadataRequest",
+        "sklearn.utils._metadata_requests.MethodMetadataRequest",
+        "sklearn.utils.validation.check_array",  # wrapped in a partial, see above
+        # XGBoost.
+        "xgboost.core.Booster",
+        "xgboost.sklearn.XGBClassifier",
+        "xgboost.sklearn.XGBRFClassifier",
+        "xgboost.sklearn.XGBRFRegressor",
+        "xgboost.sklearn.XGBRanker",
+        "xgboost.sklearn.XGBRegressor",
+        # LightGBM.
+        "lightgbm.basic.Booster",
+        "lightgbm.sklearn.LGBMClassifier",
+        "lightgbm.sklearn.LGBMRanker",
+        "lightgbm.sklearn.LGBMRegressor",
+        # CatBoost.
+        "catboost.core.CatBoostClassifier",
+        "catboost.core.CatBoostRanker",
+        "catboost.core.CatBoostRegressor",
+    }
+)
 
 _VERSIONED = (
     "onnxbridge",
@@ -97,22 +170,6 @@ def save_estimator(estimator: Any, path: str | Path) -> None:
         sio.dump(estimator, tmp)
 
 
-def _is_trusted(type_name: str, extra: tuple[str, ...]) -> bool:
-    if type_name in extra or type_name in TRUSTED_NAMES:
-        return True
-    if not type_name.startswith(TRUSTED_MODULE_PREFIXES):
-        return False
-    # Trust only names that resolve to classes; importing these packages' modules is safe.
-    import importlib
-
-    module_name, _, attr = type_name.rpartition(".")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError):
-        return False
-    return isinstance(obj, type)
-
-
 def load_estimator(
     path: str | Path, *, allow_pickle: bool = False, trusted: tuple[str, ...] = ()
 ) -> Any:
@@ -123,14 +180,16 @@ def load_estimator(
         allow_pickle: permit pickle / joblib files. Unpickling runs arbitrary code from the file:
             only do it for files you made yourself.
         trusted: extra fully qualified names (types or functions) to trust in a ``.skops``
-            file. Classes from scikit-learn, numpy, scipy and the boosters (XGBoost, LightGBM,
-            CatBoost) are trusted without being named.
+            file. Without them, a ``.skops`` file loads only when it holds nothing but what
+            skops trusts by itself and the reviewed names of :data:`TRUSTED_NAMES` (what fitted
+            scikit-learn, XGBoost, LightGBM and CatBoost models hold); trust is by exact name,
+            never by module.
 
     Raises:
         DataError: missing file or unknown extension.
         UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file
-            holding functions, or types from outside those libraries, that were not
-            trusted.
+            holding a type or function that is trusted neither by skops, nor by
+            :data:`TRUSTED_NAMES`, nor by ``trusted``; nothing in the file ran.
         BundleError: the file cannot be read as its format.
     """
     path = Path(path)
@@ -169,15 +228,16 @@ def load_estimator(
         raise BundleError(
             f"cannot read {str(path)!r} as a skops file: {exc}; re-save it with skops.io.dump"
         ) from exc
-    refused = [t for t in untrusted if not _is_trusted(t, trusted)]
+    refused = sorted(set(untrusted) - TRUSTED_NAMES - set(trusted))
     if refused:
         raise UnsafeModelFileError(
-            f"{str(path)!r} holds objects that are not scikit-learn, numpy or scipy classes: "
+            f"{str(path)!r} holds types or functions onnxbridge does not trust: "
             f"{', '.join(refused)}; if you know where the file comes from, trust them by name "
             "(--trust NAME, Python: trusted=(...))"
         )
     try:
-        return sio.load(path, trusted=list(untrusted))
+        # skops checks the file again against exactly the names accepted above.
+        return sio.load(path, trusted=sorted(set(untrusted)))
     except Exception as exc:
         raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
 

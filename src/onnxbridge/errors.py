@@ -12,7 +12,8 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     │       └── BadRowError                 score: a row that cannot be scored (file, row, column)
     ├── ModelSpecError (ValueError)         --model strings: unknown estimator, bad parameter
     ├── BundleError (ValueError)            missing or damaged bundle folder / card.json
-    ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types
+    ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types,
+    │                                       native code without --trust-native
     ├── ModelNotFittedError (ValueError)    an estimator that was never fitted
     ├── ConversionError (ValueError)        the converter failed or gave an unusable graph
     │   └── MissingConverterError           no converter for this estimator
@@ -109,7 +110,8 @@ class BundleError(OnnxbridgeError, ValueError):
 
 
 class UnsafeModelFileError(OnnxbridgeError, ValueError):
-    """A model file that would need unsafe loading (pickle, untrusted skops types)."""
+    """A model file that would need unsafe loading (pickle, untrusted skops types, a compiled
+    library not trusted for native code)."""
 
 
 class ModelNotFittedError(OnnxbridgeError, ValueError):

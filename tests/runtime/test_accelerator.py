@@ -1,4 +1,5 @@
-"""The recorded accelerator, used on request: Predictor(accelerator=True), score --accelerator."""
+"""The recorded accelerator, used on request: Predictor(accelerator=True, trust_native=True),
+score --accelerator --trust-native."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_large_calls_run_on_the_accelerator_with_the_same_results(
     iris_bundle: Bundle, tmp_path: Path
 ) -> None:
     _record_accelerator(iris_bundle, tmp_path)
-    fast = Predictor(iris_bundle.onnx_path, accelerator=True)
+    fast = Predictor(iris_bundle.onnx_path, accelerator=True, trust_native=True)
     plain = Predictor(iris_bundle.onnx_path)
     assert fast.accelerator is not None and fast.accelerator.min_rows == MIN_ROWS
     rows = _rows(iris_bundle, 3000)
@@ -78,7 +79,13 @@ def test_score_uses_the_accelerator_only_when_asked(iris_bundle: Bundle, tmp_pat
     _record_accelerator(iris_bundle, tmp_path / "build")
     rows = _rows(iris_bundle, 2000)
     rows.to_parquet(tmp_path / "rows.parquet")
-    score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "a.parquet", accelerator=True)
+    score(
+        iris_bundle.path,
+        tmp_path / "rows.parquet",
+        tmp_path / "a.parquet",
+        accelerator=True,
+        trust_native=True,
+    )
     score(iris_bundle.path, tmp_path / "rows.parquet", tmp_path / "b.parquet")
     a, b = pd.read_parquet(tmp_path / "a.parquet"), pd.read_parquet(tmp_path / "b.parquet")
     assert list(a.columns) == list(b.columns)
@@ -91,6 +98,7 @@ def test_score_uses_the_accelerator_only_when_asked(iris_bundle: Bundle, tmp_pat
             tmp_path / "c",
             engine="dask",
             accelerator=True,
+            trust_native=True,
         )
 
 
@@ -110,6 +118,7 @@ def test_no_recorded_accelerator_is_a_clear_error(
         "--output",
         tmp_path / "out.parquet",
         "--accelerator",
+        "--trust-native",
     )
     assert_one_line_error(code, err, "has no accelerator recorded.*tune BUNDLE --engines all")
     assert not (tmp_path / "out.parquet").exists()
@@ -120,7 +129,7 @@ def test_a_changed_library_is_never_loaded(iris_bundle: Bundle, tmp_path: Path) 
     library = next((iris_bundle.path / "accelerators").glob("*.so"))
     library.write_bytes(library.read_bytes() + b"\0")
     with pytest.raises(AcceleratorError, match="cannot be trusted"):
-        Predictor(iris_bundle.onnx_path, accelerator=True)
+        Predictor(iris_bundle.onnx_path, accelerator=True, trust_native=True)
 
 
 def test_a_loaded_accelerator_is_used_as_given(iris_bundle: Bundle, tmp_path: Path) -> None:
@@ -249,7 +258,7 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
     text_path = bundle.path / record["model_text"]
 
-    fast = Predictor(bundle.onnx_path, accelerator=True)
+    fast = Predictor(bundle.onnx_path, accelerator=True, trust_native=True)
     plain = Predictor(bundle.onnx_path)
     assert isinstance(fast.accelerator, LeavesTrees) and fast.accelerator.min_rows == MIN_ROWS
     # One call below the parallel threshold (one thread), one above it (two).
@@ -350,7 +359,7 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
     text = text_path
     text.write_text(text.read_text().replace("num_leaves", "num_leaves ", 1))
     with pytest.raises(AcceleratorError, match="cannot be trusted"):
-        Predictor(bundle.onnx_path, accelerator=True)
+        Predictor(bundle.onnx_path, accelerator=True, trust_native=True)
 
 
 def test_a_float_model_gets_float32_trees_with_float32_outputs(tmp_path: Path) -> None:

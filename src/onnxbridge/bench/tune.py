@@ -899,8 +899,8 @@ def _tune_accelerators(
             "verdict": "EQUIVALENT",
             "max_abs_diff": chosen.max_abs_diff,
             "probe_rows": chosen.probe_rows,
-            "use": "on request only (Predictor(accelerator=True), score --accelerator); "
-            "ONNX Runtime stays the default engine",
+            "use": "on request only (Predictor(accelerator=True, trust_native=True), "
+            "score --accelerator --trust-native); ONNX Runtime stays the default engine",
         }
         if write and candidate.artifact is not None and source.bundle is not None:
             record["library"] = _keep_artifact(source, candidate.artifact)

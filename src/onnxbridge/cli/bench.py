@@ -310,8 +310,8 @@ def _print_tune(report: Any, stored: bool) -> None:
     if spec.accelerator:
         acc = spec.accelerator
         console.print(
-            f"recorded accelerator (on request: score --accelerator, "
-            f"Predictor(accelerator=True)): {acc['engine']} "
+            f"recorded accelerator (on request: score --accelerator --trust-native, "
+            f"Predictor(accelerator=True, trust_native=True)): {acc['engine']} "
             f"({acc['threads']} thread{'s' if acc['threads'] != 1 else ''}) "
             f"from {acc['min_rows']:,} row{'s' if acc['min_rows'] != 1 else ''} per call, "
             f"{acc['speedup']:.2f}× ONNX Runtime"

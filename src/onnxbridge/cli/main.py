@@ -211,8 +211,8 @@ def convert(
         typer.Option(
             "--trust",
             metavar="NAME",
-            help="A name in a .skops file to trust besides scikit-learn/numpy/scipy classes "
-            "(repeatable), e.g. a function used by a FunctionTransformer.",
+            help="A type or function in a .skops file to trust by its full name, besides the "
+            "reviewed list of model types (repeatable), e.g. a FunctionTransformer's function.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

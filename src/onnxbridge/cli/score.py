@@ -142,8 +142,15 @@ def score_command(
         typer.Option(
             "--accelerator",
             help="Score batches on the compiled trees `tune --engines all` recorded in the "
-            "bundle (checked equivalent; native code: only for bundles you trust). Local "
-            "engine only.",
+            "bundle (checked equivalent; native code: needs --trust-native). Local engine only.",
+        ),
+    ] = False,
+    trust_native: Annotated[
+        bool,
+        typer.Option(
+            "--trust-native",
+            help="Trust the bundle's compiled library with --accelerator: it is native code "
+            "and runs with your rights. Only for bundles you tuned yourself.",
         ),
     ] = False,
     resume: Annotated[
@@ -182,6 +189,7 @@ def score_command(
         "session_threads": session_threads,
         "scheduler": scheduler,
         "accelerator": accelerator,
+        "trust_native": trust_native,
         "progress": bar,
     }
     if bar is not None:

@@ -7,7 +7,10 @@ model and records one only when it is equivalent and faster, with its files in
 the artifact and ONNX Runtime the engine. ``Predictor(..., accelerator=True)`` (and
 ``onnxbridge score --accelerator``) runs calls of at least the recorded ``min_rows`` rows on it
 instead — **a compiled library is native code**, so it is loaded only when asked for, only from
-a bundle, and only when the hash of every file matches the card.
+a bundle, only when the caller trusts the bundle's native code (``trust_native=True``,
+``--trust-native``: :func:`check_native_trust`) and only when the hash of every file matches the
+card. The hash proves the files did not change since they were recorded, not who made them:
+whoever can write a bundle can write its card too.
 
 - ``tl2cgen``: a shared library (``accelerators/tl2cgen.so``, with onnxbridge's row driver
   compiled in: :class:`_RowDriver`), :class:`CompiledTrees`;
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.errors import AcceleratorError, BundleError, first_line
+from onnxbridge.errors import AcceleratorError, BundleError, UnsafeModelFileError, first_line
 from onnxbridge.runtime.pool import LazyPool
 from onnxbridge.runtime.settings import available_cores
 
@@ -35,6 +38,7 @@ __all__ = [
     "Accelerator",
     "CompiledTrees",
     "LeavesTrees",
+    "check_native_trust",
     "compiled_output",
     "first_argmax",
     "load_accelerator",
@@ -419,12 +423,44 @@ def compiled_output(
     return out
 
 
+def check_native_trust(trust_native: bool, what: str) -> None:
+    """Refuse to load native code the caller has not trusted: the one check before any
+    compiled library of a bundle is opened.
+
+    Args:
+        trust_native: the caller's explicit ``trust_native=True`` / ``--trust-native``.
+        what: the library, as the message names it.
+
+    Raises:
+        UnsafeModelFileError: without ``trust_native``.
+    """
+    if not trust_native:
+        raise UnsafeModelFileError(
+            f"{what} is native code, and loading it runs that code with your rights; a hash in "
+            "the same bundle shows it is unchanged, not who made it: if you made this bundle "
+            "yourself (tune --engines all), pass --trust-native (Python: trust_native=True), "
+            "or leave --accelerator out"
+        )
+
+
 def load_accelerator(
-    model_path: Path | None, record: dict[str, Any] | None, n_classes: int | None
+    model_path: Path | None,
+    record: dict[str, Any] | None,
+    n_classes: int | None,
+    *,
+    trust_native: bool = False,
 ) -> Accelerator:
     """The recorded accelerator of the bundle holding ``model_path``, loaded and checked.
 
+    Args:
+        model_path: the bundle's ``model.onnx``.
+        record: the accelerator ``tune`` recorded in the model's metadata.
+        n_classes: the model's classes (None for a regressor).
+        trust_native: the caller trusts this bundle's native code (:func:`check_native_trust`);
+            nothing is opened without it.
+
     Raises:
+        UnsafeModelFileError: without ``trust_native``; no file was opened.
         AcceleratorError: no bundle, nothing recorded, an engine that cannot be loaded here,
             its library not installed, or a file that is missing or changed since ``tune``.
     """
@@ -456,6 +492,9 @@ def load_accelerator(
             f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]' "
             "(or leave --accelerator out)"
         )
+    check_native_trust(
+        trust_native, f"the recorded accelerator of {str(model_path)!r} ({engine}: {library})"
+    )
     from onnxbridge.bundle import Bundle
 
     folder = model_path.parent

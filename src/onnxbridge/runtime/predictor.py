@@ -154,10 +154,15 @@ class Predictor:
         accelerator: run calls of at least the recorded ``min_rows`` rows on the accelerator
             ``onnxbridge tune --engines all`` recorded for this bundle (compiled trees checked
             equivalent to the ONNX model; :mod:`onnxbridge.runtime.accelerator`). Off by
-            default: its library is native code, loaded only when asked for and only when its
-            hash matches the bundle's card. Classifiers and regressors only. A
+            default: its library is native code, loaded only when asked for, only with
+            ``trust_native=True`` and only when its hash matches the bundle's card.
+            Classifiers and regressors only. A
             :class:`~onnxbridge.runtime.accelerator.Accelerator` the caller loaded (and
             checked) is used as it is.
+        trust_native: the caller trusts the bundle's native code (made it with ``tune
+            --engines all`` themselves): required for ``accelerator=True``, which otherwise
+            raises :class:`~onnxbridge.errors.UnsafeModelFileError` without opening the
+            library.
         regime: ``"throughput"`` runs every call, whatever its size, on the throughput
             settings (tuned, or the default ones with trees in blocks) and opens only that
             session — batch scoring, whose results must not depend on the batch size; None
@@ -185,6 +190,7 @@ class Predictor:
         tuned: bool = True,
         accelerator: bool | Accelerator = False,
         regime: str | None = None,
+        trust_native: bool = False,
     ) -> None:
         source: str | bytes
         if isinstance(model, bytes):
@@ -307,7 +313,7 @@ class Predictor:
         self.accelerator: Accelerator | None = None
         if accelerator is not False:
             self.accelerator = self._load_accelerator(
-                accelerator if isinstance(accelerator, Accelerator) else None
+                accelerator if isinstance(accelerator, Accelerator) else None, trust_native
             )
         # Large calls of a model refusing NaN whose graph carries NaN to its output check the
         # output (runtime/nancheck.py): the graph is read on the first such call, each session
@@ -347,7 +353,7 @@ class Predictor:
             else None
         )
 
-    def _load_accelerator(self, given: Accelerator | None) -> Accelerator:
+    def _load_accelerator(self, given: Accelerator | None, trust_native: bool) -> Accelerator:
         roles = set(self._roles)
         classifier = roles == {"label", "probabilities"}
         if not classifier and roles != {"value"}:
@@ -368,7 +374,7 @@ class Predictor:
             loaded = given
         else:
             record = self.tuning.accelerator if self.tuning is not None else None
-            loaded = load_accelerator(self.path, record, n_classes)
+            loaded = load_accelerator(self.path, record, n_classes, trust_native=trust_native)
         if classes is not None:
             strings = any(isinstance(c, str) for c in classes)
             self._class_table = np.asarray(classes, dtype=object if strings else None)

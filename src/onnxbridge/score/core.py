@@ -35,6 +35,7 @@ import pyarrow as pa
 from onnxbridge._files import file_sha256
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.accelerator import check_native_trust
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge.score.memory import PeakMemory
@@ -427,6 +428,7 @@ def score(
     scheduler: str | None = None,
     accelerator: bool = False,
     progress: ProgressCallback | None = None,
+    trust_native: bool = False,
 ) -> ScoreResult:
     """Score CSV / Parquet files larger than memory with an ONNX model; write Parquet.
 
@@ -451,9 +453,11 @@ def score(
             the Dask engine starts a LocalCluster for the job.
         accelerator: score batches on the accelerator ``onnxbridge tune --engines all``
             recorded in the bundle (compiled trees checked equivalent to the ONNX model; native
-            code, loaded only when asked for and only when its hash matches the card). Local
-            engine only.
+            code, loaded only when asked for, only with ``trust_native`` and only when its hash
+            matches the card). Local engine only.
         progress: called with ``(rows done, total rows or None)`` as rows are written.
+        trust_native: you trust the bundle's native code (you made it with ``tune --engines
+            all``): required with ``accelerator``.
 
     Returns:
         The summary: rows, bad rows, seconds, rows/s, peak memory and every part.
@@ -463,6 +467,9 @@ def score(
         OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
     """
     _check_options(engine, batch_size, on_error, workers)
+    if accelerator:
+        # Refused before the output is touched; the loader checks again before opening it.
+        check_native_trust(trust_native, "the recorded accelerator")
     if accelerator and engine != "local":
         raise DataError(
             "--accelerator runs with --engine local only (Dask workers get the .onnx model "
@@ -495,6 +502,7 @@ def score(
                 # then added in one order whatever the batch size.
                 intra_op_num_threads=session_threads or 1,
                 accelerator=accelerator,
+                trust_native=trust_native,
                 regime="throughput",  # one session for every batch, also a file's last one
             )
         else:
