@@ -3,6 +3,7 @@ bit for bit, as the local engine; bad rows; an explicit scheduler; an unreachabl
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -15,9 +16,14 @@ from onnxbridge import BadRowError, ClusterError, DataError, score
 @pytest.fixture(scope="module")
 def cluster():
     """A real 2-worker LocalCluster (separate processes), shared by this module's tests."""
+    # distributed sets OMP_NUM_THREADS=1 (and more) in this process when it spawns workers:
+    # put the environment back so later tests run as they would alone.
+    before = dict(os.environ)
     with LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as running:
+        os.environ.clear()
+        os.environ.update(before)
         yield running
 
 
@@ -140,3 +146,15 @@ def test_dask_never_writes_over_an_input(rows, tmp_path: Path, iris_model: Path)
     with pytest.raises(DataError, match=r"would write over the input '.*in-0.csv'"):
         score(iris_model, paths, tmp_path / "data", engine="dask", overwrite=True)
     assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(p.name for p in paths)
+
+
+def test_a_local_cluster_leaves_the_callers_environment_as_it_was(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    """score starts its own LocalCluster without --scheduler; distributed would leave
+    OMP_NUM_THREADS=1 (and more) in the caller's process for every later OpenMP library."""
+    before = dict(os.environ)
+    inputs = _inputs(rows, tmp_path / "in")
+    result = score(iris_model, inputs, tmp_path / "out", engine="dask", workers=1)
+    assert result.rows == sum(p.rows for p in result.parts) > 0
+    assert dict(os.environ) == before

@@ -15,10 +15,12 @@ bounds the wait for a given scheduler.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -136,17 +138,36 @@ def _partition(source: InputFile, plan: RowPlan) -> Any:
     return delayed
 
 
+@contextlib.contextmanager
+def keep_environ() -> Iterator[None]:
+    """Restore the environment variables a LocalCluster sets in *this* process.
+
+    distributed's nanny sets ``distributed.nanny.pre-spawn-environ`` (``OMP_NUM_THREADS=1``
+    and others) in the parent's ``os.environ`` before it spawns a worker, and leaves them there:
+    a caller of :func:`~onnxbridge.score` would then run every later OpenMP library (ONNX Runtime,
+    compiled accelerators) on one thread, or be refused by one that checks.
+    """
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(before):
+            del os.environ[key]
+        os.environ.update(before)
+
+
 def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalCluster | None]:
     if scheduler is None:
-        cluster = LocalCluster(
-            n_workers=workers or available_cores(),
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            # Our own cluster: its shutdown chatter (workers killed after a grace period on a
-            # busy machine) is not the user's business.
-            silence_logs=logging.ERROR,
-        )
+        with keep_environ():
+            cluster = LocalCluster(
+                n_workers=workers or available_cores(),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                # Our own cluster: its shutdown chatter (workers killed after a grace period on
+                # a busy machine) is not the user's business.
+                silence_logs=logging.ERROR,
+            )
         return Client(cluster), cluster
     timeout = os.environ.get("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", "10")
     try:
