@@ -76,6 +76,22 @@ def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> 
         (["serve", "/no/such/path"], "error: '/no/such/path' does not exist"),
         (["serve", "{bundle}", "--port", "70000"], "ONNXBRIDGE_SERVE_PORT: Input should be less"),
         (["serve", "{bundle}", "--workers", "0"], "ONNXBRIDGE_SERVE_WORKERS"),
+        (
+            ["serve", "{bundle}", "--header-timeout", "0"],
+            "ONNXBRIDGE_SERVE_HEADER_TIMEOUT: Input should be greater than 0",
+        ),
+        (
+            ["serve", "{bundle}", "--body-timeout", "-1"],
+            "ONNXBRIDGE_SERVE_BODY_TIMEOUT: Input should be greater than 0",
+        ),
+        (
+            ["serve", "{bundle}", "--max-connections", "0"],
+            "ONNXBRIDGE_SERVE_MAX_CONNECTIONS: Input should be greater than or equal to 1",
+        ),
+        (
+            ["serve", "{bundle}", "--shutdown-timeout", "0"],
+            "ONNXBRIDGE_SERVE_SHUTDOWN_TIMEOUT: Input should be greater than 0",
+        ),
         (["serve", "{broken}"], "is not a loadable ONNX model"),
         (["serve", "{bundle}", "--port", "{busy}"], "Address already in use"),
     ],
