@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import socket
 import time
@@ -188,3 +189,41 @@ def test_stalled_sockets_beyond_the_cap_get_503_and_the_server_recovers(
     figures("server slow clients", "stalled sockets", stalled)
     figures("server slow clients", "refused over the cap (503)", statuses.get(503, 0))
     figures("server slow clients", "slow clients dropped", statuses.get(408, 0))
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_a_stalled_body_on_every_post_route_logs_no_traceback(serve, parser, figures) -> None:
+    """Routes read their bodies through Starlette too (predict, repository): a body cut by the
+    deadline is a client error there as well, not an exception in the log."""
+    server = serve(parser, header_timeout=5, body_timeout=1)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger(), logging.getLogger("uvicorn")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        clients = []
+        for path in (
+            "/v2/models/iris/infer",
+            "/v2/models/iris/versions/1/infer",
+            "/v2/models/iris/predict",
+            "/v2/repository/index",
+            "/v2/repository/models/iris/load",
+        ):
+            client = _connect(server)
+            client.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n[".encode()
+            )
+            clients.append(client)
+        for client in clients:
+            status, error = _status_and_error(_read_until_closed(client))
+            assert status == 408 and "the request body did not arrive within 1 s" in error
+        assert _healthy(server) == 200
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    tracebacks = [r for r in records if r.exc_info or r.levelno >= logging.ERROR]
+    assert not tracebacks, [r.getMessage() for r in tracebacks]
+    figures("server slow clients", "slow clients dropped", len(clients))
+    figures("server slow clients", "tracebacks logged", len(tracebacks))
