@@ -227,3 +227,19 @@ def test_a_stalled_body_on_every_post_route_logs_no_traceback(serve, parser, fig
     assert not tracebacks, [r.getMessage() for r in tracebacks]
     figures("server slow clients", "slow clients dropped", len(clients))
     figures("server slow clients", "tracebacks logged", len(tracebacks))
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    "junk",
+    [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n"],
+    ids=["tls-hello", "bad-header"],
+)
+def test_bytes_that_are_not_http_get_a_json_400(serve, parser, junk) -> None:
+    server = serve(parser)
+    client = _connect(server)
+    client.sendall(junk)
+    status, error = _status_and_error(_read_until_closed(client))
+    assert status == 400
+    assert "the request is not valid HTTP/1.1" in error and "RFC 9112" in error
+    assert _healthy(server) == 200

@@ -145,6 +145,15 @@ class _Guard:
             return
         super().shutdown()  # type: ignore[misc]
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that do not parse as HTTP: ``{"error"}`` like every other."""
+        self._watch(None)
+        self._close(
+            400,
+            "the request is not valid HTTP/1.1 (request line, headers or framing); send a "
+            "request as RFC 9112 describes",
+        )
+
     def _incomplete(self) -> Phase | None:
         """The part of a request still being read, or None (none begun, or all of it read)."""
         raise NotImplementedError
