@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from onnxbridge.serve.connections import MAX_HEAD_BYTES
 from onnxbridge.serve.settings import ServeSettings
 from serve.conftest import RunningServer
 
@@ -242,4 +243,21 @@ def test_bytes_that_are_not_http_get_a_json_400(serve, parser, junk) -> None:
     status, error = _status_and_error(_read_until_closed(client))
     assert status == 400
     assert "the request is not valid HTTP/1.1" in error and "RFC 9112" in error
+    assert _healthy(server) == 200
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_a_head_over_the_limit_is_answered_before_it_ends(serve, parser) -> None:
+    """Headers that keep coming (fast, within the deadline) would pile up in memory: past
+    MAX_HEAD_BYTES the server answers and closes without waiting for the head's end."""
+    server = serve(parser, header_timeout=30)
+    client = _connect(server)
+    filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
+    client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n" + filler * 20)  # no end
+    status, error = _status_and_error(_read_until_closed(client))
+    if parser == "httptools":
+        assert status == 431
+        assert f"the request line and headers are over {MAX_HEAD_BYTES} bytes" in error
+    else:  # h11 reports it as a parse error
+        assert status == 400 and "the request is not valid HTTP/1.1" in error
     assert _healthy(server) == 200

@@ -11,6 +11,8 @@ asyncio ``Protocol`` / ``Transport`` interface:
 - a request's head must arrive within ``header_timeout`` seconds (counted from the connection's
   opening or the request's first byte), its body within ``body_timeout`` seconds of the head;
   a client too slow is answered ``408 {"error": ...}`` and its connection closed;
+- a request head is at most :data:`MAX_HEAD_BYTES` (h11 answers 400 beyond it, httptools
+  431);
 - beyond ``max_connections`` open connections a new one is answered ``503 {"error": ...}`` and
   closed at once, so stalled clients cannot use up the process's file descriptors;
 - on shutdown, a client still sending its request is answered 503 and closed; requests already
@@ -38,6 +40,7 @@ from onnxbridge.errors import ServeSettingsError
 from onnxbridge.serve.settings import ServeSettings, load_settings
 
 __all__ = [
+    "MAX_HEAD_BYTES",
     "ConnectionLimits",
     "GuardedH11Protocol",
     "guarded_protocol",
@@ -47,6 +50,14 @@ __all__ = [
 logger = logging.getLogger("onnxbridge.serve")
 
 Phase = Literal["head", "body"]
+# The largest request head (request line and headers), as h11 bounds it by default.
+MAX_HEAD_BYTES = 16 * 1024
+
+
+class _HeadTooLargeError(Exception):
+    """Raised in a parser callback to stop reading a head over MAX_HEAD_BYTES."""
+
+
 _HTTPTOOLS = importlib.util.find_spec("httptools") is not None
 
 
@@ -218,10 +229,33 @@ if _HTTPTOOLS:
         """uvicorn's httptools protocol with the guard; phases follow the parser callbacks."""
 
         _guard_reading: Phase | None = None
+        _guard_head_bytes = 0
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._guard_reading = "head"
+            self._guard_head_bytes = 0
+
+        # llhttp keeps every header it is sent: bound the head as h11 does.
+        def on_url(self, url: bytes) -> None:
+            super().on_url(url)
+            self._count_head(len(url))
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            super().on_header(name, value)
+            self._count_head(len(name) + len(value))
+
+        def _count_head(self, size: int) -> None:
+            self._guard_head_bytes += size
+            if self._guard_head_bytes > MAX_HEAD_BYTES:
+                self._watch(None)
+                self._close(
+                    431,
+                    f"the request line and headers are over {MAX_HEAD_BYTES} bytes; send "
+                    "fewer or shorter headers",
+                )
+                # Stops the parser: uvicorn reads any callback error as a parse error.
+                raise _HeadTooLargeError
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
@@ -287,6 +321,7 @@ def uvicorn_options(
     return {
         "http": guarded_protocol(settings, parser) if in_process else _protocol_path(),
         "timeout_keep_alive": settings.timeout_keep_alive,
+        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
         # Requests still running this long after the shutdown began are cancelled.
         "timeout_graceful_shutdown": settings.shutdown_timeout,
         "log_level": settings.log_level,
