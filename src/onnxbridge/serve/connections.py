@@ -11,8 +11,8 @@ asyncio ``Protocol`` / ``Transport`` interface:
 - a request's head must arrive within ``header_timeout`` seconds (counted from the connection's
   opening or the request's first byte), its body within ``body_timeout`` seconds of the head;
   a client too slow is answered ``408 {"error": ...}`` and its connection closed;
-- a request head is at most :data:`MAX_HEAD_BYTES` (h11 answers 400 beyond it, httptools
-  431);
+- a request head is at most about :data:`MAX_HEAD_BYTES` (plus the read it began in);
+  beyond it the answer is 431 (h11 itself answers 400 first);
 - beyond ``max_connections`` open connections a new one is answered ``503 {"error": ...}`` and
   closed at once, so stalled clients cannot use up the process's file descriptors;
 - on shutdown, a client still sending its request is answered 503 and closed; requests already
@@ -52,10 +52,6 @@ logger = logging.getLogger("onnxbridge.serve")
 Phase = Literal["head", "body"]
 # The largest request head (request line and headers), as h11 bounds it by default.
 MAX_HEAD_BYTES = 16 * 1024
-
-
-class _HeadTooLargeError(Exception):
-    """Raised in a parser callback to stop reading a head over MAX_HEAD_BYTES."""
 
 
 _HTTPTOOLS = importlib.util.find_spec("httptools") is not None
@@ -117,6 +113,7 @@ class _Guard:
         self._guard_transport: asyncio.Transport | None = None
         self._guard_timer: asyncio.TimerHandle | None = None
         self._guard_phase: Phase | None = None
+        self._guard_head_bytes = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
@@ -137,8 +134,23 @@ class _Guard:
         self._watch("head")
 
     def data_received(self, data: bytes) -> None:
+        # Only bytes that continue a head are counted (a first piece may also hold the end of
+        # the previous request), so a request that arrives in one piece costs one comparison.
+        continuing = self._guard_phase == "head"
         super().data_received(data)  # type: ignore[misc]
-        self._watch(self._incomplete())
+        phase = self._incomplete()
+        if phase != self._guard_phase:
+            self._watch(phase)
+        elif continuing and phase == "head":
+            self._guard_head_bytes += len(data)
+            if self._guard_head_bytes > MAX_HEAD_BYTES:
+                # The parsers keep every header line until the head ends: bound it.
+                self._watch(None)
+                self._close(
+                    431,
+                    f"the request line and headers are over {MAX_HEAD_BYTES} bytes; send "
+                    "fewer or shorter headers",
+                )
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._watch(None)
@@ -176,6 +188,7 @@ class _Guard:
             self._guard_timer.cancel()
             self._guard_timer = None
         self._guard_phase = phase
+        self._guard_head_bytes = 0
         if phase is not None:
             limits = self._guard_limits
             seconds = limits.header_timeout if phase == "head" else limits.body_timeout
@@ -229,33 +242,10 @@ if _HTTPTOOLS:
         """uvicorn's httptools protocol with the guard; phases follow the parser callbacks."""
 
         _guard_reading: Phase | None = None
-        _guard_head_bytes = 0
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._guard_reading = "head"
-            self._guard_head_bytes = 0
-
-        # llhttp keeps every header it is sent: bound the head as h11 does.
-        def on_url(self, url: bytes) -> None:
-            super().on_url(url)
-            self._count_head(len(url))
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            super().on_header(name, value)
-            self._count_head(len(name) + len(value))
-
-        def _count_head(self, size: int) -> None:
-            self._guard_head_bytes += size
-            if self._guard_head_bytes > MAX_HEAD_BYTES:
-                self._watch(None)
-                self._close(
-                    431,
-                    f"the request line and headers are over {MAX_HEAD_BYTES} bytes; send "
-                    "fewer or shorter headers",
-                )
-                # Stops the parser: uvicorn reads any callback error as a parse error.
-                raise _HeadTooLargeError
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
