@@ -163,14 +163,15 @@ def test_sigterm_finishes_the_request_in_flight_and_drops_stalled_clients(serve,
     served = serve("--shutdown-timeout", "30", "--header-timeout", "60", "--body-timeout", "60")
     stalled_body = served.stalled(HEAD + b'{"inputs"')
     stalled_head = served.stalled(b"POST /v2/models/slow/infer HTTP/1.1\r\nHo")
-    thread, result, x = _infer_in_background(served.url, rows=50)
+    # 150 rows run for seconds: still running at SIGTERM, well within the 30 s deadline.
+    thread, result, x = _infer_in_background(served.url, rows=150)
     time.sleep(1.0)  # let the request reach the model (it runs for seconds)
     code, log = served.terminate()
     thread.join(EXIT_LIMIT)
     response = result["response"]
-    assert response.status_code == 200, response.text
+    assert response.status_code == 200, response.status_code
     length = int(response.headers["inference-header-content-length"])
-    y = np.frombuffer(response.content[length:], dtype="<f4").reshape(50, WIDTH)
+    y = np.frombuffer(response.content[length:], dtype="<f4").reshape(150, WIDTH)
     np.testing.assert_array_equal(y, x)  # the whole answer, exactly
     for client in (stalled_body, stalled_head):
         answer = _read_until_closed(client)
@@ -185,12 +186,13 @@ def test_sigterm_finishes_the_request_in_flight_and_drops_stalled_clients(serve,
 def test_a_request_still_running_at_the_deadline_is_answered_503(serve, figures) -> None:
     served = serve("--shutdown-timeout", "1")
     stalled = served.stalled(HEAD)
-    thread, result, _ = _infer_in_background(served.url, rows=100)
+    # 400 rows run for many seconds: far past the 1 s deadline however fast the machine.
+    thread, result, _ = _infer_in_background(served.url, rows=400)
     time.sleep(1.0)
     code, log = served.terminate()
     thread.join(EXIT_LIMIT)
     response = result["response"]
-    assert response.status_code == 503, response.text
+    assert response.status_code == 503, response.status_code
     assert "the server shut down before this request finished" in response.json()["error"]
     assert "--shutdown-timeout" in response.json()["error"]
     assert _read_until_closed(stalled).startswith(b"HTTP/1.1 503")
