@@ -21,22 +21,24 @@ from onnx import TensorProto, helper
 
 from onnxbridge import Bundle, convert_bundle, train_bundle
 from onnxbridge.serve import create_app
+from onnxbridge.serve.connections import uvicorn_options
 from onnxbridge.serve.settings import ServeSettings
 
 
 class RunningServer:
     """A uvicorn server in a thread; ``url`` is ``http://127.0.0.1:<port>``."""
 
-    def __init__(self, settings: ServeSettings) -> None:
+    def __init__(self, settings: ServeSettings, parser: str | None = None) -> None:
         self.app = create_app(settings)
+        # The options `onnxbridge serve` runs with: the guarded HTTP protocol (deadlines, cap),
+        # the shutdown deadline.
         config = uvicorn.Config(
             self.app,
             host="127.0.0.1",
             port=0,
-            log_level="warning",
-            access_log=False,
             lifespan="on",
             ws="none",
+            **uvicorn_options(settings, in_process=True, parser=parser),
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -76,6 +76,22 @@ def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> 
         (["serve", "/no/such/path"], "error: '/no/such/path' does not exist"),
         (["serve", "{bundle}", "--port", "70000"], "ONNXBRIDGE_SERVE_PORT: Input should be less"),
         (["serve", "{bundle}", "--workers", "0"], "ONNXBRIDGE_SERVE_WORKERS"),
+        (
+            ["serve", "{bundle}", "--header-timeout", "0"],
+            "ONNXBRIDGE_SERVE_HEADER_TIMEOUT: Input should be greater than 0",
+        ),
+        (
+            ["serve", "{bundle}", "--body-timeout", "-1"],
+            "ONNXBRIDGE_SERVE_BODY_TIMEOUT: Input should be greater than 0",
+        ),
+        (
+            ["serve", "{bundle}", "--max-connections", "0"],
+            "ONNXBRIDGE_SERVE_MAX_CONNECTIONS: Input should be greater than or equal to 1",
+        ),
+        (
+            ["serve", "{bundle}", "--shutdown-timeout", "0"],
+            "ONNXBRIDGE_SERVE_SHUTDOWN_TIMEOUT: Input should be greater than 0",
+        ),
         (["serve", "{broken}"], "is not a loadable ONNX model"),
         (["serve", "{bundle}", "--port", "{busy}"], "Address already in use"),
     ],
@@ -95,3 +111,45 @@ def test_serve_errors_are_one_line_exit_2(args, message, iris_bundle, tmp_path, 
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bundle) -> None:
+    """docs/serve.md: ``uvicorn --factory ... --http onnxbridge.serve.connections:...`` reads the
+    deadlines from ONNXBRIDGE_SERVE_* like every worker of ``onnxbridge serve`` does."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
+    env["ONNXBRIDGE_SERVE_MODEL_PATH"] = str(iris_bundle.path)
+    env["ONNXBRIDGE_SERVE_HEADER_TIMEOUT"] = "1"
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "uvicorn", "--factory", "onnxbridge.serve.app:create_app"),
+            *("--http", "onnxbridge.serve.connections:GuardedH11Protocol"),
+            *("--timeout-graceful-shutdown", "10", "--port", str(port)),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not become ready"
+            time.sleep(0.1)
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.settimeout(30)
+            client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHo")
+            answer = b""
+            while chunk := client.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b"the request headers did not arrive within 1 s" in answer
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)

@@ -94,6 +94,18 @@ JSON_CASES = [
     ),
     (
         "iris/infer",
+        {**_row(), "outputs": [{"name": "label"}, {"name": "label"}]},
+        422,
+        ["output 'label' is asked for twice", "name each output once"],
+    ),
+    (
+        "iris/infer",
+        {**_row(), "outputs": [{"parameters": {}}]},
+        422,
+        ["has no output None", "'label' (INT64, shape [-1])"],
+    ),
+    (
+        "iris/infer",
         {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4]}]},
         422,
         ["neither 'data' nor parameters.binary_data_size"],
@@ -403,3 +415,28 @@ def test_unknown_route_and_wrong_method(server) -> None:
 def test_bad_query_flag(server) -> None:
     response = httpx.post(f"{server.url}/v2/models/iris/predict?ignore_extra=maybe", json=[{}])
     _assert_error(response, 422, ["'maybe' is not allowed", "true or false"])
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "starlette-route"])
+def test_an_empty_outputs_list_asks_for_every_output(server, fast) -> None:
+    """``"outputs": []`` was a 500 (a traceback in the log); it names no output, so every
+    tensor output is sent, as when the field is left out (Triton does the same)."""
+    server.app.fast_infer = fast
+    every = httpx.post(f"{server.url}/v2/models/iris/infer", json=_row())
+    empty = httpx.post(f"{server.url}/v2/models/iris/infer", json={**_row(), "outputs": []})
+    server.app.fast_infer = True
+    assert every.status_code == 200, every.text
+    assert empty.status_code == 200, empty.text
+    assert empty.json() == every.json()
+    assert [o["name"] for o in empty.json()["outputs"]] == ["label", "probabilities"]
+
+
+@pytest.mark.parametrize("parameters", [5, "ab", [1]])
+def test_load_parameters_that_are_not_an_object(server, parameters) -> None:
+    """A load body with ``parameters`` of another type was a TypeError 500 (or a message
+    listing a string's letters)."""
+    response = httpx.post(
+        f"{server.url}/v2/repository/models/iris/load", json={"parameters": parameters}
+    )
+    _assert_error(response, 422, ["load 'parameters' must be a JSON object", repr(parameters)])
+    assert httpx.post(f"{server.url}/v2/models/iris/infer", json=_row()).status_code == 200

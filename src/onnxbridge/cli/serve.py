@@ -70,10 +70,36 @@ def serve(
     access_log: Annotated[
         bool | None, typer.Option("--access-log/--no-access-log", help="Log every request.")
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request's headers may take to arrive; slower clients get 408 "
+            "[default: 10]."
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds a request's body may take to arrive after its headers; slower "
+            "clients get 408 [default: 60]."
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(help="Open connections per process; more get 503 [default: 1000]."),
+    ] = None,
+    shutdown_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="On SIGTERM, seconds requests already received may still run before the "
+            "process exits [default: 10]."
+        ),
+    ] = None,
 ) -> None:
     """Serve ONNX models over the Open Inference Protocol (KServe v2) REST API."""
     import uvicorn
 
+    from onnxbridge.serve.connections import uvicorn_options
     from onnxbridge.serve.repository import ModelRepository
     from onnxbridge.serve.settings import ENV_PREFIX, load_settings
 
@@ -89,6 +115,10 @@ def serve(
         strict_readiness=strict_readiness,
         log_level=log_level,
         access_log=access_log,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        max_connections=max_connections,
+        shutdown_timeout=shutdown_timeout,
     )
     repository = ModelRepository(path)  # checks the layout before anything starts
     if repository.layout != "repository":
@@ -113,11 +143,10 @@ def serve(
         host=settings.host,
         port=settings.port,
         workers=settings.workers,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        timeout_keep_alive=settings.timeout_keep_alive,
         loop=_best("uvloop", "asyncio"),
-        http=_best("httptools", "h11"),
+        # The HTTP protocol (httptools when installed, else h11) with the header and body
+        # deadlines and the connection cap; the graceful shutdown's deadline.
+        **uvicorn_options(settings, in_process=False),
     )
 
 

@@ -1,7 +1,8 @@
 """An Open Inference Protocol (KServe v2) REST server for ONNX models (``onnxbridge serve``).
 
 Layers inside: ``codecs`` (tensors <-> JSON / binary), ``repository`` (what is served),
-``dataplane`` (answers, no HTTP), ``endpoints`` + ``app`` (HTTP), ``metrics``, ``settings``.
+``dataplane`` (answers, no HTTP), ``endpoints`` + ``app`` (HTTP), ``connections`` (the HTTP
+protocol: header / body deadlines, connection cap, shutdown), ``metrics``, ``settings``.
 Needs the ``serve`` extra (starlette, uvicorn, orjson, prometheus-client, pydantic-settings).
 """
 

@@ -308,7 +308,9 @@ class DataPlane:
     def _requested_outputs(
         model: ServedModel, outputs: Any, binary_all: bool
     ) -> tuple[list[str], list[bool]]:
-        if outputs is None:
+        if outputs is None or outputs == []:
+            # No outputs named (the field left out, or an empty list as some clients send):
+            # every tensor output, as Triton answers.
             specs = model.tensor_outputs
             return [s.name for s in specs], [binary_all] * len(specs)
         if not isinstance(outputs, list):
@@ -329,6 +331,10 @@ class DataPlane:
                 raise InferenceRequestError(
                     f"output {name!r} is not a tensor (a sequence of maps, e.g. ZipMap) and "
                     f"cannot be sent; ask for {available}"
+                )
+            if name in names:
+                raise InferenceRequestError(
+                    f"output {name!r} is asked for twice; name each output once"
                 )
             params = item.get("parameters", {})
             if not isinstance(params, dict):

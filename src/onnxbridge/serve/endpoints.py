@@ -5,13 +5,14 @@ Every error answer is ``{"error": "..."}`` with the status :data:`STATUS` gives 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from onnxbridge.errors import (
@@ -50,6 +51,10 @@ BINARY = "application/octet-stream"
 BINARY_B = BINARY.encode()
 HEADER_LENGTH = "inference-header-content-length"
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
+_DISCONNECTED = (
+    "the connection closed before the whole body arrived (the client left, or took longer "
+    "than the server's --body-timeout); send the request again"
+)
 logger = logging.getLogger("onnxbridge.serve")
 
 
@@ -101,14 +106,17 @@ class Endpoints:
             )
         chunks: list[bytes] = []
         total = 0
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > self.limit:
-                raise RequestTooLargeError(
-                    f"the body is over this server's limit of {self.limit} bytes; send fewer "
-                    "rows per request or raise --max-request-bytes"
-                )
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > self.limit:
+                    raise RequestTooLargeError(
+                        f"the body is over this server's limit of {self.limit} bytes; send "
+                        "fewer rows per request or raise --max-request-bytes"
+                    )
+                chunks.append(chunk)
+        except ClientDisconnect as exc:  # or closed by the server's --body-timeout
+            raise MalformedRequestError(_DISCONNECTED) from exc
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _label(self, request: Request) -> str:
@@ -249,6 +257,17 @@ class Endpoints:
             status = status_of(exc)
             content = orjson.dumps({"error": str(exc)})
             headers = [(b"content-type", b"application/json")]
+        except asyncio.CancelledError:
+            # The graceful shutdown's deadline passed while this request ran: answer rather
+            # than leave the client a dropped connection (the task ends here either way).
+            status = 503
+            content = orjson.dumps(
+                {
+                    "error": "the server shut down before this request finished (its "
+                    "--shutdown-timeout passed); send it again"
+                }
+            )
+            headers = [(b"content-type", b"application/json")]
         except Exception as exc:  # a bug of ours: answer, log, keep serving
             logger.exception("unexpected error in infer")
             status = 500
@@ -277,7 +296,7 @@ class Endpoints:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise MalformedRequestError("the client disconnected before sending the body")
+                raise MalformedRequestError(_DISCONNECTED)
             chunk = message.get("body", b"")
             total += len(chunk)
             if total > self.limit:
@@ -336,6 +355,11 @@ class Endpoints:
             except orjson.JSONDecodeError as exc:
                 raise MalformedRequestError(f"the body is not valid JSON ({exc})") from exc
             params = parsed.get("parameters") if isinstance(parsed, dict) else None
+            if params is not None and not isinstance(params, dict):
+                raise InferenceRequestError(
+                    f"load 'parameters' must be a JSON object, got {params!r}; POST an empty "
+                    "body to load the model from the repository folder"
+                )
             if params:
                 raise InferenceRequestError(
                     f"load parameters {sorted(params)!r} are not supported; put the model in "

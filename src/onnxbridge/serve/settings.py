@@ -72,6 +72,22 @@ class ServeSettings(BaseSettings):
     timeout_keep_alive: int = Field(default=5, ge=1)
     """Seconds an idle keep-alive connection stays open."""
 
+    header_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """Seconds a request's head (request line and headers) may take to arrive, from the
+    connection's opening or the request's first byte; a slower client gets 408 and is closed."""
+
+    body_timeout: float = Field(default=60.0, gt=0, le=3600)
+    """Seconds a request's body may take to arrive once its head has; a slower client gets 408
+    and is closed."""
+
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections per server process; a connection beyond them gets 503 and is closed
+    at once (so stalled clients cannot use up the process's file descriptors)."""
+
+    shutdown_timeout: float = Field(default=10.0, gt=0, le=3600)
+    """On SIGTERM / SIGINT: seconds requests already received may still run before they are
+    cancelled and the process exits; clients still sending a request are closed at once."""
+
 
 def load_settings(**overrides: object) -> ServeSettings:
     """Settings from the environment, with ``overrides`` on top (None values are ignored).
