@@ -101,7 +101,29 @@ class PredictionResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
-        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers."""
+        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers.
+
+        Raises:
+            InferenceError: the outputs do not have one row each per input row (a faulty graph).
+        """
+        lengths = {
+            role: len(array)
+            for role, array in (
+                ("label", self.labels),
+                ("probabilities", self.probabilities),
+                ("scores", self.scores),
+                ("value", self.values),
+                ("transformed", self.transformed),
+            )
+            if array is not None
+        }
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{role} {n}" for role, n in lengths.items())
+            raise InferenceError(
+                f"the model's outputs have different numbers of rows ({shown}), so they cannot "
+                "be put side by side one row per input row; the ONNX graph is faulty: re-export "
+                "it (`onnxbridge convert`) or check the exporter"
+            )
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
