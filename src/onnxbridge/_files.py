@@ -67,16 +67,15 @@ def atomic_write_path(path: str | Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-# pyarrow raises a bare OSError whose message carries the errno: "... [errno 28] No space ...".
+# pyarrow raises an OSError whose message wraps the reason: "... Detail: [errno 28] No space ...".
 _ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]\s*([^\n;]*)", re.IGNORECASE)
 
 
 def _naming(exc: OSError, path: Path) -> OSError:
     """``exc`` as an OSError about ``path``, keeping its errno and reason."""
-    if exc.errno is not None:
-        return OSError(exc.errno, exc.strerror or str(exc), str(path))
-    found = _ERRNO_IN_TEXT.search(str(exc))
+    # The innermost "[errno N] reason" is the one that says what happened.
+    found = _ERRNO_IN_TEXT.findall(exc.strerror or str(exc))
     if found:
-        code = int(found.group(1))
-        return OSError(code, found.group(2).strip() or os.strerror(code), str(path))
-    return OSError(None, str(exc), str(path))
+        code, reason = int(found[-1][0]), found[-1][1].strip()
+        return OSError(code, reason or os.strerror(code), str(path))
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
