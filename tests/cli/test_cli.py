@@ -491,3 +491,19 @@ def test_train_on_a_folder_says_it_is_a_folder(capsys, tmp_path: Path) -> None:
     )
     assert_one_line_error(code, err, r"data\.csv' is a folder, not a data file; pass one CSV")
     assert not (tmp_path / "b").exists()
+
+
+def test_validate_with_outputs_of_unequal_length(capsys, iris_bundle: Bundle, tmp_path: Path):
+    model = tmp_path / "unequal.onnx"
+    _unequal_outputs_model(model)
+    rows = tmp_path / "rows.csv"
+    iris_bundle.load_holdout()[0].to_csv(rows, index=False)
+    code, out, err = run(
+        capsys, "validate", model, "--reference", iris_bundle.model_path, "--data", rows,
+        "--probes", "holdout", "--no-html", "--no-diagnosis",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "unexpected" not in err and "Traceback" not in err
+    flat = " ".join(out.split())
+    assert "outputs have different numbers of rows (label 45, probabilities 1) for 45" in flat
+    assert "verdict: DIVERGENT" in flat

@@ -48,7 +48,7 @@ from onnxbridge.runtime.sessions import (
 )
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["PredictionResult", "Predictor"]
+__all__ = ["PredictionResult", "Predictor", "check_output_rows"]
 
 # From this many rows, a model whose output shows its input's NaN has the output checked instead
 # of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
@@ -117,13 +117,7 @@ class PredictionResult:
             )
             if array is not None
         }
-        if len(set(lengths.values())) > 1:
-            shown = ", ".join(f"{role} {n}" for role, n in lengths.items())
-            raise InferenceError(
-                f"the model's outputs have different numbers of rows ({shown}), so they cannot "
-                "be put side by side one row per input row; the ONNX graph is faulty: re-export "
-                "it (`onnxbridge convert`) or check the exporter"
-            )
+        check_output_rows(lengths)
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
@@ -151,6 +145,28 @@ class PredictionResult:
             for j in range(matrix.shape[1]):
                 columns[f"out_{j}"] = matrix[:, j]
         return pd.DataFrame(columns)
+
+
+def check_output_rows(lengths: Mapping[str, int], rows: int | None = None) -> None:
+    """Raise unless every output has the same number of rows (``rows``, the input's, if given).
+
+    Args:
+        lengths: output (or role) name → its number of rows.
+        rows: the number of input rows, when known.
+
+    Raises:
+        InferenceError: naming the outputs and their lengths; the graph is faulty.
+    """
+    wanted = {rows} if rows is not None else set()
+    if len(set(lengths.values()) | wanted) <= 1:
+        return
+    shown = ", ".join(f"{name} {n}" for name, n in lengths.items())
+    given = f" for {rows} input rows" if rows is not None else ""
+    raise InferenceError(
+        f"the model's outputs have different numbers of rows ({shown}){given}, so they cannot "
+        "be put side by side one row per input row; the ONNX graph is faulty: re-export it "
+        "(`onnxbridge convert`) or check the exporter"
+    )
 
 
 class Predictor:
