@@ -383,7 +383,9 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
         raise DataError(f"{str(path)!r} has no feature columns besides the target {target!r}")
     source = {
         "kind": "file",
-        "path": str(path.resolve()),
+        # Absolute so that a retrain (bench --sweep) finds it from any folder; not resolved, so
+        # a symlink stays the name the user gave, in the card and in messages that quote it.
+        "path": str(path.absolute()),
         "format": data_format(path),
         "sha256": file_sha256(path),
     }
