@@ -87,8 +87,61 @@ def test_open_missing_and_non_bundle(tmp_path: Path) -> None:
 
 def test_damaged_card(iris_bundle: Bundle) -> None:
     iris_bundle.card_path.write_text("{not json")
-    with pytest.raises(BundleError, match=r"card.json' is not valid JSON"):
+    with pytest.raises(BundleError, match=r"card.json' is damaged: it is not valid JSON"):
         Bundle.open(iris_bundle.path)
+
+
+def _edit_card(bundle: Bundle, edit) -> None:
+    card = json.loads(bundle.card_path.read_text())
+    edit(card)
+    bundle.card_path.write_text(json.dumps(card))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["target"].pop("name"), r"'target\.name' should be a text, got None"),
+        (lambda c: c.__setitem__("target", "y"), r"'target' should be an object, got 'y'"),
+        (lambda c: c.__setitem__("files", []), r"'files' should be an object, got \[\]"),
+        (lambda c: c.__setitem__("model", 7), r"'model' should be an object, got 7"),
+        (lambda c: c.__setitem__("task", "clustering"), r"'task' is 'clustering'; it must be"),
+        (lambda c: c["features"].__setitem__(0, {}), r"features\[0\] should be an object"),
+        (lambda c: c.pop("task"), r"it lacks the field task"),
+        (
+            lambda c: c.__setitem__("golden", {"versions": 7}),
+            r"'golden\.versions' should be an object, got 7; .*re-run `onnxbridge convert`",
+        ),
+    ],
+)
+def test_edited_card_is_a_bundle_error_naming_the_field(
+    iris_bundle: Bundle, edit, message: str
+) -> None:
+    _edit_card(iris_bundle, edit)
+    with pytest.raises(
+        BundleError, match=r"card\.json' is damaged: (the field )?" + message
+    ) as info:
+        Bundle.open(iris_bundle.path)
+    assert "restore it from a copy of the bundle" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b'{"features": [', r"it is not valid JSON"),
+        (b"[1, 2]", r"it holds a list, not a JSON object"),
+        (b"\xff\xfe{}", r"it is not UTF-8 text"),
+    ],
+)
+def test_truncated_or_foreign_card(iris_bundle: Bundle, text: bytes, message: str) -> None:
+    iris_bundle.card_path.write_bytes(text)
+    with pytest.raises(BundleError, match=r"card\.json' is damaged: " + message):
+        Bundle.open(iris_bundle.path)
+
+
+def test_card_naming_columns_the_holdout_lacks(iris_bundle: Bundle) -> None:
+    _edit_card(iris_bundle, lambda c: c["target"].__setitem__("name", "species"))
+    with pytest.raises(BundleError, match=r"holdout\.parquet .* has no column 'species'"):
+        Bundle.open(iris_bundle.path).load_holdout()
 
 
 def test_tampered_model_is_detected(iris_bundle: Bundle) -> None:

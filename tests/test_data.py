@@ -77,6 +77,22 @@ def test_missing_file() -> None:
         load_dataset("nowhere/data.csv", target="y")
 
 
+def test_a_folder_is_named_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "rows.csv"
+    folder.mkdir()
+    for call in (lambda: load_dataset(str(folder), target="y"), lambda: read_table(folder)):
+        with pytest.raises(DataError, match=r"rows\.csv' is a folder, not a data file; pass one"):
+            call()
+
+
+def test_a_symlinked_file_is_recorded_by_its_own_name(regression_csv: Path, tmp_path: Path) -> None:
+    link = tmp_path / "latest.csv"
+    link.symlink_to(regression_csv)
+    dataset = load_dataset(str(link), target="price")
+    assert dataset.source["path"] == str(link)
+    assert dataset.source["sha256"] == load_dataset(str(regression_csv), "price").source["sha256"]
+
+
 def test_file_needs_target(regression_csv: Path) -> None:
     with pytest.raises(DataError, match=r"name its target column with --target.*price"):
         load_dataset(str(regression_csv))

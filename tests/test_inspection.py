@@ -541,6 +541,17 @@ def test_directory(tmp_path: Path) -> None:
         inspect_model(tmp_path)
 
 
+def test_file_over_2_gib_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "huge.onnx"
+    with path.open("wb") as fh:
+        fh.truncate(3 * 2**30)  # sparse: no disk used
+    with pytest.raises(
+        OnnxModelError, match=r"huge\.onnx': it is 3221225472 bytes, over the 2147483647 bytes"
+    ) as info:
+        inspect_model(path)
+    assert "external data" in str(info.value)
+
+
 def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.onnx"
     path.write_bytes(b"")

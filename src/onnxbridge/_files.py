@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,9 +57,25 @@ def atomic_write_path(path: str | Path) -> Iterator[Path]:
         os.chmod(tmp, _default_mode())
         os.replace(tmp, path)
     except OSError as exc:
-        if exc.filename in (str(tmp), tmp):
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        # A write that failed (disk full, a size limit) names the temporary file or no file at
+        # all (pyarrow): name the file the user asked for.
+        if exc.filename in (str(tmp), tmp, None):
+            raise _naming(exc, path) from exc
         raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+# pyarrow raises an OSError whose message wraps the reason: "... Detail: [errno 28] No space ...".
+_ERRNO_IN_TEXT = re.compile(r"\[errno (\d+)\]\s*([^\n;]*)", re.IGNORECASE)
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` as an OSError about ``path``, keeping its errno and reason."""
+    # The innermost "[errno N] reason" is the one that says what happened.
+    found = _ERRNO_IN_TEXT.findall(exc.strerror or str(exc))
+    if found:
+        code, reason = int(found[-1][0]), found[-1][1].strip()
+        return OSError(code, reason or os.strerror(code), str(path))
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))

@@ -42,6 +42,7 @@ __all__ = [
     "file_sha256",
     "library_versions",
     "load_estimator",
+    "read_card",
     "save_estimator",
     "train_bundle",
 ]
@@ -242,6 +243,149 @@ def load_estimator(
         raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
 
 
+# What card.json holds, section by section: the JSON type each field must have, and the command
+# that writes the section (to name in the error). Commands read these fields without checking
+# them again, so a hand-edited card fails here, on open, with the file and the field named.
+_OBJECT, _LIST, _TEXT, _NUMBER, _BOOL = dict, list, str, (int, float), bool
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a text", bool: "true or false"}
+_CARD_REQUIRED = ("features", "task", "target")
+_CARD_FIELDS: dict[str, tuple[Any, str]] = {
+    "format": (int, "train"),
+    "name": (_TEXT, "train"),
+    "created_at": (_TEXT, "train"),
+    "data": (_OBJECT, "train"),
+    "features": (_LIST, "train"),
+    "target": (_OBJECT, "train"),
+    "task": (_TEXT, "train"),
+    "classes": ((list, type(None)), "train"),
+    "target_names": ((list, type(None)), "train"),
+    "model": (_OBJECT, "train"),
+    "split": (_OBJECT, "train"),
+    "metrics": (_OBJECT, "train"),
+    "versions": (_OBJECT, "train"),
+    "files": (_OBJECT, "train"),
+    "conversion": (_OBJECT, "convert"),
+    "golden": (_OBJECT, "convert"),
+    "validation": (_OBJECT, "validate"),
+    "bench": (_OBJECT, "bench"),
+    "tuning": (_OBJECT, "tune"),
+}
+# Fields inside the sections that commands read.
+_CARD_SUBFIELDS: dict[tuple[str, str], Any] = {
+    ("target", "name"): _TEXT,
+    ("model", "spec"): (str, type(None)),
+    ("data", "kind"): _TEXT,
+    ("data", "name"): _TEXT,
+    ("data", "path"): _TEXT,
+    ("data", "sha256"): _TEXT,
+    ("split", "test_size"): _NUMBER,
+    ("split", "seed"): int,
+    ("split", "stratify"): _BOOL,
+    ("golden", "sha256"): _TEXT,
+    ("golden", "versions"): _OBJECT,
+    ("golden", "stored_at"): _TEXT,
+    ("conversion", "target_opsets"): _OBJECT,
+}
+_TASKS = ("classification", "regression")
+# A card is a few kilobytes; a bigger file is not one (and is not read into memory).
+MAX_CARD_BYTES = 16 * 2**20
+
+
+def _type_name(expected: Any) -> str:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    names: list[str] = []
+    for kind in kinds:
+        if kind is type(None):
+            name = "null"
+        elif kind in (int, float):
+            name = "a number"
+        else:
+            name = _TYPE_NAMES.get(kind, kind.__name__)
+        if name not in names:
+            names.append(name)
+    return " or ".join(names)
+
+
+def _has_type(value: Any, expected: Any) -> bool:
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in kinds:
+        return False  # JSON true/false is not a number here
+    return isinstance(value, kinds)
+
+
+def read_card(card_path: Path) -> dict[str, Any]:
+    """Read and check a bundle's ``card.json``.
+
+    Raises:
+        BundleError: the file cannot be read, is not JSON, or a field the commands use is
+            missing or of the wrong type; the message names the file and the field.
+    """
+    shown = str(card_path)
+
+    def damaged(what: str, writer: str = "train") -> BundleError:
+        fix = (
+            "re-create the bundle with `onnxbridge train`"
+            if writer == "train"
+            else f"re-run `onnxbridge {writer}` on the bundle, which writes it"
+        )
+        return BundleError(
+            f"{shown!r} is damaged: {what}; restore it from a copy of the bundle or {fix}"
+        )
+
+    try:
+        size = card_path.stat().st_size
+        if size > MAX_CARD_BYTES:
+            raise damaged(f"it is {size} bytes, over the {MAX_CARD_BYTES} a card can be")
+        text = card_path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise BundleError(
+            f"cannot read {shown!r} ({exc.strerror or exc}); check its permissions"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise damaged(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    try:
+        card = json.loads(text)
+    except ValueError as exc:
+        raise damaged(f"it is not valid JSON ({exc})") from exc
+    if not isinstance(card, dict):
+        raise damaged(f"it holds {_type_name(type(card))}, not a JSON object")
+    missing = [k for k in _CARD_REQUIRED if k not in card]
+    if missing:
+        raise damaged(f"it lacks the field{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    for key, (expected, writer) in _CARD_FIELDS.items():
+        if key in card and not _has_type(card[key], expected):
+            raise damaged(
+                f"the field {key!r} should be {_type_name(expected)}, got {card[key]!r}", writer
+            )
+    for (section, key), expected in _CARD_SUBFIELDS.items():
+        block = card.get(section)
+        if block is None or (key not in block and (section, key) != ("target", "name")):
+            continue
+        value = block.get(key)
+        if not _has_type(value, expected):
+            raise damaged(
+                f"the field '{section}.{key}' should be {_type_name(expected)}, got {value!r}",
+                _CARD_FIELDS[section][1],
+            )
+    if card["task"] not in _TASKS:
+        raise damaged(f"the field 'task' is {card['task']!r}; it must be one of {_TASKS}")
+    if not card["features"]:
+        raise damaged("the field 'features' is an empty list; a model takes at least one column")
+    for index, item in enumerate(card["features"]):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("dtype"), str)
+        ):
+            raise damaged(
+                f"features[{index}] should be an object with a text name and dtype, got {item!r}"
+            )
+    bad_hash = [k for k, v in card.get("files", {}).items() if not isinstance(v, str)]
+    if bad_hash:
+        raise damaged(f"the field 'files.{bad_hash[0]}' should be a text (a sha256)")
+    return card
+
+
 def _check_replaceable(path: Path, overwrite: bool) -> None:
     """Refuse a file, and a non-empty folder unless it is a bundle and ``overwrite`` is set."""
     if path.exists() and not path.is_dir():
@@ -339,16 +483,7 @@ class Bundle:
                 f"{str(path)!r} is not a bundle: it has no {CARD_NAME}; create one with "
                 "`onnxbridge train --out DIR`"
             )
-        try:
-            card = json.loads(card_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise BundleError(f"{str(card_path)!r} is not valid JSON: {exc}") from exc
-        missing = [k for k in ("features", "task", "target") if k not in card]
-        if missing:
-            raise BundleError(
-                f"{str(card_path)!r} lacks {', '.join(missing)}; the bundle is damaged, "
-                "re-create it with `onnxbridge train`"
-            )
+        card = read_card(card_path)
         return cls(path, card)
 
     @classmethod
@@ -400,6 +535,13 @@ class Bundle:
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.replace(staging, path)
+        except OSError as exc:
+            # Files are written in the staging folder: name them where the user will look.
+            name = str(exc.filename or "")
+            if name.startswith(str(staging)):
+                shown = str(path) + name[len(str(staging)) :]
+                raise OSError(exc.errno, exc.strerror, shown) from exc
+            raise
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
@@ -442,6 +584,15 @@ class Bundle:
         """The held-out rows: features in schema order and the target."""
         self.check_file(HOLDOUT_NAME)
         frame = pd.read_parquet(self.holdout_path)
+        wanted = [*self.schema.names, self.target]
+        missing = [name for name in wanted if name not in frame.columns]
+        if missing:
+            raise BundleError(
+                f"{HOLDOUT_NAME} in {str(self.path)!r} has no column {missing[0]!r} that "
+                f"{CARD_NAME} names (features, target); the card was edited or damaged: "
+                "restore it from a copy of the bundle or re-create the bundle with "
+                "`onnxbridge train`"
+            )
         return normalize_features(frame[self.schema.names]), frame[self.target]
 
     def write_report(self, name: str, payload: dict[str, Any]) -> Path:

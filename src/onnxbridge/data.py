@@ -230,6 +230,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
         DataError: if the file is missing, of an unknown type, or cannot be parsed as its type.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(
+            f"{str(path)!r} is a folder, not a data file; pass one CSV, TSV, Parquet or JSON "
+            "file (e.g. --data rows.csv), or use `onnxbridge score` for a folder of files"
+        )
     fmt = data_format(path)
     if not path.is_file():
         raise DataError(f"data file {str(path)!r} does not exist; check the path")
@@ -378,7 +383,9 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
         raise DataError(f"{str(path)!r} has no feature columns besides the target {target!r}")
     source = {
         "kind": "file",
-        "path": str(path.resolve()),
+        # Absolute so that a retrain (bench --sweep) finds it from any folder; not resolved, so
+        # a symlink stays the name the user gave, in the card and in messages that quote it.
+        "path": str(path.absolute()),
         "format": data_format(path),
         "sha256": file_sha256(path),
     }

@@ -53,6 +53,8 @@ _DEFAULT_DOMAIN = "ai.onnx"
 _ML_DOMAIN = "ai.onnx.ml"
 _TREE_OPS_V1 = frozenset({"TreeEnsembleClassifier", "TreeEnsembleRegressor"})
 _TREE_OP_V5 = "TreeEnsemble"
+# Protobuf refuses messages of 2 GiB or more, so no .onnx file (without its external data) is.
+MAX_ONNX_BYTES = 2**31 - 1
 _HINT = "pass a .onnx file written by `onnxbridge convert` or another ONNX exporter"
 
 # ONNX calls these "float" and "double"; numpy and most users say float32 / float64.
@@ -284,6 +286,15 @@ def _hash_file(path: Path) -> tuple[int, str]:
     if path.is_dir():
         raise OnnxModelError(
             f"cannot inspect {str(path)!r}: it is a directory, not a file; {_HINT}"
+        )
+    # Checked before a byte is read: protobuf cannot parse a larger file, and reading one would
+    # hold gigabytes in memory first. Big weights live in external data files, which stay small.
+    size = path.stat().st_size
+    if size > MAX_ONNX_BYTES:
+        raise OnnxModelError(
+            f"cannot inspect {str(path)!r}: it is {size} bytes, over the {MAX_ONNX_BYTES} bytes "
+            "(2 GiB) an ONNX protobuf file can be; a model that large keeps its weights in "
+            "external data files beside a small .onnx, so pass that .onnx"
         )
     digest = hashlib.sha256()
     size = 0

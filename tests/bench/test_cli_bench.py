@@ -101,3 +101,14 @@ def test_tune_json_dry_run(capsys, diabetes_bundle: Bundle) -> None:
 def test_errors_are_one_line(capsys, iris_bundle: Bundle, args: list[str], pattern: str) -> None:
     code, _, err = run(capsys, *[a.format(bundle=iris_bundle.path) for a in args], *SMALL)
     assert_one_line_error(code, err, pattern)
+
+
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_error_off_a_terminal_is_exactly_one_line(capsys, tmp_path: Path, command: str) -> None:
+    # The progress bar is on by default; off a terminal it must not add a blank line.
+    code, _, err = run(capsys, command, tmp_path)
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {str(tmp_path)!r} is not a bundle: it has no card.json; create one with "
+        "`onnxbridge train --out DIR`"
+    ]

@@ -436,3 +436,101 @@ def test_predict_refuses_values_the_model_cannot_take(
         code, err, r"bad value in row 3, column 'petal length \(cm\)': " + message
     )
     assert stdout == "" and not out.exists()
+
+
+# --- bad files a user can hand over: one line, never "unexpected" -------------------------------
+
+
+def _unequal_outputs_model(path: Path) -> None:
+    """A graph whose label output has a row per input row, but probabilities only one row."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def ints(name: str, value: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.array([value], np.int64), name)
+
+    nodes = [
+        helper.make_node("ArgMax", ["input"], ["label"], axis=1, keepdims=0),
+        helper.make_node("Slice", ["input", "zero", "one", "zero"], ["first_row"]),
+        helper.make_node("Slice", ["first_row", "zero", "three", "one"], ["first3"]),
+        helper.make_node("Softmax", ["first3"], ["probabilities"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unequal",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, 4])],
+        [
+            helper.make_tensor_value_info("label", TensorProto.INT64, [None]),
+            helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, 3]),
+        ],
+        initializer=[ints("zero", 0), ints("one", 1), ints("three", 3)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_predict_with_outputs_of_unequal_length(capsys, iris_bundle: Bundle, tmp_path: Path):
+    model = tmp_path / "unequal.onnx"
+    _unequal_outputs_model(model)
+    rows = tmp_path / "rows.csv"
+    iris_bundle.load_holdout()[0].to_csv(rows, index=False)
+    code, _, err = run(capsys, "predict", model, "--data", rows)
+    assert_one_line_error(
+        code, err, r"outputs have different numbers of rows \(label 45, probabilities 1\)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"target": "y"}, r"card\.json' is damaged: the field 'target' should be an object"),
+        ({"files": []}, r"card\.json' is damaged: the field 'files' should be an object"),
+        ({"model": 7}, r"card\.json' is damaged: the field 'model' should be an object, got 7"),
+    ],
+)
+@pytest.mark.parametrize("command", ["convert", "validate", "bench"])
+def test_edited_card_is_one_line_naming_file_and_field(
+    capsys, iris_bundle: Bundle, edit: dict, message: str, command: str
+) -> None:
+    card = json.loads(iris_bundle.card_path.read_text())
+    iris_bundle.card_path.write_text(json.dumps({**card, **edit}))
+    code, _, err = run(capsys, command, iris_bundle.path)
+    assert_one_line_error(code, err, message)
+    assert "unexpected" not in err
+
+
+def test_a_folder_that_is_not_a_bundle_is_named(capsys, tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for command in ("inspect", "predict"):
+        extra = ["--data", tmp_path / "rows.csv"] if command == "predict" else []
+        code, _, err = run(capsys, command, folder, *extra)
+        assert_one_line_error(code, err, r"models' is a folder, not a \.onnx file or a bundle")
+
+
+def test_train_on_a_folder_says_it_is_a_folder(capsys, tmp_path: Path) -> None:
+    folder = tmp_path / "data.csv"
+    folder.mkdir()
+    code, _, err = run(
+        capsys, "train", "--data", folder, "--target", "y", "--model", RF, "--out", tmp_path / "b"
+    )
+    assert_one_line_error(code, err, r"data\.csv' is a folder, not a data file; pass one CSV")
+    assert not (tmp_path / "b").exists()
+
+
+def test_validate_with_outputs_of_unequal_length(capsys, iris_bundle: Bundle, tmp_path: Path):
+    model = tmp_path / "unequal.onnx"
+    _unequal_outputs_model(model)
+    rows = tmp_path / "rows.csv"
+    iris_bundle.load_holdout()[0].to_csv(rows, index=False)
+    code, out, err = run(
+        capsys, "validate", model, "--reference", iris_bundle.model_path, "--data", rows,
+        "--probes", "holdout", "--no-html", "--no-diagnosis",
+    )  # fmt: skip
+    assert code == 1, err
+    assert "unexpected" not in err and "Traceback" not in err
+    flat = " ".join(out.split())
+    assert "outputs have different numbers of rows (label 45, probabilities 1) for 45" in flat
+    assert "verdict: DIVERGENT" in flat

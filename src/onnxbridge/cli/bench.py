@@ -63,10 +63,11 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Any]:
     """A rich progress bar on standard error (nothing when disabled)."""
-    if not enabled:
+    err = Console(file=sys.stderr)
+    if not enabled or not err.is_terminal:
+        # Off a terminal the bar shows nothing but leaves a blank line before any error.
         yield None
         return
-    err = Console(file=sys.stderr)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

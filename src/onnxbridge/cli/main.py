@@ -1,11 +1,13 @@
 """The ``onnxbridge`` command: thin commands that parse flags, call the library and print.
 
 Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error (bad input, with a
-one-line message; ``--debug`` anywhere on the command line shows the traceback).
+one-line message; ``--debug`` anywhere on the command line shows the traceback), 130 interrupted
+(Ctrl-C: ``interrupted`` on stderr; files are written atomically, so none is left half-written).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -21,7 +23,7 @@ from typer.exceptions import TyperException
 
 from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.cli.serve import serve
-from onnxbridge.errors import DataError, OnnxbridgeError
+from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
 
 __all__ = ["app", "main", "run"]
 
@@ -33,7 +35,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    epilog="Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error. "
+    epilog="Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error, "
+    "130 interrupted (Ctrl-C). "
     "Add --debug anywhere to see the traceback of an error.",
 )
 
@@ -61,6 +64,11 @@ def _root(
 console = Console(highlight=False, soft_wrap=True)
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
+# 128 + SIGINT, what shells report for a command stopped by Ctrl-C. Typer returns it, without a
+# word, for a KeyboardInterrupt raised inside a command; no command of ours exits with it.
+EXIT_INTERRUPTED = 130
+# The file system is out of room for what is being written.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 
 
 def _print_json(payload: Any) -> None:
@@ -82,9 +90,19 @@ def _builtins() -> tuple[str, ...]:
 
 def _model_path(model: Path) -> Path:
     """A bundle folder stands for its model.onnx."""
-    if model.is_dir():
-        return model / "model.onnx"
-    return model
+    if not model.is_dir():
+        return model
+    onnx_file = model / "model.onnx"
+    if onnx_file.is_file():
+        return onnx_file
+    if (model / "card.json").is_file():
+        raise BundleError(
+            f"bundle {str(model)!r} has no model.onnx yet; run `onnxbridge convert {model}` first"
+        )
+    raise OnnxModelError(
+        f"{str(model)!r} is a folder, not a .onnx file or a bundle (no model.onnx in it); "
+        "pass a .onnx file, or a bundle folder written by `onnxbridge train` and `convert`"
+    )
 
 
 # --------------------------------------------------------------------------------------- train
@@ -463,16 +481,10 @@ def main(argv: list[str] | None = None) -> int:
         # The file system said no (permissions, a file where a folder should be, disk full).
         if debug:
             traceback.print_exc()
-        target = f" {exc.filename!r}" if exc.filename else ""
-        print(
-            f"error: cannot access{target}: {exc.strerror or exc}; check the path and its "
-            "permissions",
-            file=sys.stderr,
-        )
+        print(f"error: {_os_error_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     except Exception as exc:  # never a traceback for users; --debug shows it
         if debug:
             traceback.print_exc()
@@ -482,7 +494,26 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    if code == EXIT_INTERRUPTED:
+        return _interrupted()
     return code if isinstance(code, int) else EXIT_OK
+
+
+def _interrupted() -> int:
+    print("interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _os_error_line(exc: OSError) -> str:
+    """One line for an OSError, naming the file as the user wrote it (never a temporary name)."""
+    target = f" {str(exc.filename)!r}" if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in _NO_ROOM:
+        return (
+            f"cannot write{target}: {reason} (the disk or a size limit is full); free some "
+            "space or write somewhere else, then run the command again"
+        )
+    return f"cannot access{target}: {reason}; check the path and its permissions"
 
 
 def _one_line(text: str) -> str:

@@ -49,7 +49,7 @@ from onnxbridge.runtime.sessions import (
 )
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["PredictionResult", "Predictor"]
+__all__ = ["PredictionResult", "Predictor", "check_output_rows"]
 
 # From this many rows, a model whose output shows its input's NaN has the output checked instead
 # of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
@@ -102,7 +102,23 @@ class PredictionResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
-        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers."""
+        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers.
+
+        Raises:
+            InferenceError: the outputs do not have one row each per input row (a faulty graph).
+        """
+        lengths = {
+            role: len(array)
+            for role, array in (
+                ("label", self.labels),
+                ("probabilities", self.probabilities),
+                ("scores", self.scores),
+                ("value", self.values),
+                ("transformed", self.transformed),
+            )
+            if array is not None
+        }
+        check_output_rows(lengths)
         columns: dict[str, Any] = {}
         if self.labels is not None:
             columns["label"] = self.labels
@@ -130,6 +146,28 @@ class PredictionResult:
             for j in range(matrix.shape[1]):
                 columns[f"out_{j}"] = matrix[:, j]
         return pd.DataFrame(columns)
+
+
+def check_output_rows(lengths: Mapping[str, int], rows: int | None = None) -> None:
+    """Raise unless every output has the same number of rows (``rows``, the input's, if given).
+
+    Args:
+        lengths: output (or role) name → its number of rows.
+        rows: the number of input rows, when known.
+
+    Raises:
+        InferenceError: naming the outputs and their lengths; the graph is faulty.
+    """
+    wanted = {rows} if rows is not None else set()
+    if len(set(lengths.values()) | wanted) <= 1:
+        return
+    shown = ", ".join(f"{name} {n}" for name, n in lengths.items())
+    given = f" for {rows} input rows" if rows is not None else ""
+    raise InferenceError(
+        f"the model's outputs have different numbers of rows ({shown}){given}, so they cannot "
+        "be put side by side one row per input row; the ONNX graph is faulty: re-export it "
+        "(`onnxbridge convert`) or check the exporter"
+    )
 
 
 class Predictor:

@@ -28,6 +28,7 @@ from onnxbridge.convert.roles import expected_outputs
 from onnxbridge.data import normalize_features
 from onnxbridge.errors import InferenceError, first_line
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime.predictor import check_output_rows
 
 __all__ = [
     "ONNX_RUNTIMES",
@@ -66,7 +67,11 @@ def _as_matrix(raw: Any, classes: list[Any] | None) -> np.ndarray:
 
 
 def _by_role(
-    names: list[str], values: list[Any], roles: Mapping[str, str], classes: list[Any] | None
+    names: list[str],
+    values: list[Any],
+    roles: Mapping[str, str],
+    classes: list[Any] | None,
+    rows: int,
 ) -> dict[str, np.ndarray]:
     by_name = dict(zip(names, values, strict=True))
     out: dict[str, np.ndarray] = {}
@@ -77,6 +82,8 @@ def _by_role(
         elif role == "value" and array.ndim == 2 and array.shape[1] == 1:
             array = array.reshape(-1)
         out[role] = array
+    # Outputs are compared row by row: a faulty graph must not reach the comparison.
+    check_output_rows({roles[role]: len(array) for role, array in out.items()}, rows)
     return out
 
 
@@ -106,7 +113,7 @@ class OnnxRuntime:
         """
         values = self.predictor.run(self.feeds(frame))
         names = [o.name for o in self.predictor.outputs]
-        return _by_role(names, values, self.roles, self.predictor.classes)
+        return _by_role(names, values, self.roles, self.predictor.classes, len(frame))
 
 
 class ReferenceRuntime:
@@ -156,7 +163,11 @@ class ReferenceRuntime:
                 f"onnx.reference failed to run the model: {first_line(exc)}"
             ) from exc
         return _by_role(
-            self.output_names, list(values), self.feeder.roles, self.feeder.predictor.classes
+            self.output_names,
+            list(values),
+            self.feeder.roles,
+            self.feeder.predictor.classes,
+            len(frame),
         )
 
 
