@@ -104,7 +104,7 @@ def serve(
     from onnxbridge.serve.settings import ENV_PREFIX, load_settings
 
     settings = load_settings(
-        model_path=path.resolve(),
+        model_path=path.absolute(),  # not resolve(): messages keep a symlink's name
         host=host,
         port=port,
         workers=workers,
