@@ -23,6 +23,7 @@ import platform
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -171,7 +172,7 @@ def save_estimator(estimator: Any, path: str | Path) -> None:
 
 
 def load_estimator(
-    path: str | Path, *, allow_pickle: bool = False, trusted: tuple[str, ...] = ()
+    path: str | Path, *, allow_pickle: bool = False, trusted: Sequence[str] = ()
 ) -> Any:
     """Load an estimator from ``.skops`` (safe) or, only if allowed, ``.pkl`` / ``.joblib``.
 
@@ -228,7 +229,9 @@ def load_estimator(
         raise BundleError(
             f"cannot read {str(path)!r} as a skops file: {exc}; re-save it with skops.io.dump"
         ) from exc
-    refused = sorted(set(untrusted) - TRUSTED_NAMES - set(trusted))
+    # A lone name is one name, not the letters of one.
+    extra = {trusted} if isinstance(trusted, str) else set(trusted)
+    refused = sorted(set(untrusted) - TRUSTED_NAMES - extra)
     if refused:
         raise UnsafeModelFileError(
             f"{str(path)!r} holds types or functions onnxbridge does not trust: "
@@ -433,10 +436,16 @@ class Bundle:
                 "(sha256 differs); re-create the bundle or re-run the step that writes it"
             )
 
-    def load_estimator(self) -> Any:
-        """The fitted estimator from ``model.skops`` (hash-checked)."""
+    def load_estimator(self, *, trusted: Sequence[str] = ()) -> Any:
+        """The fitted estimator from ``model.skops`` (hash-checked).
+
+        Args:
+            trusted: extra names to trust in ``model.skops``, as in :func:`load_estimator`.
+                Trust is given per call and never stored: a name recorded in the same bundle
+                would only show that whoever wrote the bundle trusted it.
+        """
         self.check_file(MODEL_NAME)
-        return load_estimator(self.model_path)
+        return load_estimator(self.model_path, trusted=trusted)
 
     def load_holdout(self) -> tuple[pd.DataFrame, pd.Series]:
         """The held-out rows: features in schema order and the target."""

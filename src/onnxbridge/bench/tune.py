@@ -47,6 +47,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -583,6 +584,7 @@ def tune_model(
     margin: float = 0.02,
     write: bool = True,
     progress: ProgressFn | None = None,
+    trusted: Sequence[str] = (),
 ) -> TuneReport:
     """Tune a bundle's (or a ``.onnx`` file's) session settings and store them in the model.
 
@@ -600,6 +602,8 @@ def tune_model(
         margin: a candidate must be this much faster (relative) to beat a cheaper one.
         write: store the result (model metadata, card, ``reports/tune.json``).
         progress: called as ``progress(done, total, label)``.
+        trusted: extra names to trust in the bundle's ``model.skops`` for this run (see
+            :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         DataError: bad regime, engines, row counts, repeat or margin.
@@ -623,7 +627,7 @@ def tune_model(
         raise DataError(f"--margin must be between 0 and 1, got {margin}")
     if not (math.isfinite(min_time) and min_time > 0):
         raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
-    source = open_source(target, data=data)
+    source = open_source(target, data=data, trusted=trusted)
     if engines == "all" and not source.has_estimator:
         raise DataError(
             "--engines all builds accelerators from the source model, so it needs a bundle with "
