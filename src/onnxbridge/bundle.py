@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -40,6 +41,7 @@ __all__ = [
     "TRUSTED_NAMES",
     "Bundle",
     "atomic_write_path",
+    "check_trees",
     "file_sha256",
     "library_versions",
     "load_estimator",
@@ -190,7 +192,8 @@ def load_estimator(
         DataError: missing file or unknown extension.
         UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file
             holding a type or function that is trusted neither by skops, nor by
-            :data:`TRUSTED_NAMES`, nor by ``trusted``; nothing in the file ran.
+            :data:`TRUSTED_NAMES`, nor by ``trusted``; nothing in the file ran. Also a model
+            holding a damaged tree (:func:`check_trees`), refused before anything runs it.
         BundleError: the file cannot be read as its format.
     """
     path = Path(path)
@@ -213,9 +216,11 @@ def load_estimator(
         import joblib
 
         try:
-            return joblib.load(path)
+            estimator = joblib.load(path)
         except Exception as exc:
             raise BundleError(f"cannot unpickle {str(path)!r}: {exc}") from exc
+        check_trees(estimator, path)
+        return estimator
     if suffix != ".skops":
         raise DataError(
             f"cannot load a model from {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
@@ -240,9 +245,222 @@ def load_estimator(
         )
     try:
         # skops checks the file again against exactly the names accepted above.
-        return sio.load(path, trusted=sorted(set(untrusted)))
+        estimator = sio.load(path, trusted=sorted(set(untrusted)))
     except Exception as exc:
         raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
+    check_trees(estimator, path)
+    return estimator
+
+
+# Damaged trees ---------------------------------------------------------------------------------
+# scikit-learn walks tree arrays in compiled code without bounds checks: a child index out of
+# range, a cycle or a feature index beyond the rows reads outside memory or never ends. skops
+# leaves Tree and TreePredictor untrusted for that reason; onnxbridge trusts them (every tree
+# model holds them) and so checks their arrays after loading, before anything runs the model.
+
+# How deep the check follows attributes, lists and object arrays: far beyond any real model
+# (a stacking ensemble of pipelines of forests is about 10); anything deeper is refused, since
+# a tree hidden below the limit would go unchecked.
+_MAX_NESTING = 64
+
+
+class _DamagedTree(Exception):
+    """A damaged tree at ``where`` (attribute path inside the model); ``what`` says how."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(where, what)
+        self.where = where
+        self.what = what
+
+
+def check_trees(estimator: Any, path: str | Path) -> None:
+    """Refuse a loaded model whose tree arrays would make scikit-learn read outside them.
+
+    Every ``sklearn.tree._tree.Tree`` and histogram gradient boosting ``TreePredictor`` found in
+    ``estimator`` (through attributes, lists, dicts and object arrays) must have children after
+    their node and inside the node array (so no cycle and no read beyond it), a leaf exactly
+    where both children are absent, split features inside the rows that reach the tree, and a
+    value array of the right shape; the tree estimators of an ensemble must have been fitted on
+    the ensemble's columns.
+
+    Raises:
+        UnsafeModelFileError: naming the tree, the node and the bad value.
+    """
+    try:
+        _visit(estimator, "model", None, None, 0, set())
+    except _DamagedTree as exc:
+        raise UnsafeModelFileError(
+            f"{str(path)!r} holds a damaged tree ({exc.where}: {exc.what}); running it could "
+            "crash the process, so it is refused; re-save the model from its source"
+        ) from None
+
+
+def _visit(
+    obj: Any, where: str, width: int | None, categorical: Any, depth: int, seen: set[int]
+) -> None:
+    """Check every tree below ``obj``. ``width``: columns of the rows that reach it (the nearest
+    enclosing ``n_features_in_``); ``categorical``: which of them are categories for the
+    nearest histogram gradient boosting model."""
+    import numpy as np
+    from sklearn.ensemble._hist_gradient_boosting.predictor import TreePredictor
+    from sklearn.tree._tree import Tree
+
+    if obj is None or isinstance(obj, (str, bytes, int, float, bool, type)) or id(obj) in seen:
+        return
+    if isinstance(obj, np.ndarray) and obj.dtype != object:
+        return
+    seen.add(id(obj))
+    if depth > _MAX_NESTING:
+        raise _DamagedTree(where, f"nested more than {_MAX_NESTING} levels deep")
+    if isinstance(obj, Tree):
+        _check_tree(obj, where, width)
+        return
+    if isinstance(obj, TreePredictor):
+        _check_predictor(obj, where, width, categorical)
+        return
+    items: list[tuple[str, Any]]
+    if isinstance(obj, dict):
+        items = [(f"{where}[{key!r}]", value) for key, value in obj.items()]
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        items = [(f"{where}[{i}]", value) for i, value in enumerate(obj)]
+    elif isinstance(obj, np.ndarray):
+        items = [(f"{where}[{i}]", value) for i, value in enumerate(obj.ravel())]
+    elif hasattr(obj, "__dict__") and not callable(obj) and not isinstance(obj, ModuleType):
+        attributes = vars(obj)
+        own_width = attributes.get("n_features_in_")
+        if isinstance(own_width, (int, np.integer)) and not isinstance(own_width, bool):
+            width = int(own_width)
+        # Histogram gradient boosting maps category splits through its bin mapper's mask
+        # (the columns as its predictors see them), not through its own is_categorical_.
+        binner = attributes.get("_bin_mapper")
+        if binner is not None and hasattr(binner, "is_categorical_"):
+            categorical = binner.is_categorical_
+        if "estimators_" in attributes and width is not None:
+            _check_members(obj, where, width)
+        items = [(f"{where}.{name}", value) for name, value in attributes.items()]
+    else:
+        return
+    for inner_where, value in items:
+        _visit(value, inner_where, width, categorical, depth + 1, seen)
+
+
+def _check_members(ensemble: Any, where: str, width: int) -> None:
+    """Tree estimators of an ensemble get the ensemble's rows unchecked (forests, gradient
+    boosting, isolation forest call them with check_input=False): their width must match."""
+    import numpy as np
+    from sklearn.tree._tree import Tree
+
+    members = ensemble.estimators_
+    members = members.ravel() if isinstance(members, np.ndarray) else members
+    if not isinstance(members, (list, tuple, np.ndarray)):
+        return
+    features = getattr(ensemble, "estimators_features_", None)
+    for i, member in enumerate(members):
+        if not isinstance(getattr(member, "tree_", None), Tree):
+            continue
+        expected = width if features is None else len(features[i])
+        got = getattr(member, "n_features_in_", None)
+        if got != expected:
+            raise _DamagedTree(
+                f"{where}.estimators_[{i}]",
+                f"fitted on {got} columns where the ensemble gives it {expected}",
+            )
+
+
+def _first(mask: Any) -> int:
+    import numpy as np
+
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_tree(tree: Any, where: str, width: int | None) -> None:
+    import numpy as np
+
+    n = int(tree.node_count)
+    # node_count sizes every view of the node arrays: check it against what was allocated
+    # before reading any of them.
+    if not 0 < n <= int(tree.capacity):
+        raise _DamagedTree(where, f"node_count {n} outside 1..{int(tree.capacity)}")
+    n_features = int(tree.n_features)
+    if width is not None and n_features != width:
+        raise _DamagedTree(where, f"{n_features} features where its estimator has {width}")
+    left, right, feature = tree.children_left, tree.children_right, tree.feature
+    node = np.arange(n)
+    leaf = left == -1
+    odd = leaf != (right == -1)
+    if odd.any():
+        i = _first(odd)
+        raise _DamagedTree(
+            where, f"node {i}: children {int(left[i])} and {int(right[i])}, one a leaf marker"
+        )
+    internal = ~leaf
+    for side, child in (("left", left), ("right", right)):
+        # Trees are built depth-first from node 0: a child comes after its parent, which also
+        # rules out cycles.
+        bad = internal & ((child <= node) | (child >= n))
+        if bad.any():
+            i = _first(bad)
+            raise _DamagedTree(
+                where,
+                f"node {i}: {side} child {int(child[i])} out of range {i + 1}..{n - 1}",
+            )
+    bad = internal & ((feature < 0) | (feature >= n_features))
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: feature {int(feature[i])} out of range 0..{n_features - 1}"
+        )
+    expected = (n, int(tree.n_outputs), int(tree.max_n_classes))
+    if tuple(tree.value.shape) != expected:
+        raise _DamagedTree(where, f"value array of shape {tree.value.shape}, not {expected}")
+
+
+def _check_predictor(predictor: Any, where: str, width: int | None, categorical: Any) -> None:
+    import numpy as np
+
+    nodes = predictor.nodes
+    n = len(nodes)
+    if n == 0:
+        raise _DamagedTree(where, "no nodes")
+    node = np.arange(n)
+    internal = nodes["is_leaf"] == 0
+    for side in ("left", "right"):
+        child = nodes[side].astype(np.int64)
+        bad = internal & ((child <= node) | (child >= n))
+        if bad.any():
+            i = _first(bad)
+            raise _DamagedTree(
+                where, f"node {i}: {side} child {int(child[i])} out of range {i + 1}..{n - 1}"
+            )
+    feature = nodes["feature_idx"].astype(np.int64)
+    limit = width if width is not None else 0
+    bad = internal & ((feature < 0) | (feature >= limit))
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: feature {int(feature[i])} out of range 0..{limit - 1}"
+        )
+    split_on_category = internal & (nodes["is_categorical"] != 0)
+    if not split_on_category.any():
+        return
+    mask = np.asarray(categorical if categorical is not None else [], dtype=bool).ravel()
+    known = np.zeros(n, dtype=bool)
+    inside = feature < mask.size
+    known[inside] = mask[feature[inside]]
+    bad = split_on_category & ~known
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: a category split on feature {int(feature[i])}, not a category"
+        )
+    bitsets = len(predictor.raw_left_cat_bitsets)
+    index = nodes["bitset_idx"].astype(np.int64)
+    bad = split_on_category & (index >= bitsets)
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: category bitset {int(index[i])} out of range 0..{bitsets - 1}"
+        )
 
 
 def _check_replaceable(path: Path, overwrite: bool) -> None:
