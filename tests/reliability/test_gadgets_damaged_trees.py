@@ -347,3 +347,61 @@ def test_legitimate_tree_models_pass_the_check(
     got = got.toarray() if hasattr(got, "toarray") else got
     np.testing.assert_array_equal(got, expected)
     figures(AREA, "legitimate tree models loaded", 1)
+
+
+def _edit_tree_schema(source: Path, target: Path, edit: Any) -> None:
+    """Copy a one-tree skops file, applying ``edit`` to the tree's entry of schema.json: what a
+    crafted file can say that the tree's own ``__setstate__`` would never produce."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for name in zin.namelist():
+            data = zin.read(name)
+            if name == "schema.json":
+                schema = json.loads(data)
+                edit(schema["content"]["content"]["tree_"])
+                data = json.dumps(schema).encode()
+            zout.writestr(name, data)
+
+
+def _set_value(entry: dict[str, Any], value: str) -> None:
+    # skops shares one object per __id__ (small ints are one object in the saving process):
+    # a fresh id makes this value its own.
+    entry["content"] = value
+    entry["__id__"] = 1
+
+
+def _set_node_count(tree: dict[str, Any]) -> None:
+    # Above the array length scikit-learn cuts it back on loading; below, children point past it.
+    _set_value(tree["content"]["content"]["node_count"], "2")
+
+
+def _set_n_features(tree: dict[str, Any]) -> None:
+    _set_value(tree["__reduce__"]["args"]["content"][0], "40")
+
+
+SCHEMA_EDITS = {
+    "node_count below the array length": (
+        _set_node_count,
+        "node 0: right child 2 out of range 1..1",
+    ),
+    "tree wider than its estimator": (_set_n_features, "40 features where its estimator has 4"),
+}
+
+
+@pytest.mark.parametrize("edit", SCHEMA_EDITS)
+def test_a_crafted_tree_schema_is_refused(edit: str, tmp_path: Path, figures) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, y = load_iris(return_X_y=True)
+    model = DecisionTreeClassifier(max_depth=2, random_state=0).fit(X, y)
+    assert model.tree_.node_count == 5
+    plain, crafted = tmp_path / "plain.skops", tmp_path / "crafted.skops"
+    sio.dump(model, plain)
+    change, expected = SCHEMA_EDITS[edit]
+    _edit_tree_schema(plain, crafted, change)
+    with pytest.raises(UnsafeModelFileError, match="holds a damaged tree") as caught:
+        load_estimator(crafted)
+    assert f"(model.tree_: {expected});" in str(caught.value)
+    figures(AREA, "damaged trees refused", 1)
