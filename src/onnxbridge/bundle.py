@@ -355,10 +355,17 @@ def _check_members(ensemble: Any, where: str, width: int) -> None:
     if not isinstance(members, (list, tuple, np.ndarray)):
         return
     features = getattr(ensemble, "estimators_features_", None)
+    if features is not None and (
+        not isinstance(features, (list, tuple)) or len(features) != len(members)
+    ):
+        raise _DamagedTree(
+            f"{where}.estimators_features_",
+            f"not one column list per member of estimators_ ({len(members)})",
+        )
     for i, member in enumerate(members):
         if not isinstance(getattr(member, "tree_", None), Tree):
             continue
-        expected = width if features is None else len(features[i])
+        expected = width if features is None else int(np.size(features[i]))
         got = getattr(member, "n_features_in_", None)
         if got != expected:
             raise _DamagedTree(
@@ -417,11 +424,17 @@ def _check_tree(tree: Any, where: str, width: int | None) -> None:
 
 def _check_predictor(predictor: Any, where: str, width: int | None, categorical: Any) -> None:
     import numpy as np
+    from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE
 
-    nodes = predictor.nodes
+    nodes = getattr(predictor, "nodes", None)
+    if not (
+        isinstance(nodes, np.ndarray)
+        and nodes.ndim == 1
+        and nodes.dtype == PREDICTOR_RECORD_DTYPE
+        and len(nodes) > 0
+    ):
+        raise _DamagedTree(where, "its nodes are not a non-empty array of predictor nodes")
     n = len(nodes)
-    if n == 0:
-        raise _DamagedTree(where, "no nodes")
     node = np.arange(n)
     internal = nodes["is_leaf"] == 0
     for side in ("left", "right"):
@@ -443,7 +456,8 @@ def _check_predictor(predictor: Any, where: str, width: int | None, categorical:
     split_on_category = internal & (nodes["is_categorical"] != 0)
     if not split_on_category.any():
         return
-    mask = np.asarray(categorical if categorical is not None else [], dtype=bool).ravel()
+    mask = categorical.ravel() if isinstance(categorical, np.ndarray) else np.zeros(0, bool)
+    mask = mask.astype(bool)
     known = np.zeros(n, dtype=bool)
     inside = feature < mask.size
     known[inside] = mask[feature[inside]]
@@ -453,7 +467,8 @@ def _check_predictor(predictor: Any, where: str, width: int | None, categorical:
         raise _DamagedTree(
             where, f"node {i}: a category split on feature {int(feature[i])}, not a category"
         )
-    bitsets = len(predictor.raw_left_cat_bitsets)
+    raw = getattr(predictor, "raw_left_cat_bitsets", None)
+    bitsets = len(raw) if isinstance(raw, np.ndarray) and raw.ndim == 2 else 0
     index = nodes["bitset_idx"].astype(np.int64)
     bad = split_on_category & (index >= bitsets)
     if bad.any():

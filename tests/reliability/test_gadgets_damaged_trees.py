@@ -405,3 +405,19 @@ def test_a_crafted_tree_schema_is_refused(edit: str, tmp_path: Path, figures) ->
         load_estimator(crafted)
     assert f"(model.tree_: {expected});" in str(caught.value)
     figures(AREA, "damaged trees refused", 1)
+
+
+def test_an_isolation_forest_with_missing_column_lists_is_refused(tmp_path: Path, figures) -> None:
+    from sklearn.ensemble import IsolationForest
+
+    X = np.random.RandomState(0).rand(200, 6)
+    model = IsolationForest(n_estimators=4, max_features=0.5, random_state=0).fit(X)
+    model.estimators_features_ = model.estimators_features_[:2]
+    path = tmp_path / "iforest.skops"
+    sio.dump(model, path)
+    with pytest.raises(
+        UnsafeModelFileError,
+        match=r"model\.estimators_features_: not one column list per member of estimators_ \(4\)",
+    ):
+        load_estimator(path)
+    figures(AREA, "damaged trees refused", 1)
