@@ -633,6 +633,8 @@ def tune_model(
             "--engines all builds accelerators from the source model, so it needs a bundle with "
             f"model.skops; {str(target)!r} has none (use --engines onnxruntime)"
         )
+    # Loaded (and so trust-checked) before any timing: a refused model wastes no minutes.
+    estimator = source.load_estimator() if engines == "all" else None
     cores = available_cores()
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
@@ -744,6 +746,7 @@ def tune_model(
         if engines == "all":
             accelerator, checks, skipped = _tune_accelerators(
                 source,
+                estimator,
                 TuningSpec(latency, throughput, latency_max_rows),
                 latency_rows,
                 throughput_rows,
@@ -792,6 +795,7 @@ def _version(name: str) -> str | None:
 
 def _tune_accelerators(
     source: BenchSource,
+    estimator: Any,
     tuned: TuningSpec,
     latency_rows: int,
     throughput_rows: int,
@@ -811,7 +815,6 @@ def _tune_accelerators(
         probe_rows,
     )
 
-    estimator = source.load_estimator()
     predictor = Predictor(source.onnx_path)
     classes = predictor.classes
     n_classes = len(classes) if classes is not None else None
