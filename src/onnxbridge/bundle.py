@@ -23,7 +23,7 @@ import platform
 import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -262,6 +262,8 @@ def load_estimator(
 # (a stacking ensemble of pipelines of forests is about 10); anything deeper is refused, since
 # a tree hidden below the limit would go unchecked.
 _MAX_NESTING = 64
+# Values that hold nothing to check.
+_PLAIN = (str, bytes, int, float, complex, bool, type)
 
 
 class _DamagedTree(Exception):
@@ -305,7 +307,7 @@ def _visit(
     from sklearn.ensemble._hist_gradient_boosting.predictor import TreePredictor
     from sklearn.tree._tree import Tree
 
-    if obj is None or isinstance(obj, (str, bytes, int, float, bool, type)) or id(obj) in seen:
+    if obj is None or isinstance(obj, _PLAIN) or id(obj) in seen:
         return
     if isinstance(obj, np.ndarray) and obj.dtype != object:
         return
@@ -318,13 +320,15 @@ def _visit(
     if isinstance(obj, TreePredictor):
         _check_predictor(obj, where, width, categorical)
         return
-    items: list[tuple[str, Any]]
+    # (label, value, how the label joins the path): the path is only spelled out for values
+    # that can hold a tree, so a vocabulary of a million strings costs no formatting.
+    items: Iterable[tuple[Any, Any, str]]
     if isinstance(obj, dict):
-        items = [(f"{where}[{key!r}]", value) for key, value in obj.items()]
+        items = ((key, value, "[{!r}]") for key, value in obj.items())
     elif isinstance(obj, (list, tuple, set, frozenset)):
-        items = [(f"{where}[{i}]", value) for i, value in enumerate(obj)]
+        items = ((i, value, "[{}]") for i, value in enumerate(obj))
     elif isinstance(obj, np.ndarray):
-        items = [(f"{where}[{i}]", value) for i, value in enumerate(obj.ravel())]
+        items = ((i, value, "[{}]") for i, value in enumerate(obj.ravel()))
     elif hasattr(obj, "__dict__") and not callable(obj) and not isinstance(obj, ModuleType):
         attributes = vars(obj)
         own_width = attributes.get("n_features_in_")
@@ -337,11 +341,13 @@ def _visit(
             categorical = binner.is_categorical_
         if "estimators_" in attributes and width is not None:
             _check_members(obj, where, width)
-        items = [(f"{where}.{name}", value) for name, value in attributes.items()]
+        items = ((name, value, ".{}") for name, value in attributes.items())
     else:
         return
-    for inner_where, value in items:
-        _visit(value, inner_where, width, categorical, depth + 1, seen)
+    for label, value, join in items:
+        if value is None or isinstance(value, _PLAIN):
+            continue
+        _visit(value, where + join.format(label), width, categorical, depth + 1, seen)
 
 
 def _check_members(ensemble: Any, where: str, width: int) -> None:
