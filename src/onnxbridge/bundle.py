@@ -23,9 +23,11 @@ import platform
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -39,6 +41,7 @@ __all__ = [
     "TRUSTED_NAMES",
     "Bundle",
     "atomic_write_path",
+    "check_trees",
     "file_sha256",
     "library_versions",
     "load_estimator",
@@ -172,7 +175,7 @@ def save_estimator(estimator: Any, path: str | Path) -> None:
 
 
 def load_estimator(
-    path: str | Path, *, allow_pickle: bool = False, trusted: tuple[str, ...] = ()
+    path: str | Path, *, allow_pickle: bool = False, trusted: Sequence[str] = ()
 ) -> Any:
     """Load an estimator from ``.skops`` (safe) or, only if allowed, ``.pkl`` / ``.joblib``.
 
@@ -190,7 +193,8 @@ def load_estimator(
         DataError: missing file or unknown extension.
         UnsafeModelFileError: a pickle file without ``allow_pickle``, or a ``.skops`` file
             holding a type or function that is trusted neither by skops, nor by
-            :data:`TRUSTED_NAMES`, nor by ``trusted``; nothing in the file ran.
+            :data:`TRUSTED_NAMES`, nor by ``trusted``; nothing in the file ran. Also a model
+            holding a damaged tree (:func:`check_trees`), refused before anything runs it.
         BundleError: the file cannot be read as its format.
     """
     path = Path(path)
@@ -213,9 +217,11 @@ def load_estimator(
         import joblib
 
         try:
-            return joblib.load(path)
+            estimator = joblib.load(path)
         except Exception as exc:
             raise BundleError(f"cannot unpickle {str(path)!r}: {exc}") from exc
+        check_trees(estimator, path)
+        return estimator
     if suffix != ".skops":
         raise DataError(
             f"cannot load a model from {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
@@ -229,7 +235,9 @@ def load_estimator(
         raise BundleError(
             f"cannot read {str(path)!r} as a skops file: {exc}; re-save it with skops.io.dump"
         ) from exc
-    refused = sorted(set(untrusted) - TRUSTED_NAMES - set(trusted))
+    # A lone name is one name, not the letters of one.
+    extra = {trusted} if isinstance(trusted, str) else set(trusted)
+    refused = sorted(set(untrusted) - TRUSTED_NAMES - extra)
     if refused:
         raise UnsafeModelFileError(
             f"{str(path)!r} holds types or functions onnxbridge does not trust: "
@@ -238,9 +246,243 @@ def load_estimator(
         )
     try:
         # skops checks the file again against exactly the names accepted above.
-        return sio.load(path, trusted=sorted(set(untrusted)))
+        estimator = sio.load(path, trusted=sorted(set(untrusted)))
     except Exception as exc:
         raise BundleError(f"cannot load {str(path)!r} with skops: {exc}") from exc
+    check_trees(estimator, path)
+    return estimator
+
+
+# Damaged trees ---------------------------------------------------------------------------------
+# scikit-learn walks tree arrays in compiled code without bounds checks: a child index out of
+# range, a cycle or a feature index beyond the rows reads outside memory or never ends. skops
+# leaves Tree and TreePredictor untrusted for that reason; onnxbridge trusts them (every tree
+# model holds them) and so checks their arrays after loading, before anything runs the model.
+
+# How deep the check follows attributes, lists and object arrays: far beyond any real model
+# (a stacking ensemble of pipelines of forests is about 10); anything deeper is refused, since
+# a tree hidden below the limit would go unchecked.
+_MAX_NESTING = 64
+# Values that hold nothing to check.
+_PLAIN = (str, bytes, int, float, complex, bool, type)
+
+
+class _DamagedTree(Exception):
+    """A damaged tree at ``where`` (attribute path inside the model); ``what`` says how."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(where, what)
+        self.where = where
+        self.what = what
+
+
+def check_trees(estimator: Any, path: str | Path) -> None:
+    """Refuse a loaded model whose tree arrays would make scikit-learn read outside them.
+
+    Every ``sklearn.tree._tree.Tree`` and histogram gradient boosting ``TreePredictor`` found in
+    ``estimator`` (through attributes, lists, dicts and object arrays) must have children after
+    their node and inside the node array (so no cycle and no read beyond it), a leaf exactly
+    where both children are absent, split features inside the rows that reach the tree, and a
+    value array of the right shape; the tree estimators of an ensemble must have been fitted on
+    the ensemble's columns.
+
+    Raises:
+        UnsafeModelFileError: naming the tree, the node and the bad value.
+    """
+    try:
+        _visit(estimator, "model", None, None, 0, set())
+    except _DamagedTree as exc:
+        raise UnsafeModelFileError(
+            f"{str(path)!r} holds a damaged tree ({exc.where}: {exc.what}); running it could "
+            "crash the process, so it is refused; re-save the model from its source"
+        ) from None
+
+
+def _visit(
+    obj: Any, where: str, width: int | None, categorical: Any, depth: int, seen: set[int]
+) -> None:
+    """Check every tree below ``obj``. ``width``: columns of the rows that reach it (the nearest
+    enclosing ``n_features_in_``); ``categorical``: which of them are categories for the
+    nearest histogram gradient boosting model."""
+    import numpy as np
+    from sklearn.ensemble._hist_gradient_boosting.predictor import TreePredictor
+    from sklearn.tree._tree import Tree
+
+    if obj is None or isinstance(obj, _PLAIN) or id(obj) in seen:
+        return
+    if isinstance(obj, np.ndarray) and obj.dtype != object:
+        return
+    seen.add(id(obj))
+    if depth > _MAX_NESTING:
+        raise _DamagedTree(where, f"nested more than {_MAX_NESTING} levels deep")
+    if isinstance(obj, Tree):
+        _check_tree(obj, where, width)
+        return
+    if isinstance(obj, TreePredictor):
+        _check_predictor(obj, where, width, categorical)
+        return
+    # (label, value, how the label joins the path): the path is only spelled out for values
+    # that can hold a tree, so a vocabulary of a million strings costs no formatting.
+    items: Iterable[tuple[Any, Any, str]]
+    if isinstance(obj, dict):
+        items = ((key, value, "[{!r}]") for key, value in obj.items())
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        items = ((i, value, "[{}]") for i, value in enumerate(obj))
+    elif isinstance(obj, np.ndarray):
+        items = ((i, value, "[{}]") for i, value in enumerate(obj.ravel()))
+    elif hasattr(obj, "__dict__") and not callable(obj) and not isinstance(obj, ModuleType):
+        attributes = vars(obj)
+        own_width = attributes.get("n_features_in_")
+        if isinstance(own_width, (int, np.integer)) and not isinstance(own_width, bool):
+            width = int(own_width)
+        # Histogram gradient boosting maps category splits through its bin mapper's mask
+        # (the columns as its predictors see them), not through its own is_categorical_.
+        binner = attributes.get("_bin_mapper")
+        if binner is not None and hasattr(binner, "is_categorical_"):
+            categorical = binner.is_categorical_
+        if "estimators_" in attributes and width is not None:
+            _check_members(obj, where, width)
+        items = ((name, value, ".{}") for name, value in attributes.items())
+    else:
+        return
+    for label, value, join in items:
+        if value is None or isinstance(value, _PLAIN):
+            continue
+        _visit(value, where + join.format(label), width, categorical, depth + 1, seen)
+
+
+def _check_members(ensemble: Any, where: str, width: int) -> None:
+    """Tree estimators of an ensemble get the ensemble's rows unchecked (forests, gradient
+    boosting, isolation forest call them with check_input=False): their width must match."""
+    import numpy as np
+    from sklearn.tree._tree import Tree
+
+    members = ensemble.estimators_
+    members = members.ravel() if isinstance(members, np.ndarray) else members
+    if not isinstance(members, (list, tuple, np.ndarray)):
+        return
+    features = getattr(ensemble, "estimators_features_", None)
+    if features is not None and (
+        not isinstance(features, (list, tuple)) or len(features) != len(members)
+    ):
+        raise _DamagedTree(
+            f"{where}.estimators_features_",
+            f"not one column list per member of estimators_ ({len(members)})",
+        )
+    for i, member in enumerate(members):
+        if not isinstance(getattr(member, "tree_", None), Tree):
+            continue
+        expected = width if features is None else int(np.size(features[i]))
+        got = getattr(member, "n_features_in_", None)
+        if got != expected:
+            raise _DamagedTree(
+                f"{where}.estimators_[{i}]",
+                f"fitted on {got} columns where the ensemble gives it {expected}",
+            )
+
+
+def _first(mask: Any) -> int:
+    import numpy as np
+
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_tree(tree: Any, where: str, width: int | None) -> None:
+    import numpy as np
+
+    n = int(tree.node_count)
+    # node_count sizes every view of the node arrays: check it against what was allocated
+    # before reading any of them.
+    if not 0 < n <= int(tree.capacity):
+        raise _DamagedTree(where, f"node_count {n} outside 1..{int(tree.capacity)}")
+    n_features = int(tree.n_features)
+    if width is not None and n_features != width:
+        raise _DamagedTree(where, f"{n_features} features where its estimator has {width}")
+    left, right, feature = tree.children_left, tree.children_right, tree.feature
+    node = np.arange(n)
+    leaf = left == -1
+    odd = leaf != (right == -1)
+    if odd.any():
+        i = _first(odd)
+        raise _DamagedTree(
+            where, f"node {i}: children {int(left[i])} and {int(right[i])}, one a leaf marker"
+        )
+    internal = ~leaf
+    for side, child in (("left", left), ("right", right)):
+        # Trees are built depth-first from node 0: a child comes after its parent, which also
+        # rules out cycles.
+        bad = internal & ((child <= node) | (child >= n))
+        if bad.any():
+            i = _first(bad)
+            raise _DamagedTree(
+                where,
+                f"node {i}: {side} child {int(child[i])} out of range {i + 1}..{n - 1}",
+            )
+    bad = internal & ((feature < 0) | (feature >= n_features))
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: feature {int(feature[i])} out of range 0..{n_features - 1}"
+        )
+    expected = (n, int(tree.n_outputs), int(tree.max_n_classes))
+    if tuple(tree.value.shape) != expected:
+        raise _DamagedTree(where, f"value array of shape {tree.value.shape}, not {expected}")
+
+
+def _check_predictor(predictor: Any, where: str, width: int | None, categorical: Any) -> None:
+    import numpy as np
+    from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE
+
+    nodes = getattr(predictor, "nodes", None)
+    if not (
+        isinstance(nodes, np.ndarray)
+        and nodes.ndim == 1
+        and nodes.dtype == PREDICTOR_RECORD_DTYPE
+        and len(nodes) > 0
+    ):
+        raise _DamagedTree(where, "its nodes are not a non-empty array of predictor nodes")
+    n = len(nodes)
+    node = np.arange(n)
+    internal = nodes["is_leaf"] == 0
+    for side in ("left", "right"):
+        child = nodes[side].astype(np.int64)
+        bad = internal & ((child <= node) | (child >= n))
+        if bad.any():
+            i = _first(bad)
+            raise _DamagedTree(
+                where, f"node {i}: {side} child {int(child[i])} out of range {i + 1}..{n - 1}"
+            )
+    feature = nodes["feature_idx"].astype(np.int64)
+    limit = width if width is not None else 0
+    bad = internal & ((feature < 0) | (feature >= limit))
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: feature {int(feature[i])} out of range 0..{limit - 1}"
+        )
+    split_on_category = internal & (nodes["is_categorical"] != 0)
+    if not split_on_category.any():
+        return
+    mask = categorical.ravel() if isinstance(categorical, np.ndarray) else np.zeros(0, bool)
+    mask = mask.astype(bool)
+    known = np.zeros(n, dtype=bool)
+    inside = feature < mask.size
+    known[inside] = mask[feature[inside]]
+    bad = split_on_category & ~known
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: a category split on feature {int(feature[i])}, not a category"
+        )
+    raw = getattr(predictor, "raw_left_cat_bitsets", None)
+    bitsets = len(raw) if isinstance(raw, np.ndarray) and raw.ndim == 2 else 0
+    index = nodes["bitset_idx"].astype(np.int64)
+    bad = split_on_category & (index >= bitsets)
+    if bad.any():
+        i = _first(bad)
+        raise _DamagedTree(
+            where, f"node {i}: category bitset {int(index[i])} out of range 0..{bitsets - 1}"
+        )
 
 
 # What card.json holds, section by section: the JSON type each field must have, and the command
@@ -575,10 +817,16 @@ class Bundle:
                 "(sha256 differs); re-create the bundle or re-run the step that writes it"
             )
 
-    def load_estimator(self) -> Any:
-        """The fitted estimator from ``model.skops`` (hash-checked)."""
+    def load_estimator(self, *, trusted: Sequence[str] = ()) -> Any:
+        """The fitted estimator from ``model.skops`` (hash-checked).
+
+        Args:
+            trusted: extra names to trust in ``model.skops``, as in :func:`load_estimator`.
+                Trust is given per call and never stored: a name recorded in the same bundle
+                would only show that whoever wrote the bundle trusted it.
+        """
         self.check_file(MODEL_NAME)
-        return load_estimator(self.model_path)
+        return load_estimator(self.model_path, trusted=trusted)
 
     def load_holdout(self) -> tuple[pd.DataFrame, pd.Series]:
         """The held-out rows: features in schema order and the target."""

@@ -13,7 +13,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── ModelSpecError (ValueError)         --model strings: unknown estimator, bad parameter
     ├── BundleError (ValueError)            missing or damaged bundle folder / card.json
     ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types,
-    │                                       native code without --trust-native
+    │                                       native code without --trust-native, damaged trees
     ├── ModelNotFittedError (ValueError)    an estimator that was never fitted
     ├── ConversionError (ValueError)        the converter failed or gave an unusable graph
     │   └── MissingConverterError           no converter for this estimator
@@ -111,7 +111,7 @@ class BundleError(OnnxbridgeError, ValueError):
 
 class UnsafeModelFileError(OnnxbridgeError, ValueError):
     """A model file that would need unsafe loading (pickle, untrusted skops types, a compiled
-    library not trusted for native code)."""
+    library not trusted for native code), or whose trees would crash scikit-learn."""
 
 
 class ModelNotFittedError(OnnxbridgeError, ValueError):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -239,11 +239,13 @@ def model_facts(
     skops_path: Path | None = None,
     sample: pd.DataFrame | None = None,
     repeat: int = 3,
+    trusted: Sequence[str] = (),
 ) -> ModelFacts:
     """File sizes, session load time and (with an estimator) conversion time.
 
     Conversion is timed with the same call ``convert`` makes (``convert_estimator`` on 100
     sample rows, which includes its checks: onnx.checker and a test run in ONNX Runtime).
+    ``trusted``: extra names to trust in ``skops_path`` while timing its load.
     """
     from onnxbridge.runtime.settings import SessionSettings
 
@@ -253,7 +255,9 @@ def model_facts(
         from onnxbridge.bundle import load_estimator
 
         skops_bytes = skops_path.stat().st_size
-        sklearn_load = measure(lambda: load_estimator(skops_path), repeat=repeat, number=1)
+        sklearn_load = measure(
+            lambda: load_estimator(skops_path, trusted=trusted), repeat=repeat, number=1
+        )
     if estimator is not None and sample is not None:
         conversion = _time_conversion(estimator, sample, onnx_path, repeat=repeat)
     return ModelFacts(
@@ -393,6 +397,7 @@ def bench_model(
     sweep_batch_sizes: str | list[int] | tuple[int, ...] | None = None,
     write: bool = True,
     progress: ProgressFn | None = None,
+    trusted: Sequence[str] = (),
 ) -> BenchReport:
     """Benchmark a bundle (or a ``.onnx`` file): engines × batch sizes, plus model facts.
 
@@ -408,10 +413,13 @@ def bench_model(
         sweep_batch_sizes: batch sizes for the variants [default: ``batch_sizes``].
         write: write ``reports/bench.json`` and ``reports/bench.png``.
         progress: called as ``progress(done, total, label)`` while it runs.
+        trusted: extra names to trust in the bundle's ``model.skops`` for this run (see
+            :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         BundleError, OnnxModelError, DataError, ModelSpecError: bad bundle, model, data,
-        batch sizes or sweep.
+        batch sizes or sweep. UnsafeModelFileError: ``model.skops`` holds a name nobody
+        trusted, or a damaged tree.
     """
     from onnxbridge.bench.sweep import parse_sweep, run_sweep, sweep_steps
 
@@ -421,7 +429,7 @@ def bench_model(
         raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
     sizes = parse_batch_sizes(batch_sizes)
     sweep_spec = parse_sweep(sweep) if sweep else None
-    source = open_source(target, data=data)
+    source = open_source(target, data=data, trusted=trusted)
     if sweep_spec is not None and not source.has_estimator:
         raise DataError(
             "--sweep retrains the model, so it needs a bundle with model.skops; "
@@ -450,6 +458,7 @@ def bench_model(
         estimator=estimator,
         skops_path=source.bundle.path / MODEL_NAME if source.bundle else None,
         sample=source.rows,
+        trusted=source.trusted,
     )
     sweep_payload = None
     if sweep_spec is not None and source.bundle is not None:

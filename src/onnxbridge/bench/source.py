@@ -7,6 +7,7 @@ that, are drawn at random (standard normal, seed 0) with the model's width.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ class BenchSource:
         rows: ``[N, F]`` base rows in the model's column order (tiled to each batch size).
         rows_from: where the rows come from (``"holdout"``, a file path, ``"random"``).
         reports_dir: where ``bench.json`` / ``bench.png`` / ``tune.json`` go.
+        trusted: extra names to trust in ``model.skops`` (see
+            :func:`onnxbridge.bundle.load_estimator`), given for this run only.
     """
 
     onnx_path: Path
@@ -41,6 +44,7 @@ class BenchSource:
     rows: pd.DataFrame
     rows_from: str
     reports_dir: Path
+    trusted: tuple[str, ...] = ()
 
     @property
     def has_estimator(self) -> bool:
@@ -49,15 +53,20 @@ class BenchSource:
 
     def load_estimator(self) -> Any:
         """The scikit-learn model (hash-checked), or None without one."""
-        return self.bundle.load_estimator() if self.has_estimator and self.bundle else None
+        if not (self.has_estimator and self.bundle):
+            return None
+        return self.bundle.load_estimator(trusted=self.trusted)
 
 
-def open_source(target: str | Path, *, data: str | Path | None = None) -> BenchSource:
+def open_source(
+    target: str | Path, *, data: str | Path | None = None, trusted: Sequence[str] = ()
+) -> BenchSource:
     """Open a bundle folder or a ``.onnx`` file for benchmarking.
 
     Args:
         target: a bundle folder (with ``model.onnx``) or a ``.onnx`` file.
         data: a data file whose rows to use instead of the holdout (CSV, Parquet, JSON).
+        trusted: extra names to trust in the bundle's ``model.skops``, for this run only.
 
     Raises:
         BundleError: a bundle without ``model.onnx``, or a damaged bundle.
@@ -118,6 +127,7 @@ def open_source(target: str | Path, *, data: str | Path | None = None) -> BenchS
         rows=frame.reset_index(drop=True),
         rows_from=rows_from,
         reports_dir=reports_dir,
+        trusted=(trusted,) if isinstance(trusted, str) else tuple(trusted),
     )
 
 

@@ -47,6 +47,7 @@ import json
 import math
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
@@ -583,6 +584,7 @@ def tune_model(
     margin: float = 0.02,
     write: bool = True,
     progress: ProgressFn | None = None,
+    trusted: Sequence[str] = (),
 ) -> TuneReport:
     """Tune a bundle's (or a ``.onnx`` file's) session settings and store them in the model.
 
@@ -600,6 +602,8 @@ def tune_model(
         margin: a candidate must be this much faster (relative) to beat a cheaper one.
         write: store the result (model metadata, card, ``reports/tune.json``).
         progress: called as ``progress(done, total, label)``.
+        trusted: extra names to trust in the bundle's ``model.skops`` for this run (see
+            :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         DataError: bad regime, engines, row counts, repeat or margin.
@@ -623,12 +627,14 @@ def tune_model(
         raise DataError(f"--margin must be between 0 and 1, got {margin}")
     if not (math.isfinite(min_time) and min_time > 0):
         raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
-    source = open_source(target, data=data)
+    source = open_source(target, data=data, trusted=trusted)
     if engines == "all" and not source.has_estimator:
         raise DataError(
             "--engines all builds accelerators from the source model, so it needs a bundle with "
             f"model.skops; {str(target)!r} has none (use --engines onnxruntime)"
         )
+    # Loaded (and so trust-checked) before any timing: a refused model wastes no minutes.
+    estimator = source.load_estimator() if engines == "all" else None
     cores = available_cores()
     previous = read_tuning(source.onnx_path)
     wanted = ("latency", "throughput") if regime == "both" else (regime,)
@@ -740,6 +746,7 @@ def tune_model(
         if engines == "all":
             accelerator, checks, skipped = _tune_accelerators(
                 source,
+                estimator,
                 TuningSpec(latency, throughput, latency_max_rows),
                 latency_rows,
                 throughput_rows,
@@ -788,6 +795,7 @@ def _version(name: str) -> str | None:
 
 def _tune_accelerators(
     source: BenchSource,
+    estimator: Any,
     tuned: TuningSpec,
     latency_rows: int,
     throughput_rows: int,
@@ -807,7 +815,6 @@ def _tune_accelerators(
         probe_rows,
     )
 
-    estimator = source.load_estimator()
     predictor = Predictor(source.onnx_path)
     classes = predictor.classes
     n_classes = len(classes) if classes is not None else None

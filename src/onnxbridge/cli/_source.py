@@ -1,13 +1,27 @@
-"""A model file and a data file named on the command line, loaded together (convert, validate)."""
+"""What the commands that load a model share: the ``--trust`` flag, and a model file and a data
+file named on the command line, loaded together (convert, validate)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
+import typer
 
 from onnxbridge.errors import DataError
+
+# One --trust flag for every command that loads a .skops model (a model file or a bundle's
+# model.skops). Trust is per command: nothing records it, so the next command asks again.
+TrustOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--trust",
+        metavar="NAME",
+        help="A type or function in the .skops model to trust by its full name, besides the "
+        "reviewed list of model types (repeatable); applies to this command only.",
+    ),
+]
 
 
 def load_model_and_rows(

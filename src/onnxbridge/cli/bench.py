@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["bench_command", "format_seconds", "tune_command"]
@@ -214,6 +215,7 @@ def bench_command(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
     ] = True,
+    trust: TrustOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Time scikit-learn against ONNX Runtime (default, by threads, tuned) over batch sizes.
@@ -235,6 +237,7 @@ def bench_command(
             sweep=sweep,
             sweep_batch_sizes=sweep_batch_sizes,
             progress=update,
+            trusted=tuple(trust or ()),
         )
     reports_dir = (target if target.is_dir() else target.parent) / "reports"
     if as_json:
@@ -359,6 +362,7 @@ def tune_command(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")
     ] = True,
+    trust: TrustOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Measure session settings per regime and store the winners in the model and its card.
@@ -380,6 +384,7 @@ def tune_command(
             margin=margin,
             write=not dry_run,
             progress=update,
+            trusted=tuple(trust or ()),
         )
     if as_json:
         _print_json(report.to_dict())

@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from typer.exceptions import TyperException
 
+from onnxbridge.cli._source import TrustOption
 from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.cli.serve import serve
 from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
@@ -224,15 +225,7 @@ def convert(
             "file: only for files you made.",
         ),
     ] = False,
-    trust: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--trust",
-            metavar="NAME",
-            help="A type or function in a .skops file to trust by its full name, besides the "
-            "reviewed list of model types (repeatable), e.g. a FunctionTransformer's function.",
-        ),
-    ] = None,
+    trust: TrustOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
@@ -240,17 +233,24 @@ def convert(
     from onnxbridge.convert import convert_bundle, convert_estimator
 
     if source.is_dir():
-        if sample is not None or out is not None or allow_pickle or trust:
+        if sample is not None or out is not None or allow_pickle:
             raise DataError(
-                "--sample, --out, --trust and --allow-pickle are for model files; a bundle "
+                "--sample, --out and --allow-pickle are for model files; a bundle "
                 "carries its own sample rows and writes BUNDLE/model.onnx"
             )
         from onnxbridge.validate import write_golden
 
+        trusted = tuple(trust or ())
         result = convert_bundle(
-            source, opset=opset, ml_opset=ml_opset, zipmap=zipmap, precision=precision, fold=fold
+            source,
+            opset=opset,
+            ml_opset=ml_opset,
+            zipmap=zipmap,
+            precision=precision,
+            fold=fold,
+            trusted=trusted,
         )
-        golden_path = write_golden(source)
+        golden_path = write_golden(source, trusted=trusted)
     else:
         from onnxbridge.cli._source import load_model_and_rows
 

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["parse_tolerance", "print_validation", "validate_command"]
@@ -263,14 +264,7 @@ def validate_command(
             "--allow-pickle", help="Allow a .pkl / .joblib --reference (runs code from the file)."
         ),
     ] = False,
-    trust: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--trust",
-            metavar="NAME",
-            help="A name in the .skops --reference to trust (repeatable).",
-        ),
-    ] = None,
+    trust: TrustOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Validate model.onnx against its source on every probe set, with three runtimes.
@@ -304,9 +298,9 @@ def validate_command(
         "missing_values": missing_values,
     }
     if target.is_dir() or (target.suffix.lower() != ".onnx" and reference is None):
-        if reference is not None or data is not None or allow_pickle or trust or target_column:
+        if reference is not None or data is not None or allow_pickle or target_column:
             raise DataError(
-                "--reference, --data, --target, --trust and --allow-pickle are for an ONNX file; "
+                "--reference, --data, --target and --allow-pickle are for an ONNX file; "
                 "a bundle carries its own model.skops and holdout.parquet"
             )
         # With --report-dir the reports go there and the bundle is left as it is.
@@ -316,6 +310,7 @@ def validate_command(
             golden=golden,
             write_report=report_dir is None,
             html=not no_html,
+            trusted=tuple(trust or ()),
         )
         if report_dir is not None:
             write_reports(report, report_dir, html=not no_html)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,17 +504,19 @@ def convert_bundle(
     zipmap: bool = False,
     precision: str = "auto",
     fold: bool = True,
+    trusted: Sequence[str] = (),
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
 
-    ``fold``: as in :func:`convert_estimator`.
+    ``fold``: as in :func:`convert_estimator`. ``trusted``: extra names to trust in
+    ``model.skops`` for this call (see :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         BundleError, ConversionError, ...: the bundle is left as it was on any error.
     """
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
-    estimator = bundle.load_estimator()
+    estimator = bundle.load_estimator(trusted=trusted)
     X, _ = bundle.load_holdout()
     result = convert_estimator(
         estimator,

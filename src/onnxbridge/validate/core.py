@@ -547,6 +547,7 @@ def validate_bundle(
     missing_values: str = "auto",
     write_report: bool = True,
     html: bool = True,
+    trusted: Sequence[str] = (),
 ) -> ValidationReport:
     """Validate a bundle's ``model.onnx`` against its ``model.skops`` on every probe set.
 
@@ -556,6 +557,8 @@ def validate_bundle(
     Args:
         bundle: the bundle folder.
         golden: also re-run the golden predictions stored at convert and report any change.
+        trusted: extra names to trust in ``model.skops`` for this call (see
+            :func:`onnxbridge.bundle.load_estimator`); never stored.
         (others): as :func:`validate_model`.
 
     Raises:
@@ -567,7 +570,7 @@ def validate_bundle(
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     bundle.check_file(ONNX_NAME)
-    estimator = bundle.load_estimator()
+    estimator = bundle.load_estimator(trusted=trusted)
     X, _ = bundle.load_holdout()
     if golden:
         from onnxbridge.validate.golden import check_golden

@@ -14,7 +14,7 @@ yourself (``convert`` sits below ``validate`` and does not import it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,13 +90,17 @@ def _columns_to_outputs(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     return out
 
 
-def write_golden(bundle: str | Path | Bundle, *, spec: ProbeSpec | None = None) -> Path:
+def write_golden(
+    bundle: str | Path | Bundle, *, spec: ProbeSpec | None = None, trusted: Sequence[str] = ()
+) -> Path:
     """Store the ONNX outputs on the probe rows in ``BUNDLE/golden.parquet`` (and card.json).
 
     Args:
         bundle: a converted bundle.
         spec: probe sizes and seed (default :class:`ProbeSpec` restricted to
             :data:`GOLDEN_PROBES`).
+        trusted: extra names to trust in ``model.skops`` for this call (see
+            :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Returns:
         The path of ``golden.parquet``.
@@ -109,7 +113,7 @@ def write_golden(bundle: str | Path | Bundle, *, spec: ProbeSpec | None = None) 
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     bundle.check_file("model.onnx")
-    estimator = bundle.load_estimator()
+    estimator = bundle.load_estimator(trusted=trusted)
     X, _ = bundle.load_holdout()
     spec = spec or ProbeSpec(probes=GOLDEN_PROBES)
     predictor = Predictor(bundle.onnx_path)
