@@ -340,7 +340,7 @@ def _visit(
         binner = attributes.get("_bin_mapper")
         if binner is not None and hasattr(binner, "is_categorical_"):
             categorical = binner.is_categorical_
-        if "estimators_" in attributes and width is not None:
+        if "estimators_" in attributes and width is not None and _feeds_unchecked(obj):
             _check_members(obj, where, width)
         items = ((name, value, ".{}") for name, value in attributes.items())
     else:
@@ -349,6 +349,29 @@ def _visit(
         if value is None or isinstance(value, _PLAIN):
             continue
         _visit(value, where + join.format(label), width, categorical, depth + 1, seen)
+
+
+def _feeds_unchecked(model: Any) -> bool:
+    """Whether an ensemble hands its rows to its trees without their own width check
+    (``check_input=False``). Others, such as RegressorChain and ClassifierChain, whose members
+    are fitted on more columns than the chain, let each member check its own rows."""
+    from sklearn import ensemble as sk
+
+    return isinstance(
+        model,
+        (
+            sk.BaggingClassifier,
+            sk.BaggingRegressor,
+            sk.ExtraTreesClassifier,
+            sk.ExtraTreesRegressor,
+            sk.GradientBoostingClassifier,
+            sk.GradientBoostingRegressor,
+            sk.IsolationForest,
+            sk.RandomForestClassifier,
+            sk.RandomForestRegressor,
+            sk.RandomTreesEmbedding,
+        ),
+    )
 
 
 def _check_members(ensemble: Any, where: str, width: int) -> None:

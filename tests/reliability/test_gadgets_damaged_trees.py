@@ -265,6 +265,30 @@ def test_an_ensemble_member_fitted_on_more_columns_is_refused(tmp_path: Path, fi
     figures(AREA, "damaged trees refused", 1)
 
 
+@pytest.mark.parametrize("chain", ["RegressorChain", "ClassifierChain"])
+def test_chained_trees_fitted_on_more_columns_pass_the_check(
+    chain: str, tmp_path: Path, figures
+) -> None:
+    # A chain fits member i on the rows plus the i targets before it, and each member checks
+    # its own rows: wider members are how a chain works, not a damaged tree.
+    from sklearn import multioutput, tree
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(200, 4)
+    if chain == "RegressorChain":
+        model = multioutput.RegressorChain(tree.DecisionTreeRegressor(random_state=0))
+        Y = np.column_stack([X[:, 0] + X[:, 1], X[:, 2] * 2, X[:, 3] - X[:, 0]])
+    else:
+        model = multioutput.ClassifierChain(tree.DecisionTreeClassifier(random_state=0))
+        Y = np.column_stack([X[:, 0] > 0.5, X[:, 1] > 0.3, X[:, 2] > 0.7]).astype(int)
+    model.fit(X, Y)
+    path = tmp_path / "chain.skops"
+    save_estimator(model, path)
+    loaded = load_estimator(path)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    figures(AREA, "legitimate tree models loaded", 1)
+
+
 def _legit_tree_models() -> list[tuple[str, Any, str]]:
     from sklearn import ensemble, tree
 

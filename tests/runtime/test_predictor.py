@@ -113,6 +113,47 @@ def test_foreign_model_without_metadata() -> None:
         p.predict(pd.DataFrame(X[:, :2]))
 
 
+def _identity_model(shape: list[int | None]) -> bytes:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def test_an_array_for_an_input_of_unknown_width_is_answered() -> None:
+    # No metadata and no fixed width: the array goes through the general coercion.
+    p = Predictor(_identity_model([None, None]))
+    rows = np.arange(6, dtype=np.float64).reshape(3, 2)
+    np.testing.assert_array_equal(p.predict(rows).values, rows.astype(np.float32))
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        np.array([["5.1", "1e300"]]),
+        np.array([[5.1, 1e300]], dtype=object),
+        np.array([[5.1, "inf"]], dtype=object),
+    ],
+    ids=["text", "objects", "text-inf"],
+)
+def test_numbers_held_as_objects_or_text_meet_the_value_rule(rows: np.ndarray) -> None:
+    p = Predictor(_identity_model([None, 2]))
+    with pytest.raises(
+        SchemaMismatchError, match=r"bad value in row 1, column .*: (1e\+300|inf) is"
+    ):
+        p.predict(rows)
+    np.testing.assert_allclose(p.predict(np.array([["5.5", "1"]])).values, [[5.5, 1.0]])
+
+
 @pytest.mark.parametrize(
     ("content", "pattern"),
     [

@@ -124,6 +124,39 @@ def test_an_unreachable_scheduler_is_a_cluster_error(
         score(iris_model, path, tmp_path / "o", engine="dask", scheduler="tcp://127.0.0.1:9")
 
 
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        ("1.5", ClusterError, r"cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'"),
+        ("abc", DataError, r"ONNXBRIDGE_DASK_CONNECT_TIMEOUT='abc' is not a number"),
+    ],
+)
+def test_an_overwrite_refused_by_the_cluster_keeps_the_old_output(
+    rows,
+    tmp_path: Path,
+    iris_model: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    timeout: str,
+    error: type[Exception],
+    message: str,
+) -> None:
+    """The cluster is reached before the output changes: --overwrite on an unreachable
+    scheduler (or with a bad timeout) leaves the previous scores as they were."""
+    path = tmp_path / "in.parquet"
+    rows(50).to_parquet(path, index=False)
+    out = tmp_path / "scores"
+    score(iris_model, path, out)
+    before = _tree(out)
+    monkeypatch.setenv("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", timeout)
+    with pytest.raises(error, match=message):
+        score(iris_model, path, out, engine="dask", scheduler="tcp://127.0.0.1:9", overwrite=True)
+    assert _tree(out) == before and before
+
+
 def test_dask_keeps_the_parts_before_a_corrupt_input_and_resume_finishes(
     rows, tmp_path: Path, iris_model: Path, cluster: LocalCluster
 ) -> None:

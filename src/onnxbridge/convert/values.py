@@ -152,14 +152,21 @@ def misfits(given: np.ndarray, dtype: Any, cast: np.ndarray | None = None) -> np
 
     Returns:
         A bool array of ``given``'s shape, True where a value does not fit; or None. NaN is not
-        a misfit for a float input (it is a missing value); object and string arrays are not
-        judged here (their cast fails, or the input takes text).
+        a misfit for a float input (it is a missing value). Object and string arrays are judged
+        by their numbers (``"1e300"`` too); one holding text that is not a number is not judged
+        here (its cast to the input's type fails and says so).
     """
     target = np.dtype(dtype)
     limits = VALUE_LIMITS.get(target)
-    kind = given.dtype.kind
-    if limits is None or kind not in "biuf" or given.size == 0:
+    if limits is None or given.size == 0:
         return None
+    if given.dtype.kind not in "biuf":
+        try:
+            given = given.astype(np.float64)
+        except (TypeError, ValueError):
+            return None
+        cast = None
+    kind = given.dtype.kind
     if limits.kind == "f":
         if cast is None:
             cast = cast_values(given, target)
@@ -233,6 +240,8 @@ def first_misfit(
     mask = misfits(given, dtype, cast)
     if mask is None:
         return None
+    if given.dtype.kind not in "biuf":
+        given = given.astype(np.float64)  # numbers held as objects or text, as misfits read them
     flat = int(np.flatnonzero(mask.reshape(-1))[0])
     index = tuple(int(i) for i in np.unravel_index(flat, given.shape))
     value = given[index] if given.ndim else given[()]

@@ -795,7 +795,9 @@ class Predictor:
         feeds = (
             self._array_feeds(
                 data,
-                not (allow_missing or checked is not None) and self._fast_input[3],
+                not (allow_missing or checked is not None)
+                and self._fast_input is not None
+                and self._fast_input[3],
                 check_values=not flagged,
             )
             if type(data) is np.ndarray

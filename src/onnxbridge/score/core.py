@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from onnxbridge._files import file_sha256
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
+from onnxbridge.inspection import MAX_ONNX_BYTES
 from onnxbridge.runtime import Predictor
 from onnxbridge.runtime.accelerator import check_native_trust
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
@@ -69,7 +70,8 @@ ENGINES = ("local", "dask")
 ON_ERROR = ("raise", "skip")
 # protobuf parses at most 2 GiB: a larger .onnx file cannot be a model (big models keep their
 # weights in external data files), so it is refused from its size, before any byte is read.
-MAX_MODEL_BYTES = 2**31
+# The same limit as inspect's.
+MAX_MODEL_BYTES = MAX_ONNX_BYTES
 ProgressCallback = Callable[[int, int | None], None]
 
 
@@ -508,27 +510,33 @@ def score(
         else:
             predictor = Predictor(job.model, intra_op_num_threads=1)
         plan = job.plan(predictor)
-        with output_lock(job.layout):
-            # Again under the lock: another run may have changed the output meanwhile.
-            job = prepare_job(model, inputs, output, **options, locked=True)
-            job.layout.clear(resume=resume, overwrite=overwrite)
-            if engine == "local":
-                n_workers = workers or available_cores()
-                written = _run_local(job, predictor, plan, n_workers, progress)
-                extra: dict[str, Any] = {}
-            else:
-                from onnxbridge.score.dask_engine import run_dask
+        with contextlib.ExitStack() as stack:
+            client = None
+            if engine != "local":
+                from onnxbridge.score.dask_engine import connect
 
-                written, n_workers, extra = run_dask(
-                    job,
-                    predictor,
-                    plan,
-                    scheduler=scheduler,
-                    workers=workers,
-                    session_threads=session_threads,
-                    progress=progress,
-                )
-            result = _finish(job, written, engine, n_workers, batch_size, extra, started)
+                # Before the output changes: an unreachable cluster is a refused run.
+                client = stack.enter_context(connect(scheduler, workers))
+            with output_lock(job.layout):
+                # Again under the lock: another run may have changed the output meanwhile.
+                job = prepare_job(model, inputs, output, **options, locked=True)
+                job.layout.clear(resume=resume, overwrite=overwrite)
+                if client is None:
+                    n_workers = workers or available_cores()
+                    written = _run_local(job, predictor, plan, n_workers, progress)
+                    extra: dict[str, Any] = {}
+                else:
+                    from onnxbridge.score.dask_engine import run_dask
+
+                    written, n_workers, extra = run_dask(
+                        job,
+                        predictor,
+                        plan,
+                        client,
+                        session_threads=session_threads,
+                        progress=progress,
+                    )
+                result = _finish(job, written, engine, n_workers, batch_size, extra, started)
     result.peak_rss_bytes = memory.peak_bytes
     return result
 

@@ -43,7 +43,7 @@ from onnxbridge.score.inputs import CSV_NULL_VALUES, InputFile, rechunk
 from onnxbridge.score.output import open_part
 from onnxbridge.score.rows import RowPlan
 
-__all__ = ["run_dask"]
+__all__ = ["connect", "keep_environ", "run_dask"]
 
 # One Predictor per worker process and model, created by the plugin when the worker starts.
 _PREDICTORS: dict[str, Predictor] = {}
@@ -186,18 +186,37 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
         ) from exc
 
 
+@contextlib.contextmanager
+def connect(scheduler: str | None, workers: int | None) -> Iterator[Client]:
+    """A client of the cluster at ``scheduler``, or of a LocalCluster started for the job;
+    closed (and the LocalCluster stopped) on exit.
+
+    ``score`` connects before it changes anything in the output, so an unreachable scheduler
+    is a refused run like any other.
+
+    Raises:
+        ClusterError: the scheduler cannot be reached. DataError: a bad connect timeout.
+    """
+    client, cluster = _connect(scheduler, workers)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 def run_dask(
     job: ScoreJob,
     local: Predictor,
     plan: RowPlan,
+    client: Client,
     *,
-    scheduler: str | None,
-    workers: int | None,
     session_threads: int | None,
     progress: ProgressCallback | None,
 ) -> tuple[list[PartResult], int, dict[str, Any]]:
-    """Run ``job``'s parts as Dask tasks; returns the parts written, the worker threads and
-    extra summary fields (the scheduler address).
+    """Run ``job``'s parts as Dask tasks on ``client`` (from :func:`connect`); returns the parts
+    written, the worker threads and extra summary fields (the scheduler address).
 
     ``local`` is the client's session of the model (for the output columns), ``plan`` the row
     checks. An input that cannot be read (a corrupt file) stops the job after the parts before
@@ -208,7 +227,6 @@ def run_dask(
     total = job.total_rows()
     if progress is not None:
         progress(0, total)
-    client, cluster = _connect(scheduler, workers)
     key = f"onnxbridge-score-{job.model_sha256[:16]}"
     written: list[PartResult] = []
     try:
@@ -280,6 +298,3 @@ def run_dask(
             client.unregister_worker_plugin(key)
         except Exception:  # the plugin was never registered, or the cluster is gone
             pass
-        client.close()
-        if cluster is not None:
-            cluster.close()
