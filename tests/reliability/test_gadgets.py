@@ -11,14 +11,10 @@ folder, and no connection made to the listening socket the gadget points at.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import os
 import select
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +26,7 @@ import pytest
 import skops.io as sio
 from sklearn.linear_model import LogisticRegression
 
+from gadget_support import bundle_with, cli, snapshot
 from onnxbridge import Bundle, Predictor, UnsafeModelFileError, load_estimator
 
 AREA = "gadgets"
@@ -147,39 +144,6 @@ def _model_with(gadget: Gadget, bundle: Bundle) -> LogisticRegression:
     return model
 
 
-def _snapshot(folder: Path) -> dict[str, str]:
-    """Every path under ``folder``: a file's sha256, or "dir"."""
-    return {
-        str(p.relative_to(folder)): (
-            hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        )
-        for p in sorted(folder.rglob("*"))
-    }
-
-
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(
-        [sys.executable, "-m", "onnxbridge.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
-def _gadget_bundle(bundle: Bundle, gadget_file: Path, out: Path) -> Path:
-    """A copy of ``bundle`` whose model.skops is the gadget and whose card.json matches it."""
-    shutil.copytree(bundle.path, out)
-    shutil.copyfile(gadget_file, out / "model.skops")
-    card_path = out / "card.json"
-    card = json.loads(card_path.read_text())
-    card["files"]["model.skops"] = hashlib.sha256(gadget_file.read_bytes()).hexdigest()
-    card_path.write_text(json.dumps(card, indent=2))
-    return out
-
-
 # Every command that loads a model file, on the gadget file ({file}) or on a bundle whose
 # model.skops is the gadget ({bundle}); {onnx}, {sample} and {data} are the legitimate iris files.
 COMMANDS = {
@@ -213,14 +177,14 @@ def test_every_command_refuses_a_gadget_and_touches_nothing(
         "data": tmp_path / "data.csv",
         "out": tmp_path / "out.onnx",
         "onnx": iris_bundle.onnx_path,
-        "bundle": _gadget_bundle(iris_bundle, gadget_file, tmp_path / "gadget-bundle"),
+        "bundle": bundle_with(iris_bundle, gadget_file, tmp_path / "gadget-bundle"),
     }
     X.to_csv(paths["sample"], index=False)
     X.assign(target=y).to_csv(paths["data"], index=False)
     args = [arg.format(**paths) for arg in COMMANDS[command]]
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
 
-    result = _cli(*args)
+    result = cli(*args)
     figures(AREA, "commands run", 1)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
@@ -228,7 +192,7 @@ def test_every_command_refuses_a_gadget_and_touches_nothing(
     assert "does not trust" in lines[0] and gadget.type_name in lines[0], lines[0]
     assert "--trust NAME" in lines[0]
     figures(AREA, "refused", 1)
-    touched = sorted(set(before.items()) ^ set(_snapshot(tmp_path).items()))
+    touched = sorted(set(before.items()) ^ set(snapshot(tmp_path).items()))
     figures(AREA, "files touched", len(touched))
     assert not touched
     figures(AREA, "gadget actions", int(gadget.acted()))
@@ -247,9 +211,9 @@ def test_tune_with_engines_refuses_a_gadget_bundle(
     gadget.defuse()
     del model
     figures(AREA, "gadgets built", 1)
-    bad_bundle = _gadget_bundle(iris_bundle, gadget_file, tmp_path / "gadget-bundle")
-    before = _snapshot(tmp_path)
-    result = _cli(
+    bad_bundle = bundle_with(iris_bundle, gadget_file, tmp_path / "gadget-bundle")
+    before = snapshot(tmp_path)
+    result = cli(
         "tune",
         bad_bundle,
         "--engines",
@@ -268,7 +232,7 @@ def test_tune_with_engines_refuses_a_gadget_bundle(
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "does not trust: numpy.lib.npyio.DataSource" in lines[0], lines[0]
     figures(AREA, "refused", 1)
-    touched = sorted(set(before.items()) ^ set(_snapshot(tmp_path).items()))
+    touched = sorted(set(before.items()) ^ set(snapshot(tmp_path).items()))
     figures(AREA, "files touched", len(touched))
     assert not touched
     assert not gadget.acted()
@@ -378,16 +342,16 @@ def test_a_recorded_library_never_loads_without_trust_native(
     rows = tmp_path / "rows.parquet"
     X.to_parquet(rows)
     out = tmp_path / "scores.parquet"
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
 
-    result = _cli("score", iris_bundle.path, rows, "--output", out, "--accelerator")
+    result = cli("score", iris_bundle.path, rows, "--output", out, "--accelerator")
     figures(AREA, "commands run", 1)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2, result.stderr
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "native code" in lines[0] and "--trust-native" in lines[0], lines[0]
     figures(AREA, "refused", 1)
-    touched = sorted(set(before.items()) ^ set(_snapshot(tmp_path).items()))
+    touched = sorted(set(before.items()) ^ set(snapshot(tmp_path).items()))
     figures(AREA, "files touched", len(touched))
     assert not touched and not marker.exists() and not out.exists()
 
@@ -398,7 +362,7 @@ def test_a_recorded_library_never_loads_without_trust_native(
     assert str(library) not in Path("/proc/self/maps").read_text()
 
     # The flag is what opens it: the same command with it runs the library's code.
-    result = _cli(
+    result = cli(
         "score", iris_bundle.path, rows, "--output", out, "--accelerator", "--trust-native"
     )
     assert marker.read_text() == "ran", result.stderr

@@ -11,12 +11,8 @@ node and the value, nothing touched. Legitimate tree models of every kind still 
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -26,30 +22,10 @@ import pandas as pd
 import pytest
 import skops.io as sio
 
+from gadget_support import bundle_with, cli, snapshot
 from onnxbridge import Bundle, UnsafeModelFileError, load_estimator, save_estimator
 
 AREA = "gadgets"
-
-
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(
-        [sys.executable, "-m", "onnxbridge.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
-def _snapshot(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): (
-            hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        )
-        for p in sorted(folder.rglob("*"))
-    }
 
 
 def _set_node(tree: Any, field: str, node: int, value: int) -> None:
@@ -103,17 +79,6 @@ def _damaged_forest(bundle: Bundle, damage: str) -> tuple[Any, str]:
     return model, f"model.estimators_[3].tree_: {expected}"
 
 
-def _bundle_with(bundle: Bundle, model_file: Path, out: Path) -> Path:
-    """A copy of ``bundle`` whose model.skops is ``model_file`` and whose card.json matches."""
-    shutil.copytree(bundle.path, out)
-    shutil.copyfile(model_file, out / "model.skops")
-    card_path = out / "card.json"
-    card = json.loads(card_path.read_text())
-    card["files"]["model.skops"] = hashlib.sha256(model_file.read_bytes()).hexdigest()
-    card_path.write_text(json.dumps(card, indent=2))
-    return out
-
-
 COMMANDS = {
     "convert-bundle": ["convert", "{bundle}"],
     "validate-bundle": ["validate", "{bundle}"],
@@ -140,14 +105,14 @@ def test_bundle_commands_refuse_a_damaged_tree(
     model, expected = _damaged_forest(iris_bundle, damage)
     model_file = tmp_path / "damaged.skops"
     sio.dump(model, model_file)
-    bundle = _bundle_with(iris_bundle, model_file, tmp_path / "damaged-bundle")
-    before = _snapshot(tmp_path)
+    bundle = bundle_with(iris_bundle, model_file, tmp_path / "damaged-bundle")
+    before = snapshot(tmp_path)
 
-    result = _cli(*[arg.format(bundle=bundle) for arg in COMMANDS[command]])
+    result = cli(*[arg.format(bundle=bundle) for arg in COMMANDS[command]])
     figures(AREA, "commands run", 1)
     _refused(result, expected)
     figures(AREA, "damaged trees refused", 1)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("command", ["convert-file", "validate-reference"])
@@ -166,13 +131,13 @@ def test_model_file_commands_refuse_a_damaged_tree(
     sio.dump(model, paths["file"])
     X.to_csv(paths["sample"], index=False)
     X.assign(target=y).to_csv(paths["data"], index=False)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
 
-    result = _cli(*[arg.format(**paths) for arg in COMMANDS[command]])
+    result = cli(*[arg.format(**paths) for arg in COMMANDS[command]])
     figures(AREA, "commands run", 1)
     _refused(result, expected)
     figures(AREA, "damaged trees refused", 1)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
 
 
 def _categories_frame() -> tuple[pd.DataFrame, pd.Series]:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from gadget_support import cli, snapshot
 from onnxbridge import (
     Bundle,
     UnsafeModelFileError,
@@ -29,27 +27,6 @@ from onnxbridge import (
 
 AREA = "gadgets"
 NAME = "sklearn.feature_selection._univariate_selection.f_regression"
-
-
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(
-        [sys.executable, "-m", "onnxbridge.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
-def _snapshot(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): (
-            hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        )
-        for p in sorted(folder.rglob("*"))
-    }
 
 
 @pytest.fixture(scope="module")
@@ -114,19 +91,19 @@ def test_a_bundle_command_refuses_an_unlisted_name_and_runs_with_trust(
     if needs_onnx:
         _converted(kbest_bundle)
     args = [arg.format(bundle=kbest_bundle) for arg in template]
-    before = _snapshot(kbest_bundle)
+    before = snapshot(kbest_bundle)
 
-    refused = _cli(*args)
+    refused = cli(*args)
     figures(AREA, "commands run", 1)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 2, refused.stderr
     assert len(lines) == 1 and lines[0].startswith("error: "), refused.stderr
     assert f"does not trust: {NAME};" in lines[0] and "--trust NAME" in lines[0], lines[0]
     assert "Traceback" not in refused.stderr
-    assert _snapshot(kbest_bundle) == before
+    assert snapshot(kbest_bundle) == before
     figures(AREA, "refused", 1)
 
-    trusted = _cli(*args, "--trust", NAME)
+    trusted = cli(*args, "--trust", NAME)
     figures(AREA, "commands run", 1)
     assert trusted.returncode == 0, trusted.stderr
     assert success in trusted.stdout, trusted.stdout
@@ -137,9 +114,9 @@ def test_a_bundle_command_refuses_an_unlisted_name_and_runs_with_trust(
 
 def test_trust_is_never_stored(kbest_bundle: Path) -> None:
     # After a trusted convert, the next command without the flag is refused again.
-    ok = _cli("convert", kbest_bundle, "--trust", NAME)
+    ok = cli("convert", kbest_bundle, "--trust", NAME)
     assert ok.returncode == 0, ok.stderr
-    again = _cli("validate", kbest_bundle)
+    again = cli("validate", kbest_bundle)
     assert again.returncode == 2, again.stderr
     assert f"does not trust: {NAME};" in again.stderr
 
