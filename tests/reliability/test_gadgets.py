@@ -137,11 +137,16 @@ def _gadget(which: str, tmp_path: Path, listener: Listener) -> Gadget:
     return _datasource(which, _victim(tmp_path / "victim"))
 
 
-def _model_with(gadget: Gadget, bundle: Bundle) -> LogisticRegression:
+def _gadget_file(gadget: Gadget, bundle: Bundle, tmp_path: Path) -> Path:
+    """A fitted model carrying ``gadget``, saved with skops; this test's own copy defused."""
     X, y = bundle.load_holdout()
     model = LogisticRegression(max_iter=500).fit(X, y)
     model.cache_ = gadget.obj  # any attribute: skops stores the whole __dict__
-    return model
+    path = tmp_path / "gadget.skops"
+    sio.dump(model, path)
+    gadget.defuse()
+    del model
+    return path
 
 
 # Every command that loads a model file, on the gadget file ({file}) or on a bundle whose
@@ -161,11 +166,7 @@ def test_every_command_refuses_a_gadget_and_touches_nothing(
     which: str, command: str, iris_bundle: Bundle, tmp_path: Path, listener: Listener, figures
 ) -> None:
     gadget = _gadget(which, tmp_path, listener)
-    model = _model_with(gadget, iris_bundle)
-    gadget_file = tmp_path / "gadget.skops"
-    sio.dump(model, gadget_file)
-    gadget.defuse()
-    del model
+    gadget_file = _gadget_file(gadget, iris_bundle, tmp_path)
     # The file really carries the gadget: skops names its type as one it does not trust.
     assert gadget.type_name in sio.get_untrusted_types(file=gadget_file)
     figures(AREA, "gadgets built", 1)
@@ -205,11 +206,7 @@ def test_tune_with_engines_refuses_a_gadget_bundle(
     # tune --engines all loads the model to compile its trees (after timing the sessions).
     pytest.importorskip("tl2cgen")
     gadget = _gadget("DataSource", tmp_path, listener)
-    model = _model_with(gadget, iris_bundle)
-    gadget_file = tmp_path / "gadget.skops"
-    sio.dump(model, gadget_file)
-    gadget.defuse()
-    del model
+    gadget_file = _gadget_file(gadget, iris_bundle, tmp_path)
     figures(AREA, "gadgets built", 1)
     bad_bundle = bundle_with(iris_bundle, gadget_file, tmp_path / "gadget-bundle")
     before = snapshot(tmp_path)
@@ -243,11 +240,7 @@ def test_the_python_loader_refuses_a_gadget(
     which: str, iris_bundle: Bundle, tmp_path: Path, listener: Listener, figures
 ) -> None:
     gadget = _gadget(which, tmp_path, listener)
-    model = _model_with(gadget, iris_bundle)
-    gadget_file = tmp_path / "gadget.skops"
-    sio.dump(model, gadget_file)
-    gadget.defuse()
-    del model
+    gadget_file = _gadget_file(gadget, iris_bundle, tmp_path)
     with pytest.raises(UnsafeModelFileError, match=r"does not trust: .*" + gadget.type_name):
         load_estimator(gadget_file)
     figures(AREA, "refused", 1)
@@ -259,11 +252,7 @@ def test_a_gadget_is_refused_even_beside_trusted_names(
 ) -> None:
     # Trusting other names never trusts the gadget's: trust is by exact name, not by module.
     gadget = _gadget("DataSource", tmp_path, listener)
-    model = _model_with(gadget, iris_bundle)
-    gadget_file = tmp_path / "gadget.skops"
-    sio.dump(model, gadget_file)
-    gadget.defuse()
-    del model
+    gadget_file = _gadget_file(gadget, iris_bundle, tmp_path)
     with pytest.raises(UnsafeModelFileError, match=r"numpy\.lib\.npyio\.DataSource"):
         load_estimator(gadget_file, trusted=("numpy.lib.npyio.Repository", "numpy.mean"))
     assert not gadget.acted()

@@ -25,6 +25,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from socket_support import read_until_closed
+
 WIDTH = 1000
 # The process must be gone this long after SIGTERM (far past every deadline used here), else
 # the test fails instead of hanging.
@@ -144,18 +146,6 @@ def _infer_in_background(url: str, rows: int) -> tuple[threading.Thread, dict, n
     return thread, result, x
 
 
-def _read_until_closed(client: socket.socket) -> bytes:
-    received = b""
-    try:
-        while chunk := client.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass
-    finally:
-        client.close()
-    return received
-
-
 HEAD = b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
 
 
@@ -174,7 +164,7 @@ def test_sigterm_finishes_the_request_in_flight_and_drops_stalled_clients(serve,
     y = np.frombuffer(response.content[length:], dtype="<f4").reshape(150, WIDTH)
     np.testing.assert_array_equal(y, x)  # the whole answer, exactly
     for client in (stalled_body, stalled_head):
-        answer = _read_until_closed(client)
+        answer = read_until_closed(client)
         assert answer.startswith(b"HTTP/1.1 503"), answer
         assert b"the server is shutting down and did not receive the whole request" in answer
     assert code in (0, -signal.SIGTERM), log
@@ -195,7 +185,7 @@ def test_a_request_still_running_at_the_deadline_is_answered_503(serve, figures)
     assert response.status_code == 503, response.status_code
     assert "the server shut down before this request finished" in response.json()["error"]
     assert "--shutdown-timeout" in response.json()["error"]
-    assert _read_until_closed(stalled).startswith(b"HTTP/1.1 503")
+    assert read_until_closed(stalled).startswith(b"HTTP/1.1 503")
     assert code in (0, -signal.SIGTERM), log
     assert "Traceback" not in log, log
     figures("server shutdown", "requests past the deadline answered 503", 1)

@@ -20,6 +20,7 @@ import pytest
 from onnxbridge.serve.connections import MAX_HEAD_BYTES
 from onnxbridge.serve.settings import ServeSettings
 from serve.conftest import RunningServer
+from socket_support import read_until_closed
 
 PARSERS = ["h11"] + (["httptools"] if importlib.util.find_spec("httptools") else [])
 ROW = {
@@ -59,19 +60,6 @@ def _connect(server: RunningServer) -> socket.socket:
     return client
 
 
-def _read_until_closed(client: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    received = b""
-    try:
-        while chunk := client.recv(65536):
-            received += chunk
-    except ConnectionResetError:
-        pass  # closed with unread bytes of ours left: a close all the same
-    finally:
-        client.close()
-    return received
-
-
 def _status_and_error(answer: bytes) -> tuple[int, str]:
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
@@ -105,12 +93,12 @@ def test_stalled_head_and_body_are_answered_408_and_closed(serve, parser, figure
     answer = httpx.post(f"{server.url}/v2/models/iris/infer", json=ROW, timeout=READ_LIMIT)
     assert answer.json()["outputs"][0]["data"] == [2]
     for client in silent + heads:
-        status, error = _status_and_error(_read_until_closed(client))
+        status, error = _status_and_error(read_until_closed(client))
         assert status == 408
         assert "the request headers did not arrive within 1 s" in error
         assert "--header-timeout" in error
     for client in bodies:
-        status, error = _status_and_error(_read_until_closed(client))
+        status, error = _status_and_error(read_until_closed(client))
         assert status == 408
         assert "the request body did not arrive within 1 s" in error
         assert "--body-timeout" in error
@@ -132,7 +120,7 @@ def test_a_trickling_body_is_bounded_as_a_whole(serve, parser, figures) -> None:
             time.sleep(0.2)
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server closed the connection while the client trickled
-    status, error = _status_and_error(_read_until_closed(client))
+    status, error = _status_and_error(read_until_closed(client))
     assert status == 408 and "the request body did not arrive within 1 s" in error
     assert sent < len(BODY) - 1  # dropped before it could finish trickling
     assert _healthy(server) == 200
@@ -149,7 +137,7 @@ def test_keep_alive_connection_stalling_on_its_second_request(serve, parser, fig
         first += client.recv(65536)
     assert first.startswith(b"HTTP/1.1 200")
     client.sendall(PARTIAL_HEAD)
-    status, error = _status_and_error(_read_until_closed(client))
+    status, error = _status_and_error(read_until_closed(client))
     assert status == 408 and "headers did not arrive within 1 s" in error
     figures("server slow clients", "slow clients dropped", 1)
 
@@ -173,7 +161,7 @@ def test_stalled_sockets_beyond_the_cap_get_503_and_the_server_recovers(
     assert _healthy(server) in (200, 503)
     statuses: dict[int, int] = {}
     for client in clients:
-        status, error = _status_and_error(_read_until_closed(client))
+        status, error = _status_and_error(read_until_closed(client))
         statuses[status] = statuses.get(status, 0) + 1
         if status == 503:
             assert f"the server has {cap} connections open, its limit" in error
@@ -218,7 +206,7 @@ def test_a_stalled_body_on_every_post_route_logs_no_traceback(serve, parser, fig
             )
             clients.append(client)
         for client in clients:
-            status, error = _status_and_error(_read_until_closed(client))
+            status, error = _status_and_error(read_until_closed(client))
             assert status == 408 and "the request body did not arrive within 1 s" in error
         assert _healthy(server) == 200
     finally:
@@ -240,7 +228,7 @@ def test_bytes_that_are_not_http_get_a_json_400(serve, parser, junk) -> None:
     server = serve(parser)
     client = _connect(server)
     client.sendall(junk)
-    status, error = _status_and_error(_read_until_closed(client))
+    status, error = _status_and_error(read_until_closed(client))
     assert status == 400
     assert "the request is not valid HTTP/1.1" in error and "RFC 9112" in error
     assert _healthy(server) == 200
@@ -254,7 +242,7 @@ def test_a_head_over_the_limit_is_answered_before_it_ends(serve, parser) -> None
     client = _connect(server)
     filler = b"X-Filler: " + b"a" * 1000 + b"\r\n"
     client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n" + filler * 20)  # no end
-    status, error = _status_and_error(_read_until_closed(client))
+    status, error = _status_and_error(read_until_closed(client))
     if parser == "httptools":
         assert status == 431
         assert f"the request line and headers are over {MAX_HEAD_BYTES} bytes" in error
