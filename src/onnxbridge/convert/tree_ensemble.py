@@ -74,6 +74,22 @@ class TreeEnsembleSpec:
         average: divide the sum over trees by the number of trees (random forests).
         tree_output: ``[T]`` the single output column each tree writes to, or None when every
             leaf has a value for all ``K`` columns.
+        n_features: how many input features the model takes.
+        notes: remarks a reader wants shown to the user.
+        categories: feature index ``j`` -> the raw values the model knows for categorical
+            feature ``j``, in code order (position ``k`` is code ``k``). Values are as they
+            arrive in the ONNX input: ``str`` (object array) for a category / text column --
+            onnxbridge feeds such a column as ``str(value)`` and a missing value as ``""`` -- or
+            float64 for a numeric column the model treats as categorical.
+        left_codes: spec row (index into the per-node arrays) of a categorical split -> ``int64``
+            codes (positions in ``categories[feature]``) that go left.
+        unknown_left: ``[M]`` bool, read at categorical nodes only: where a value that is not
+            among ``categories[feature]`` goes; None means the same as ``missing_left``.
+
+    A categorical node (a row in ``left_codes``) sends a known value left when its code is in
+    ``left_codes[row]``, a missing value (NaN, or ``""`` for strings) left when
+    ``missing_left[row]``, and any other value left when ``unknown_left[row]``; its
+    ``threshold`` is unused.
     """
 
     tree: np.ndarray
@@ -91,6 +107,9 @@ class TreeEnsembleSpec:
     tree_output: np.ndarray | None = None
     n_features: int = 0
     notes: list[str] = field(default_factory=list)
+    categories: dict[int, np.ndarray] = field(default_factory=dict)
+    left_codes: dict[int, np.ndarray] = field(default_factory=dict)
+    unknown_left: np.ndarray | None = None
 
     @property
     def n_trees(self) -> int:
