@@ -152,6 +152,14 @@ def test_numeric_categories_convert_with_ai_onnx_ml_1() -> None:
     np.testing.assert_allclose(got["value"].ravel(), model.predict(test), rtol=1e-5, atol=1e-5)
 
 
+def test_numeric_categories_below_opset_11_are_refused_with_the_opset_to_use() -> None:
+    X = np.c_[np.arange(300) % 5 * 100.0, np.arange(300) % 7].astype(np.float64)
+    model = HistGradientBoostingRegressor(max_iter=5, categorical_features=[0])
+    model.fit(X, (X[:, 0] == 200) * 1.0)
+    with pytest.raises(ConversionError, match=r"needs opset 11 or later.*target is 10.*--opset"):
+        convert_estimator(model, X[:20], precision="float", opset=10)
+
+
 def test_auto_precision_probes_the_numeric_splits_of_a_categorical_model() -> None:
     rng = np.random.RandomState(0)
     X = np.c_[rng.choice([2, 4, 8, 16], 500), rng.normal(size=500) * 1e6].astype(np.float64)

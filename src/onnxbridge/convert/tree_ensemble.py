@@ -640,6 +640,12 @@ def _number_codes(
     else NaN's column, else the constant one.
     """
     name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    target = getattr(container, "target_opset", None)
+    if isinstance(target, int) and target < 11:
+        raise ConversionError(
+            f"a categorical feature given as numbers needs opset 11 or later (Equal on "
+            f"floats), but the target is {target}; leave --opset out or pass 11 or more"
+        )
     numpy_type = np.float64 if onnx_type == TensorProto.DOUBLE else np.float32
     table, equal, matched = name("category_keys"), name("category_equal"), name("category_match")
     container.add_initializer(
