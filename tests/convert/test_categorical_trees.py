@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
-from cli_support import run
+from cli_support import assert_one_line_error, run
 from onnxbridge import Predictor, convert_estimator, save_estimator, validate_model
 from onnxbridge.errors import ConversionError
 
@@ -220,3 +220,27 @@ def test_cli_converts_and_validates_a_skops_category_model_without_trust(
     )
     assert code == 0, out + err
     assert "verdict: EQUIVALENT" in out
+
+
+def test_cli_refuses_numeric_categories_below_opset_11_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    X = pd.DataFrame({"code": np.arange(300) % 5 * 100, "x": np.arange(300) % 7 / 2})
+    model = HistGradientBoostingRegressor(max_iter=5, categorical_features=["code"])
+    model.fit(X, (X["code"] == 200) * 1.0)
+    save_estimator(model, tmp_path / "model.skops")
+    X.head(20).to_csv(tmp_path / "sample.csv", index=False)
+    out_path = tmp_path / "model.onnx"
+    code, _, err = run(
+        capsys,
+        "convert",
+        tmp_path / "model.skops",
+        "--sample",
+        tmp_path / "sample.csv",
+        "--out",
+        out_path,
+        "--opset",
+        10,
+    )
+    assert_one_line_error(code, err, r"needs opset 11 or later.*target is 10")
+    assert not out_path.exists()
