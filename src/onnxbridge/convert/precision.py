@@ -281,7 +281,10 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     # machine for a few thousand rows.
     with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
+        from onnxbridge.train import source_frame
+
         source = estimator
+        frame = source_frame(estimator, frame)
         if "label" in by_role:
             expected = np.asarray(source.predict(frame)).reshape(len(frame), -1)
             got = np.asarray(by_role["label"]).reshape(len(frame), -1)

@@ -193,6 +193,9 @@ def expected_outputs(
     Returns:
         role → array (dense; sparse transformer output is densified).
     """
+    from onnxbridge.train import source_frame
+
+    X = source_frame(estimator, X)
     results: dict[str, np.ndarray] = {}
     for role in roles:
         method = getattr(estimator, reference_method(estimator, role))
