@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import BaggingClassifier, RandomForestClassifier
 from sklearn.pipeline import Pipeline
@@ -104,3 +106,58 @@ def test_non_numeric_features_are_named(tmp_path: Path) -> None:
     path.write_text("colour,size,y\nred,1,0\nblue,2,1\nred,3,0\nblue,4,1\n")
     with pytest.raises(DataError, match=r"feature columns 'colour' are not numeric"):
         fit_model(str(path), "LogisticRegression()", target="y", test_size=0.5)
+
+
+def _category_table(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.RandomState(seed)
+    frame = pd.DataFrame(
+        {
+            "x": rng.rand(n),
+            "city": rng.choice(["Paris", "Lyon", "Bern", "Nice"], n).astype(object),
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "city"] = None
+    frame["y"] = np.where(frame["x"] + frame["city"].isin(["Paris", "Bern"]) > 0.9, "a", "b")
+    return frame
+
+
+def test_models_with_native_categories_fit_on_text_columns(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    _category_table().to_csv(path, index=False)
+    # Before, text columns without --preprocess auto were refused for every model.
+    result = fit_model(str(path), "HistGradientBoostingClassifier(max_iter=10)", target="y")
+    assert list(result.estimator.is_categorical_) == [False, True]
+    assert result.metrics["accuracy"] > 0.8
+    with pytest.raises(DataError, match="not numeric; pass --preprocess auto"):
+        fit_model(
+            str(path),
+            "HistGradientBoostingClassifier(max_iter=10, categorical_features=None)",
+            target="y",
+        )
+
+
+@pytest.mark.parametrize("library", ["lightgbm", "xgboost"])
+def test_source_frame_gives_boosters_their_categories(library: str) -> None:
+    from onnxbridge.train import native_categories, source_frame
+
+    frame = _category_table()
+    X, y = frame[["x", "city"]].astype({"city": "category"}), (frame["y"] == "a").astype(int)
+    if library == "lightgbm":
+        from lightgbm import LGBMClassifier
+
+        model = LGBMClassifier(n_estimators=10, min_data_per_group=5, verbose=-1).fit(X, y)
+    else:
+        from xgboost import XGBClassifier
+
+        model = XGBClassifier(n_estimators=10, enable_categorical=True).fit(X, y)
+    assert sorted(native_categories(model)["city"]) == ["Bern", "Lyon", "Nice", "Paris"]
+    rows = _category_table(40, seed=1)[["x", "city"]]  # text, as a CSV file gives it
+    rows.loc[0, "city"] = "Genève"  # never seen
+    with pytest.raises(ValueError):
+        model.predict_proba(rows)
+    got = model.predict_proba(source_frame(model, rows))
+    as_missing = rows.copy()
+    as_missing.loc[0, "city"] = None
+    expected = model.predict_proba(as_missing.astype({"city": "category"}))
+    np.testing.assert_array_equal(got[1:], expected[1:])
+    np.testing.assert_array_equal(got[0], model.predict_proba(source_frame(model, as_missing))[0])

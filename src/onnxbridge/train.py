@@ -36,8 +36,11 @@ __all__ = [
     "class_labels",
     "estimator_task",
     "fit_model",
+    "native_categories",
     "parse_model_spec",
     "score_model",
+    "source_frame",
+    "takes_categories",
 ]
 
 _SPECIAL_NAMES = {"nan": float("nan"), "inf": float("inf")}
@@ -236,7 +239,7 @@ def score_model(estimator: Any, X: pd.DataFrame, y: pd.Series) -> dict[str, floa
     """Test metric: ``{"accuracy": ...}`` for classifiers, ``{"r2": ...}`` for regressors."""
     from sklearn.metrics import accuracy_score, r2_score
 
-    pred = estimator.predict(X)
+    pred = estimator.predict(source_frame(estimator, X))
     if estimator_task(estimator) == "classification":
         return {"accuracy": float(accuracy_score(y, pred))}
     return {"r2": float(r2_score(y, pred))}
@@ -372,7 +375,7 @@ def fit_model(
         estimator = Pipeline(
             [("preprocess", build_preprocessor(dataset.schema, estimator)), ("model", estimator)]
         )
-    else:
+    elif not takes_categories(estimator):
         _check_numeric(dataset, estimator)
     X_train, X_test, y_train, y_test = split_dataset(
         dataset, test_size=test_size, seed=seed, stratify=stratify and task == "classification"
@@ -386,8 +389,12 @@ def fit_model(
                 f"distinct values) but {model!r} is a classifier: use a regressor, or turn the "
                 "target into class labels (integers or strings)"
             )
+    if preprocess == "none" and takes_categories(estimator):
+        X_fit = _as_categories(estimator, X_train)
+    else:
+        X_fit = X_train
     try:
-        estimator.fit(X_train, y_train)
+        estimator.fit(X_fit, y_train)
     except (ValueError, TypeError) as exc:
         raise ModelSpecError(f"fitting {model!r} failed: {first_line(exc)}") from exc
     metrics = score_model(estimator, X_test, y_test)
@@ -406,3 +413,129 @@ def fit_model(
         stratify=stratify and task == "classification",
         preprocess=preprocess,
     )
+
+
+# -- native category columns -------------------------------------------------------------------
+
+
+def _bare_model(estimator: Any) -> Any | None:
+    """The model itself when it takes the input columns directly (alone or a one-step pipeline)."""
+    if hasattr(estimator, "steps"):
+        steps = [s for _, s in estimator.steps if s not in (None, "passthrough")]
+        return steps[0] if len(steps) == 1 else None
+    return estimator
+
+
+def takes_categories(estimator: Any) -> bool:
+    """Whether an unfitted model splits natively on pandas ``category`` columns.
+
+    HistGradientBoosting with ``categorical_features="from_dtype"`` (scikit-learn's default),
+    LightGBM (``categorical_feature="auto"``, its default) and XGBoost with
+    ``enable_categorical=True``; such a model is fitted on text columns as categories.
+    """
+    model = _bare_model(estimator)
+    if model is None:
+        return False
+    library = type(model).__module__.split(".")[0]
+    params = model.get_params() if hasattr(model, "get_params") else {}
+    if library == "sklearn" and type(model).__name__.startswith("HistGradientBoosting"):
+        return params.get("categorical_features") == "from_dtype"
+    if library == "lightgbm":
+        return params.get("categorical_feature", "auto") == "auto"
+    if library == "xgboost":
+        return bool(params.get("enable_categorical"))
+    return False
+
+
+def native_categories(estimator: Any) -> dict[str, list[Any]]:
+    """The columns a fitted model took as pandas categories, with the categories it knows.
+
+    LightGBM and XGBoost refuse text (``object``) columns where they were fitted on categories,
+    so the rows a user brings (a CSV file has no category type) are cast back with
+    :func:`source_frame`. HistGradientBoosting encodes text columns itself and needs nothing.
+    """
+    model = _bare_model(estimator)
+    if model is None:
+        return {}
+    library = type(model).__module__.split(".")[0]
+    if library == "lightgbm" and hasattr(model, "booster_"):
+        booster = model.booster_
+        categories = booster.pandas_categorical or []
+        columns = booster.params.get("categorical_column") or []
+        names = booster.feature_name()
+        if len(columns) != len(categories):
+            return {}
+        return {names[int(c)]: list(v) for c, v in zip(columns, categories, strict=True)}
+    if library == "xgboost" and hasattr(model, "get_booster"):
+        booster = model.get_booster()
+        if "c" not in (booster.feature_types or []):
+            return {}
+        found = booster.get_categories(export_to_arrow=True).to_arrow()
+        return {str(name): values.to_pylist() for name, values in found if values is not None}
+    return {}
+
+
+def _numbers_back(model: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """A HistGradientBoosting category column of numbers, given as text, back as numbers.
+
+    onnxbridge carries a category column as text (``str(value)``, see
+    :func:`onnxbridge.data.normalize_features`); such a model knows its categories as numbers and
+    would read the text ``"3"`` as unseen. A text that is no number becomes missing, which the
+    model routes as it routes an unseen category.
+    """
+    preprocessor = getattr(model, "_preprocessor", None)
+    categorical = getattr(model, "is_categorical_", None)
+    if preprocessor is None or categorical is None:
+        return frame
+    encoder = preprocessor.named_transformers_.get("encoder")
+    columns = np.flatnonzero(np.asarray(categorical, dtype=bool))
+    if (
+        encoder is None
+        or len(columns) != len(encoder.categories_)
+        or frame.shape[1] <= max(columns)
+    ):
+        return frame
+    changed = frame
+    for column, known in zip(columns, encoder.categories_, strict=True):
+        values = frame.iloc[:, column]
+        if np.asarray(known).dtype.kind in "fiu" and values.dtype == object:
+            if changed is frame:
+                changed = frame.copy()
+            changed.isetitem(int(column), pd.to_numeric(values, errors="coerce"))
+    return changed
+
+
+def source_frame(estimator: Any, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as the fitted model takes it: its category columns as it knows them.
+
+    LightGBM and XGBoost get their category columns as pandas categories with the categories
+    they were fitted on; a value they never saw becomes missing, which is how LightGBM routes it
+    and what XGBoost is given instead of an error. HistGradientBoosting gets a category column
+    of numbers back as numbers. Every other column, and every other model, is unchanged.
+    """
+    model = _bare_model(estimator)
+    if model is None or not isinstance(frame, pd.DataFrame):
+        return frame
+    frame = _numbers_back(model, frame)
+    categories = native_categories(model)
+    if not categories:
+        return frame
+    frame = frame.copy()
+    for name, known in categories.items():
+        if name in frame.columns:
+            values = frame[name]
+            if isinstance(values.dtype, pd.CategoricalDtype):
+                values = values.astype(object)
+            if np.asarray(known).dtype.kind in "fiu" and values.dtype == object:
+                values = pd.to_numeric(values, errors="coerce")  # "3" is category 3
+            values = values.where(values.isin(known))  # unseen -> missing
+            frame[name] = pd.Categorical(values, categories=known)
+    return frame
+
+
+def _as_categories(estimator: Any, X: pd.DataFrame) -> pd.DataFrame:
+    """Text columns as pandas categories, for a model that splits on them natively."""
+    text = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
+    if not text:
+        return X
+    return X.astype({c: "category" for c in text})

@@ -20,7 +20,7 @@ def test_bundle_equivalent_exits_0_with_probe_table(capsys, iris_bundle: Bundle)
     assert code == 0, err
     assert "scikit-learn vs onnxruntime on 45 holdout rows" in out
     assert "probe sets" in out and "thresholds" in out and "sk~ort" in out and "1-row" in out
-    assert "skipped: strings (no string columns)" in out
+    assert "skipped: strings (no string columns); categories (no string columns)" in out
     assert "diagnosis" not in out and "warnings" not in out
     assert out.rstrip().endswith("validation.html")
     assert "verdict: EQUIVALENT" in out

@@ -156,3 +156,44 @@ def test_no_rows(data) -> None:
     X, _ = data
     with pytest.raises(DataError, match=r"the rows to validate on are empty"):
         build_probe_sets(X.iloc[:0], FeatureSchema.from_frame(X), accepts_missing=False)
+
+
+def test_categories_rows_hold_every_category_the_model_knows() -> None:
+    from sklearn.compose import make_column_transformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    train = pd.DataFrame(
+        {"x": [1.0, 2.0, 3.0, 4.0], "city": ["Paris", "Lyon", "Köln", "Paris"]}
+    ).astype({"city": object})
+    model = make_pipeline(
+        make_column_transformer(
+            (OneHotEncoder(handle_unknown="ignore"), ["city"]), remainder="passthrough"
+        ),
+        LogisticRegression(),
+    ).fit(train, [0, 1, 1, 0])
+    # The held-out rows never show "Köln" nor "Nice"; the model knows the first.
+    holdout = pd.DataFrame({"x": [1.5, 2.5], "city": ["Paris", "Nice"]}).astype({"city": object})
+    schema = FeatureSchema.from_frame(holdout)
+    (categories,) = build_probe_sets(
+        holdout,
+        schema,
+        estimator=model,
+        accepts_missing=True,
+        spec=ProbeSpec(probes=("categories",)),
+    )
+    values = [m["value"] for m in categories.meta]
+    assert sorted(v for v in values if v is not None) == ["Köln", "Lyon", "Nice", "Paris"]
+    assert values[-1] is None and categories.frame["city"].iloc[-1] is None
+    assert list(categories.frame["city"].iloc[:-1]) == values[:-1]
+    assert "each of 4 categories" in categories.description
+
+
+def test_categories_skipped_without_string_columns(data) -> None:
+    X, _ = data
+    schema = FeatureSchema.from_frame(X)
+    (categories,) = build_probe_sets(
+        X, schema, accepts_missing=False, spec=ProbeSpec(probes=("categories",))
+    )
+    assert categories.skipped == "no string columns" and categories.frame.empty

@@ -28,7 +28,16 @@ def test_json_report_schema(iris_bundle: Bundle) -> None:
     assert set(saved["runtimes"]) == {"sklearn", "onnxruntime", "reference"}
     assert saved["tolerances"]["probabilities"] == {"atol": 1e-5, "rtol": 1e-5}
     names = [p["name"] for p in saved["probe_sets"]]
-    assert names == ["holdout", "range", "thresholds", "edge", "missing", "strings", "batch"]
+    assert names == [
+        "holdout",
+        "range",
+        "thresholds",
+        "edge",
+        "missing",
+        "strings",
+        "categories",
+        "batch",
+    ]
     holdout = saved["probe_sets"][0]
     assert [p["name"] for p in holdout["pairs"]] == [
         "sklearn~onnxruntime",

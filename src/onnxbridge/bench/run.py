@@ -346,7 +346,9 @@ def bench_engines(
         calls: dict[str, Callable[[], Any]] = {}
         if estimator is not None:
             # The float32 values a deployed float32 model sees (mixed-type rows as they are).
-            sk_frame = frame.astype(np.float32) if numeric else frame
+            from onnxbridge.train import source_frame
+
+            sk_frame = frame.astype(np.float32) if numeric else source_frame(estimator, frame)
             calls["sklearn"] = lambda f=sk_frame: estimator.predict(f)
         for name, session in sessions.items():
             calls[name] = lambda s=session, f=feeds: s.run(None, f)

@@ -214,7 +214,7 @@ def validate_command(
         str | None,
         typer.Option(
             help="Probe sets to run, comma-separated [default: all: "
-            "holdout,range,thresholds,edge,missing,strings,batch]."
+            "holdout,range,thresholds,edge,missing,strings,categories,batch]."
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random probe rows.")] = 0,

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.roles import source_rows
 from onnxbridge.convert.tree_ensemble import (
     TreeEnsembleSpec,
     category_keys,
@@ -304,8 +303,10 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     # machine for a few thousand rows.
     with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
+        from onnxbridge.train import source_frame
+
         source = estimator
-        frame = source_rows(estimator, frame)
+        frame = source_frame(estimator, frame)
         if "label" in by_role:
             expected = np.asarray(source.predict(frame)).reshape(len(frame), -1)
             got = np.asarray(by_role["label"]).reshape(len(frame), -1)

@@ -10,6 +10,9 @@ probe set      rows
 ``edge``       0, -0.0, tiny (±1e-38), large (±1e9, ±1e30) per feature, and rows of each
 ``missing``    held-out rows with NaN injected per column (only when the model accepts NaN)
 ``strings``    unseen, empty and non-ASCII values per string column (string inputs only)
+``categories`` every category the model knows per string column, one column at a time
+               (from the fitted encoders and native categorical splits, else the held-out
+               values), and rows with every category column missing
 ``batch``      the same rows scored one at a time and in one batch: a row's result must not
                depend on its batch
 =============  ===========================================================================
@@ -35,10 +38,20 @@ __all__ = [
     "ProbeSpec",
     "SplitThreshold",
     "build_probe_sets",
+    "known_categories",
     "tree_thresholds",
 ]
 
-PROBE_NAMES = ("holdout", "range", "thresholds", "edge", "missing", "strings", "batch")
+PROBE_NAMES = (
+    "holdout",
+    "range",
+    "thresholds",
+    "edge",
+    "missing",
+    "strings",
+    "categories",
+    "batch",
+)
 EDGE_VALUES = (0.0, -0.0, 1e-38, -1e-38, 1e9, -1e9, 1e30, -1e30)
 # Unseen and awkward strings: never a training category, empty, non-ASCII, padded.
 STRING_VALUES = ("__onnxbridge_unseen__", "", "é日本語🙂", " padded ", "NULL")
@@ -352,6 +365,101 @@ def _string_rows(
     return rows, meta
 
 
+def _encoder_categories(estimator: Any) -> dict[str, list[Any]]:
+    """Categories of every fitted encoder in ``estimator`` that names its input columns.
+
+    Encoders (OneHotEncoder, OrdinalEncoder, TargetEncoder, ...) inside pipelines and column
+    transformers record ``feature_names_in_`` and ``categories_``; HistGradientBoosting on
+    category columns keeps such an encoder as its preprocessor.
+    """
+    found: dict[str, list[Any]] = {}
+    seen: set[int] = set()
+
+    def visit(value: Any) -> None:
+        if id(value) in seen or value is None or isinstance(value, (str, bytes, np.ndarray)):
+            return
+        seen.add(id(value))
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+            return
+        if not hasattr(value, "get_params"):
+            return
+        names = getattr(value, "feature_names_in_", None)
+        categories = getattr(value, "categories_", None)
+        if names is not None and isinstance(categories, list) and len(categories) == len(names):
+            for name, values in zip(names, categories, strict=True):
+                found.setdefault(str(name), []).extend(np.asarray(values).tolist())
+        for attribute in ("steps", "transformers_", "estimators_", "estimator", "_preprocessor"):
+            visit(getattr(value, attribute, None))
+
+    visit(estimator)
+    return found
+
+
+def _tree_categories(estimator: Any, schema: FeatureSchema) -> dict[str, list[Any]]:
+    """Categories of a tree model's native categorical splits, by input column."""
+    from onnxbridge.convert.precision import find_tree_ensemble
+
+    if hasattr(estimator, "steps"):  # only a model that takes the input columns directly
+        steps = [s for _, s in estimator.steps if s not in (None, "passthrough")]
+        if len(steps) != 1:
+            return {}
+        estimator = steps[0]
+    spec = find_tree_ensemble(estimator)
+    known = getattr(spec, "categories", None) or {}
+    names = schema.names
+    return {names[j]: list(values) for j, values in known.items() if 0 <= j < len(names)}
+
+
+def known_categories(
+    estimator: Any, schema: FeatureSchema, holdout: pd.DataFrame
+) -> dict[str, list[Any]]:
+    """Every category the model knows, per string column of ``schema``.
+
+    From the fitted encoders and the native categorical splits of ``estimator`` where it has
+    them, plus the values of the held-out rows; missing values are not categories here.
+    """
+    found: dict[str, list[Any]] = {}
+    sources = [_encoder_categories(estimator), _tree_categories(estimator, schema)]
+    if estimator is None:
+        sources = []
+    for name in _string_columns(schema):
+        values: list[Any] = []
+        for source in sources:
+            values.extend(source.get(name, []))
+        values.extend(holdout[name].dropna().tolist())
+        unique: dict[str, Any] = {}
+        for value in values:
+            if value is None or (isinstance(value, float) and np.isnan(value)):
+                continue
+            unique.setdefault(str(value), value)
+        found[name] = list(unique.values())
+    return found
+
+
+def _category_rows(
+    holdout: pd.DataFrame, schema: FeatureSchema, known: dict[str, list[Any]], missing: bool
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    strings = _string_columns(schema)
+    total = sum(len(known[name]) for name in strings) + (1 if missing else 0)
+    rows = _base_rows(holdout, max(total, 1))
+    meta: list[dict[str, Any]] = []
+    position = 0
+    for name in strings:
+        rows[name] = rows[name].astype(object)
+        for value in known[name]:
+            rows.loc[position, name] = value
+            meta.append({"feature": name, "value": value})
+            position += 1
+    if missing:  # every category column missing at once
+        for name in strings:
+            rows.loc[position, name] = None
+        meta.append({"feature": "*", "value": None})
+        position += 1
+    return rows.iloc[:position].reset_index(drop=True), meta
+
+
 def build_probe_sets(
     holdout: pd.DataFrame,
     schema: FeatureSchema,
@@ -445,6 +553,18 @@ def build_probe_sets(
                     name, "unseen, empty and non-ASCII values per string column", frame, meta=meta
                 )
             )
+        elif name == "categories":
+            if not _string_columns(schema):
+                sets.append(ProbeSet(name, "every known category", empty, "no string columns"))
+                continue
+            known = known_categories(estimator, schema, holdout)
+            frame, meta = _category_rows(base, schema, known, accepts_missing)
+            count = sum(len(v) for v in known.values())
+            described = (
+                f"each of {count} categories (the model's and the rows') per string column"
+                + (", and every string column missing" if accepts_missing else "")
+            )
+            sets.append(ProbeSet(name, described, frame, meta=meta))
         elif name == "batch":
             n = min(spec.batch_rows, len(holdout))
             sets.append(
