@@ -39,7 +39,19 @@ __all__ = [
     "fit_model",
     "parse_model_spec",
     "score_model",
+    "unwrap_label_encoding",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # LabelEncodedClassifier lives in onnxbridge._labels, imported on first use: it subclasses
+    # scikit-learn's estimators, and importing onnxbridge must not import scikit-learn.
+    if name == "LabelEncodedClassifier":
+        from onnxbridge._labels import LabelEncodedClassifier
+
+        return LabelEncodedClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SPECIAL_NAMES = {"nan": float("nan"), "inf": float("inf")}
 
@@ -475,6 +487,62 @@ def class_labels(estimator: Any) -> list[Any] | None:
     return [c.item() if isinstance(c, np.generic) else c for c in classes]
 
 
+def unwrap_label_encoding(estimator: Any) -> Any:
+    """The fitted inner model of a :class:`LabelEncodedClassifier` (it takes the same columns,
+    so its trees are the ones to probe), else ``estimator`` itself."""
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    if isinstance(estimator, LabelEncodedClassifier) and hasattr(estimator, "estimator_"):
+        return estimator.estimator_
+    return estimator
+
+
+def _library_labels(final: Any) -> str | None:
+    """Which labels ``final``'s library cannot take as they are, or None if it takes any.
+
+    ``"not_0_to_k"``: XGBoost classifiers fit only on the integers ``0 … K-1`` (and answer in
+    them); ``"bool_or_float"``: CatBoost's ONNX export carries integer and string labels only.
+    """
+    from sklearn.base import is_classifier
+
+    module = type(final).__module__.split(".")[0]
+    kind = getattr(final, "_estimator_type", None)
+    if not (is_classifier(final) or kind == "classifier"):
+        return None
+    if module == "xgboost":
+        return "not_0_to_k"
+    if module == "catboost":
+        return "bool_or_float"
+    return None
+
+
+def _encode_labels_if_needed(estimator: Any, y: pd.Series) -> Any:
+    """``estimator`` with its final classifier wrapped in :class:`LabelEncodedClassifier` when
+    its library cannot take the labels ``y`` as they are (XGBoost on labels other than
+    ``0 … K-1``, CatBoost on booleans or floats); else ``estimator`` itself."""
+    from sklearn.pipeline import Pipeline
+
+    final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
+    rule = _library_labels(final)
+    if rule is None:
+        return estimator
+    types = pd.api.types
+    boolean, floating = types.is_bool_dtype(y.dtype), types.is_float_dtype(y.dtype)
+    if rule == "not_0_to_k":
+        values = sorted(int(v) for v in pd.unique(y)) if types.is_integer_dtype(y.dtype) else None
+        fits = not boolean and values == list(range(len(values or ())))
+    else:
+        fits = not (boolean or floating)
+    if fits:
+        return estimator
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    wrapped = LabelEncodedClassifier(final)
+    if isinstance(estimator, Pipeline):
+        return Pipeline([*estimator.steps[:-1], (estimator.steps[-1][0], wrapped)])
+    return wrapped
+
+
 PREPROCESS_MODES = ("none", "auto")
 # Model families that split on raw values (or count them) and need no scaling.
 _UNSCALED_MODULES = (
@@ -603,6 +671,7 @@ def fit_model(
                 f"distinct values) but {model!r} is a classifier: use a regressor, or turn the "
                 "target into class labels (integers or strings)"
             )
+        estimator = _encode_labels_if_needed(estimator, y_train)
     try:
         estimator.fit(X_train, y_train)
     except _library_errors() as exc:
