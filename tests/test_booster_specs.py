@@ -188,3 +188,20 @@ def test_cli_refuses_an_unknown_booster_parameter_in_one_line(
     )
     assert_one_line_error(code, err, r"LGBMRegressor has no parameter 'max_bins_'; did you mean")
     assert not (tmp_path / "b").exists()
+
+
+def test_without_lightgbms_parameter_list_only_its_constructor_parameters_pass(
+    monkeypatch,
+) -> None:
+    # LightGBM gives its parameter list only through a private name: if a release moves it,
+    # specs say so instead of crashing, and the constructor's own parameters still work.
+    import lightgbm.basic
+
+    monkeypatch.delattr(lightgbm.basic, "_ConfigAliases")
+    assert parse_model_spec("LGBMRegressor(num_leaves=7)").get_params()["num_leaves"] == 7
+    with pytest.raises(
+        ModelSpecError,
+        match=r"cannot check LGBMRegressor parameter 'max_bin': lightgbm \S+ does not give its "
+        r"parameter list .*use the constructor's own parameters: .*num_leaves",
+    ):
+        parse_model_spec("LGBMRegressor(max_bin=63)")

@@ -148,14 +148,14 @@ def _unknown_parameter(name: str, keyword: str, allowed: set[str], why: str = ""
     return ModelSpecError(f"{name} has no parameter {keyword!r}{why}; {hint}allowed: {listed}")
 
 
-@cache
 def _lightgbm_aliases() -> dict[str, str] | None:
     """Every LightGBM parameter name and alias -> its main name; None when lightgbm does not
     give the list.
 
     LightGBM keeps the list in its C library (``LGBM_DumpParamAliases``); its Python package
     reads it through ``lightgbm.basic._ConfigAliases``, which is not public: if a release moves
-    it, specs fall back to the constructor's own parameters with an error that says so.
+    it, specs fall back to the constructor's own parameters with an error that says so. Read
+    each time (well under a millisecond), so that a missing list is noticed when it goes.
     """
     try:
         from lightgbm.basic import _ConfigAliases
