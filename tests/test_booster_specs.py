@@ -205,3 +205,20 @@ def test_without_lightgbms_parameter_list_only_its_constructor_parameters_pass(
         r"parameter list .*use the constructor's own parameters: .*num_leaves",
     ):
         parse_model_spec("LGBMRegressor(max_bin=63)")
+
+
+def test_without_xgboosts_validation_report_only_its_constructor_parameters_pass(
+    monkeypatch,
+) -> None:
+    # XGBoost's booster parameters are checked by the report of its own parameter validation;
+    # a release that stops reporting gets a clear error, not a silent pass.
+    import xgboost
+
+    monkeypatch.setattr(xgboost.Booster, "save_config", lambda self: "{}")
+    assert parse_model_spec("XGBRegressor(max_depth=3)").get_params()["max_depth"] == 3
+    with pytest.raises(
+        ModelSpecError,
+        match=r"cannot check XGBRegressor parameter 'eta': xgboost \S+ gave no parameter "
+        r"validation report; use the constructor's own parameters: .*learning_rate",
+    ):
+        parse_model_spec("XGBRegressor(eta=0.1)")
