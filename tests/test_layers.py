@@ -21,7 +21,7 @@ LAYERS = [
     {"errors"},
     {"_files"},
     {"data"},
-    {"train"},
+    {"train", "_labels"},
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},

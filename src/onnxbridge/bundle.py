@@ -129,6 +129,7 @@ TRUSTED_NAMES: frozenset[str] = frozenset(
         "lightgbm.sklearn.LGBMClassifier",
         "lightgbm.sklearn.LGBMRanker",
         "lightgbm.sklearn.LGBMRegressor",
+        "onnxbridge._labels.LabelEncodedClassifier",  # classes_ and the inner model, nothing else
         # CatBoost.
         "catboost.core.CatBoostClassifier",
         "catboost.core.CatBoostRanker",

@@ -18,6 +18,7 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import re
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -41,7 +42,19 @@ __all__ = [
     "score_model",
     "source_frame",
     "takes_categories",
+    "unwrap_label_encoding",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # LabelEncodedClassifier lives in onnxbridge._labels, imported on first use: it subclasses
+    # scikit-learn's estimators, and importing onnxbridge must not import scikit-learn.
+    if name == "LabelEncodedClassifier":
+        from onnxbridge._labels import LabelEncodedClassifier
+
+        return LabelEncodedClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SPECIAL_NAMES = {"nan": float("nan"), "inf": float("inf")}
 
@@ -74,32 +87,231 @@ _BOOSTERS = {
     "lightgbm": ("LGBMClassifier", "LGBMRegressor"),
     "catboost": ("CatBoostClassifier", "CatBoostRegressor"),
 }
+
+
+@dataclass(frozen=True)
+class _QuietDefault:
+    """A booster setting a spec gets unless it sets the same thing under any of ``names``."""
+
+    names: tuple[str, ...]
+    value: Any
+
+
 # Quiet defaults for the boosters (a spec may still set them): no progress printed, and CatBoost
-# writes no catboost_info/ folder into the working directory.
-_QUIET_DEFAULTS = {
-    "LGBMClassifier": {"verbose": -1},
-    "LGBMRegressor": {"verbose": -1},
-    "CatBoostClassifier": {"verbose": False, "allow_writing_files": False},
-    "CatBoostRegressor": {"verbose": False, "allow_writing_files": False},
+# writes no catboost_info/ folder into the working directory. The first name is the one set; the
+# others set the same thing (LightGBM's aliases of verbosity; CatBoost refuses two of its verbosity
+# keywords at once), so a spec's own choice replaces the default instead of clashing with it.
+_LGBM_QUIET = (_QuietDefault(("verbose", "verbosity"), -1),)
+_CATBOOST_QUIET = (
+    _QuietDefault(("verbose", "silent", "logging_level"), False),
+    _QuietDefault(("allow_writing_files",), False),
+)
+_QUIET_DEFAULTS: dict[str, tuple[_QuietDefault, ...]] = {
+    "LGBMClassifier": _LGBM_QUIET,
+    "LGBMRegressor": _LGBM_QUIET,
+    "CatBoostClassifier": _CATBOOST_QUIET,
+    "CatBoostRegressor": _CATBOOST_QUIET,
 }
 
 
-def _param_names(cls: type) -> set[str]:
-    """The keyword parameters an estimator class takes.
+def _with_quiet_defaults(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` plus the quiet defaults of estimator ``name`` that the spec does not set."""
+    quiet = {
+        default.names[0]: default.value
+        for default in _QUIET_DEFAULTS.get(name, ())
+        if not any(alias in kwargs for alias in default.names)
+    }
+    return {**quiet, **kwargs}
 
-    Boosters take ``**kwargs`` (XGBoost) or list few parameters in ``get_params`` (CatBoost), so
-    the signature and the default instance's ``get_params()`` are both read.
+
+def _param_names(cls: type) -> set[str]:
+    """The keyword parameters an estimator class declares (signature and ``get_params``).
+
+    Boosters take more through ``**kwargs``; :func:`_check_booster_keywords` checks those
+    against the library's own parameter list.
     """
     names: set[str] = set()
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(AttributeError, TypeError):
         names |= set(cls._get_param_names())
     if cls.__module__.split(".")[0] in _BOOSTERS:
         params = inspect.signature(cls.__init__).parameters.values()
-        names |= {p.name for p in params if p.name != "self" and p.kind == p.KEYWORD_ONLY}
-        names |= {p.name for p in params if p.name != "self" and p.kind == p.POSITIONAL_OR_KEYWORD}
-        with contextlib.suppress(Exception):
+        kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names |= {p.name for p in params if p.name != "self" and p.kind in kinds}
+        # CatBoost lists a few more in a default instance's get_params().
+        with contextlib.suppress(AttributeError, TypeError, ValueError):
             names |= set(cls().get_params())
     return names
+
+
+def _unknown_parameter(name: str, keyword: str, allowed: set[str], why: str = "") -> ModelSpecError:
+    close = difflib.get_close_matches(keyword, sorted(allowed), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    shown = sorted(allowed)
+    listed = ", ".join(shown[:60]) + (f" … ({len(shown)} in all)" if len(shown) > 60 else "")
+    return ModelSpecError(f"{name} has no parameter {keyword!r}{why}; {hint}allowed: {listed}")
+
+
+def _lightgbm_aliases() -> dict[str, str] | None:
+    """Every LightGBM parameter name and alias -> its main name; None when lightgbm does not
+    give the list.
+
+    LightGBM keeps the list in its C library (``LGBM_DumpParamAliases``); its Python package
+    reads it through ``lightgbm.basic._ConfigAliases``, which is not public: if a release moves
+    it, specs fall back to the constructor's own parameters with an error that says so. Read
+    each time (well under a millisecond), so that a missing list is noticed when it goes.
+    """
+    try:
+        from lightgbm.basic import _ConfigAliases
+
+        table = _ConfigAliases._get_all_param_aliases()
+    except (ImportError, AttributeError, TypeError, ValueError, OSError):
+        return None
+    if not isinstance(table, dict):
+        return None
+    return {str(alias): str(main) for main, aliases in table.items() for alias in [main, *aliases]}
+
+
+def _resolve_lightgbm_keywords(
+    name: str, cls: type, kwargs: dict[str, Any], extra: list[str], allowed: set[str]
+) -> dict[str, Any]:
+    """Check LightGBM keywords against its config names and aliases.
+
+    An alias of a parameter the constructor declares becomes that parameter: LightGBM prefers
+    a main name over its aliases, so ``num_leaf=3`` would otherwise lose to the constructor's
+    ``num_leaves=31``. Two names for one setting are refused.
+    """
+    aliases = _lightgbm_aliases()
+    if aliases is None:
+        import lightgbm
+
+        raise ModelSpecError(
+            f"cannot check {name} parameter {extra[0]!r}: lightgbm {lightgbm.__version__} does "
+            "not give its parameter list the way onnxbridge reads it (lightgbm.basic."
+            "_ConfigAliases); use the constructor's own parameters: "
+            f"{', '.join(sorted(allowed))}"
+        )
+    for keyword in extra:
+        if keyword not in aliases:
+            raise _unknown_parameter(name, keyword, allowed | set(aliases))
+    declared = {aliases[d]: d for d in allowed if d in aliases}
+    resolved: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    for keyword, value in kwargs.items():
+        main = aliases.get(keyword, keyword)
+        if main in written:
+            raise ModelSpecError(
+                f"{name} sets {main!r} twice ({written[main]!r} and {keyword!r} are LightGBM "
+                "names of one parameter); keep one of them"
+            )
+        written[main] = keyword
+        target = keyword if keyword in allowed else declared.get(main, keyword)
+        resolved[target] = value
+    return resolved
+
+
+# XGBoost reports the parameters a booster does not use ("Parameters: { "x" } are not used.")
+# when validate_parameters is on; this name is always reported, which proves the report was read.
+_XGB_SENTINEL = "onnxbridge_unused_parameter_probe"
+_XGB_UNUSED = re.compile(r"Parameters:\s*\{(?P<names>[^}]*)\}\s*are not used")
+
+
+def _xgboost_report(params: dict[str, Any]) -> tuple[set[str] | None, set[str]]:
+    """What XGBoost's own parameter validation says of ``params``.
+
+    A booster is configured on a two-row matrix (no training); what it uses depends on the
+    booster and objective, as it does when the model is fitted.
+
+    Returns:
+        The names it reports unused (None if it gave no report), and the parameter names of
+        the configured booster (for close-match hints).
+    """
+    import json
+
+    import xgboost
+
+    probe = {k: v for k, v in params.items() if v is not None}
+    objective = probe.get("objective")
+    if isinstance(objective, str) and objective.startswith("multi:"):
+        probe.setdefault("num_class", 2)
+    probe.update({"validate_parameters": True, "verbosity": 1, _XGB_SENTINEL: 1})
+    rows = xgboost.DMatrix(np.zeros((2, 1)), label=np.array([0.0, 1.0]))
+    with warnings.catch_warnings(record=True) as caught, xgboost.config_context(verbosity=1):
+        warnings.simplefilter("always")
+        config = json.loads(xgboost.Booster(probe, [rows]).save_config())
+    unused: set[str] = set()
+    for warning in caught:
+        match = _XGB_UNUSED.search(str(warning.message))
+        if match:
+            unused |= set(re.findall(r'"([^"]+)"', match.group("names")))
+    return (unused if _XGB_SENTINEL in unused else None), _config_names(config)
+
+
+def _config_names(config: Any) -> set[str]:
+    """Parameter names in an XGBoost configuration (the keys of its ``*_param`` sections)."""
+    names: set[str] = set()
+    if isinstance(config, dict):
+        for key, value in config.items():
+            if isinstance(value, dict):
+                if key.endswith("param"):
+                    names |= {k for k, v in value.items() if not isinstance(v, dict)}
+                names |= _config_names(value)
+    return names
+
+
+def _resolve_xgboost_keywords(
+    name: str, cls: type, kwargs: dict[str, Any], extra: list[str], allowed: set[str]
+) -> dict[str, Any]:
+    """Check XGBoost keywords with XGBoost's own parameter validation (aliases included)."""
+    import xgboost
+
+    try:
+        params = cls(**kwargs).get_xgb_params()
+        unused, known = _xgboost_report(params)
+    except (xgboost.core.XGBoostError, TypeError) as exc:
+        written = ", ".join(f"{k}={kwargs[k]!r}" for k in kwargs)
+        raise ModelSpecError(
+            f"XGBoost refused the parameters of {name}({written}): {first_line(exc)}; check "
+            "the values against XGBoost's parameter documentation"
+        ) from exc
+    if unused is None:
+        raise ModelSpecError(
+            f"cannot check {name} parameter {extra[0]!r}: xgboost {xgboost.__version__} gave "
+            "no parameter validation report; use the constructor's own parameters: "
+            f"{', '.join(sorted(allowed))}"
+        )
+    for keyword in extra:
+        if keyword in unused:
+            booster = params.get("booster") or "gbtree"
+            why = (
+                f" (XGBoost does not use it with booster={booster!r}, "
+                f"objective={params.get('objective')!r})"
+            )
+            raise _unknown_parameter(name, keyword, allowed | known, why)
+    return kwargs
+
+
+# Libraries whose estimators take more keywords than they declare, and the check of those.
+_KEYWORD_CHECKS = {
+    "lightgbm": _resolve_lightgbm_keywords,
+    "xgboost": _resolve_xgboost_keywords,
+}
+
+
+def _resolve_keywords(name: str, cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords to build the estimator with; refuses one it does not take, with close
+    matches.
+
+    Declared parameters are always fine; boosters' others (LightGBM's config names and aliases,
+    XGBoost's booster parameters) are checked against the library's own list.
+    """
+    allowed = _param_names(cls)
+    extra = [k for k in kwargs if k not in allowed]
+    if not extra:
+        return kwargs
+    check = _KEYWORD_CHECKS.get(cls.__module__.split(".")[0])
+    if check is None:
+        raise _unknown_parameter(name, extra[0], allowed)
+    return check(name, cls, kwargs, extra, allowed)
 
 
 def _unknown_estimator(name: str) -> ModelSpecError:
@@ -159,24 +371,25 @@ def _build(node: ast.AST, spec: str) -> Any:
     cls = _estimator_classes().get(name)
     if cls is None:
         raise _unknown_estimator(name)
-    allowed = _param_names(cls)
     kwargs: dict[str, Any] = {}
     for kw in keywords:
         if kw.arg is None:
             raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
-        if kw.arg not in allowed:
-            close = difflib.get_close_matches(kw.arg, sorted(allowed), n=3, cutoff=0.6)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ModelSpecError(
-                f"{name} has no parameter {kw.arg!r}; {hint}allowed: {', '.join(sorted(allowed))}"
-            )
         kwargs[kw.arg] = _literal(kw.value, spec)
+    kwargs = _resolve_keywords(name, cls, kwargs)
+    kwargs = _with_quiet_defaults(name, kwargs)
     positional = [_literal(a, spec) for a in args]
-    kwargs = {**_QUIET_DEFAULTS.get(name, {}), **kwargs}
+    from sklearn.base import is_classifier
+
     try:
-        return cls(*positional, **kwargs)
-    except TypeError as exc:
-        raise ModelSpecError(f"cannot create {name} from --model {spec!r}: {exc}") from exc
+        estimator = cls(*positional, **kwargs)
+        # CatBoost checks its parameters (e.g. two verbosity keywords) only when asked its tags.
+        is_classifier(estimator)
+    except _library_errors() as exc:
+        raise ModelSpecError(
+            f"cannot create {name} from --model {spec!r}: {first_line(exc)}"
+        ) from exc
+    return estimator
 
 
 def _flatten_pipe(node: ast.AST) -> list[ast.AST]:
@@ -277,6 +490,62 @@ def class_labels(estimator: Any) -> list[Any] | None:
     return [c.item() if isinstance(c, np.generic) else c for c in classes]
 
 
+def unwrap_label_encoding(estimator: Any) -> Any:
+    """The fitted inner model of a :class:`LabelEncodedClassifier` (it takes the same columns,
+    so its trees are the ones to probe), else ``estimator`` itself."""
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    if isinstance(estimator, LabelEncodedClassifier) and hasattr(estimator, "estimator_"):
+        return estimator.estimator_
+    return estimator
+
+
+def _library_labels(final: Any) -> str | None:
+    """Which labels ``final``'s library cannot take as they are, or None if it takes any.
+
+    ``"not_0_to_k"``: XGBoost classifiers fit only on the integers ``0 … K-1`` (and answer in
+    them); ``"bool_or_float"``: CatBoost's ONNX export carries integer and string labels only.
+    """
+    from sklearn.base import is_classifier
+
+    module = type(final).__module__.split(".")[0]
+    kind = getattr(final, "_estimator_type", None)
+    if not (is_classifier(final) or kind == "classifier"):
+        return None
+    if module == "xgboost":
+        return "not_0_to_k"
+    if module == "catboost":
+        return "bool_or_float"
+    return None
+
+
+def _encode_labels_if_needed(estimator: Any, y: pd.Series) -> Any:
+    """``estimator`` with its final classifier wrapped in :class:`LabelEncodedClassifier` when
+    its library cannot take the labels ``y`` as they are (XGBoost on labels other than
+    ``0 … K-1``, CatBoost on booleans or floats); else ``estimator`` itself."""
+    from sklearn.pipeline import Pipeline
+
+    final = estimator.steps[-1][1] if isinstance(estimator, Pipeline) else estimator
+    rule = _library_labels(final)
+    if rule is None:
+        return estimator
+    types = pd.api.types
+    boolean, floating = types.is_bool_dtype(y.dtype), types.is_float_dtype(y.dtype)
+    if rule == "not_0_to_k":
+        values = sorted(int(v) for v in pd.unique(y)) if types.is_integer_dtype(y.dtype) else None
+        fits = not boolean and values == list(range(len(values or ())))
+    else:
+        fits = not (boolean or floating)
+    if fits:
+        return estimator
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    wrapped = LabelEncodedClassifier(final)
+    if isinstance(estimator, Pipeline):
+        return Pipeline([*estimator.steps[:-1], (estimator.steps[-1][0], wrapped)])
+    return wrapped
+
+
 PREPROCESS_MODES = ("none", "auto")
 # Model families that split on raw values (or count them) and need no scaling.
 _UNSCALED_MODULES = (
@@ -336,6 +605,22 @@ def build_preprocessor(schema: Any, estimator: Any) -> Any:
     return ColumnTransformer(parts, sparse_threshold=0.0)
 
 
+def _library_errors() -> tuple[type[BaseException], ...]:
+    """What building or fitting an estimator raises for bad data or parameter values:
+    ValueError and TypeError, and the boosters' own error classes (CatBoost's and LightGBM's are
+    neither)."""
+    errors: list[type[BaseException]] = [ValueError, TypeError]
+    with contextlib.suppress(ImportError):
+        from catboost import CatBoostError
+
+        errors.append(CatBoostError)
+    with contextlib.suppress(ImportError):
+        from lightgbm.basic import LightGBMError
+
+        errors.append(LightGBMError)
+    return tuple(errors)
+
+
 def fit_model(
     data: str | Dataset,
     model: str,
@@ -389,13 +674,14 @@ def fit_model(
                 f"distinct values) but {model!r} is a classifier: use a regressor, or turn the "
                 "target into class labels (integers or strings)"
             )
+        estimator = _encode_labels_if_needed(estimator, y_train)
     if preprocess == "none" and takes_categories(estimator):
         X_fit = _as_categories(estimator, X_train)
     else:
         X_fit = X_train
     try:
         estimator.fit(X_fit, y_train)
-    except (ValueError, TypeError) as exc:
+    except _library_errors() as exc:
         raise ModelSpecError(f"fitting {model!r} failed: {first_line(exc)}") from exc
     metrics = score_model(estimator, X_test, y_test)
     return TrainResult(
@@ -419,10 +705,20 @@ def fit_model(
 
 
 def _bare_model(estimator: Any) -> Any | None:
-    """The model itself when it takes the input columns directly (alone or a one-step pipeline)."""
+    """The model itself when it takes the input columns directly (alone or a one-step pipeline).
+
+    A :class:`LabelEncodedClassifier` passes the columns on as they are: its inner model.
+    """
     if hasattr(estimator, "steps"):
         steps = [s for _, s in estimator.steps if s not in (None, "passthrough")]
-        return steps[0] if len(steps) == 1 else None
+        if len(steps) != 1:
+            return None
+        estimator = steps[0]
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    if isinstance(estimator, LabelEncodedClassifier):
+        fitted = unwrap_label_encoding(estimator)
+        return fitted if fitted is not estimator else estimator.estimator
     return estimator
 
 

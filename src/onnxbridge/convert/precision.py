@@ -35,6 +35,7 @@ from onnxbridge.convert.tree_ensemble import (
     from_xgboost,
 )
 from onnxbridge.errors import ConversionError, first_line
+from onnxbridge.train import unwrap_label_encoding
 
 __all__ = [
     "PrecisionProbeReport",
@@ -102,7 +103,7 @@ def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
     None also when the model's trees cannot be read (unusual settings): its converter reports
     that itself.
     """
-    model = _final_step(estimator)
+    model = unwrap_label_encoding(_final_step(estimator))
     module = type(model).__module__
     try:
         if module.startswith("sklearn.ensemble._hist_gradient_boosting"):

@@ -31,6 +31,7 @@ import pandas as pd
 from onnxbridge.convert.tree_ensemble import hist_gradient_boosting_columns
 from onnxbridge.data import FeatureSchema
 from onnxbridge.errors import DataError
+from onnxbridge.train import unwrap_label_encoding
 
 __all__ = [
     "PROBE_NAMES",
@@ -219,7 +220,7 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
         if len(steps) != 1:
             return None
         estimator = steps[0]
-    found = _estimator_trees(estimator)
+    found = _estimator_trees(unwrap_label_encoding(estimator))
     if found is None:
         return None
     unique = sorted(set(found), key=lambda s: (s.feature, s.threshold, s.left_is_le))

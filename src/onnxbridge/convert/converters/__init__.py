@@ -29,6 +29,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "label_encoded",
     "lda",
     "manifold",
     "multiclass",

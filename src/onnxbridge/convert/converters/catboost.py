@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from catboost import CatBoostClassifier, CatBoostRegressor
 from onnx import helper
+from skl2onnx._supported_operators import sklearn_classifier_list
 
 from onnxbridge.convert.converters._tree_heads import (
     CLASSIFIER_OPTIONS,
@@ -151,8 +152,22 @@ def _classifier_parser(scope: Any, model: Any, inputs: Any, custom_parsers: Any 
     return _apply_zipmap(options["zipmap"], scope, model, inputs[0].type, operator.outputs)
 
 
+def _check_label_type(model: Any) -> None:
+    """Refuse boolean and float labels before CatBoost's export fails on them obscurely."""
+    classes = np.asarray(model.classes_)
+    if classes.dtype.kind in "bf":
+        kind = "boolean" if classes.dtype.kind == "b" else "float"
+        raise ConversionError(
+            f"CatBoostClassifier fitted on {kind} labels {classes.tolist()[:10]} cannot be "
+            "converted: CatBoost's ONNX export carries integer and string labels only; fit it "
+            "on integers or strings, or wrap it as onnxbridge.train.LabelEncodedClassifier("
+            "CatBoostClassifier(...)) before fitting (onnxbridge train does that itself)"
+        )
+
+
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
+    _check_label_type(model)
     spec, post, labels = catboost_spec(model)
     classes = [str(c) for c in np.asarray(model.classes_)]
     if [str(c) for c in labels] != classes:
@@ -207,6 +222,11 @@ def _regressor_example() -> tuple[Any, Any]:
     return CatBoostRegressor(**_PARAMS).fit(X, y), X
 
 
+# CatBoostClassifier is no ClassifierMixin: skl2onnx's generic parser (used for models inside
+# meta-estimators, e.g. LabelEncodedClassifier) gives it its label and probabilities only when
+# it is on this list.
+if CatBoostClassifier not in sklearn_classifier_list:
+    sklearn_classifier_list.append(CatBoostClassifier)
 register_converter(
     ConverterSpec(
         CatBoostClassifier,
