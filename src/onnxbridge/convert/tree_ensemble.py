@@ -28,7 +28,9 @@ skl2onnx's guards accept). Every integer attribute is written as ``int`` (protob
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -285,6 +287,44 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     return spec
 
 
+def _category_strings(values: Any, feature: str) -> np.ndarray:
+    """A model's known categories as they arrive in the ONNX input: ``str(value)``, code order.
+
+    onnxbridge feeds a category column as ``str(value)`` and a missing value as ``""``
+    (:func:`onnxbridge.convert.metadata.input_block`), so a category that is the empty string,
+    or two that read the same as text, could not be told apart in the graph.
+
+    Args:
+        values: the categories in code order.
+        feature: names the feature in an error (``"feature 'colour'"``).
+
+    Raises:
+        ConversionError: an empty-string category, or two categories with the same text.
+    """
+    strings = [str(v) for v in values]
+    if "" in strings:
+        raise ConversionError(
+            f"{feature} has the empty string as a category, which onnxbridge reads as a missing "
+            "value; rename that category (e.g. 'missing') and refit"
+        )
+    twins = sorted(text for text, count in Counter(strings).items() if count > 1)
+    if twins:
+        raise ConversionError(
+            f"{feature} has categories that read the same as text "
+            f"({', '.join(map(repr, twins))}); give them distinct names and refit"
+        )
+    return np.array(strings, dtype=object)
+
+
+def _integer_categories(highest: int) -> np.ndarray:
+    """The known values of a numeric column a booster splits on as categories: ``0 … highest``.
+
+    Code ``k`` is the value ``k`` itself; every other value (negative, larger, NaN) is unknown
+    or missing to the graph, which is where both boosters route it too.
+    """
+    return np.arange(highest + 1, dtype=np.float64)
+
+
 def _xgb_model_json(booster: Any) -> dict[str, Any]:
     raw = booster.save_raw("json")
     return json.loads(bytes(raw).decode("utf-8"))
@@ -297,14 +337,48 @@ def _parse_base_score(text: str) -> np.ndarray:
     return np.array([float(v) for v in text.split(",") if v.strip()], dtype=np.float64)
 
 
+def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray]:
+    """The categories XGBoost (3.1 and later) stores for each DataFrame category column.
+
+    ``gradient_booster.model.cats.enc`` has one entry per feature: text categories as UTF-8
+    bytes cut by ``offsets``, numbers as ``values``; position ``k`` is code ``k``. XGBoost
+    re-codes a DataFrame's categories by these at predict time.
+    """
+    learner = document["learner"]
+    names = learner.get("feature_names") or []
+    cats = learner["gradient_booster"]["model"].get("cats") or {}
+    found: dict[int, np.ndarray] = {}
+    for j, entry in enumerate(cats.get("enc") or []):
+        values = entry.get("values") or []
+        if not values:
+            continue
+        offsets = entry.get("offsets")
+        if offsets:
+            data = bytes(int(v) for v in values)
+            known = [data[int(a) : int(b)].decode("utf-8") for a, b in pairwise(offsets)]
+        else:
+            known = list(values)
+        name = names[j] if j < len(names) else str(j)
+        found[j] = _category_strings(known, f"XGBoost feature {name!r}")
+    return found
+
+
 def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     """Read a fitted XGBClassifier / XGBRegressor (compares ``float32(x) < float32(t)``).
+
+    Categorical splits (``enable_categorical=True``) send the categories a node lists *right*
+    and every other one left; a missing value goes where the node learned (``default_left``).
+    DataFrame category columns are read with the categories the model stores and re-codes by;
+    a category the model never saw (XGBoost refuses it) is routed as missing. A numeric column
+    declared categorical (``feature_types``) is read as its integer codes: a negative one, or
+    one above every listed category, goes left, as in XGBoost.
 
     Returns:
         The spec (raw margin) and the objective's name (``binary:logistic``, ...).
 
     Raises:
-        ConversionError: a booster other than ``gbtree``, categorical splits, multi-target trees.
+        ConversionError: a booster other than ``gbtree``, multi-target trees, categories that
+            the graph cannot tell apart.
     """
     booster = model.get_booster()
     document = _xgb_model_json(booster)
@@ -327,32 +401,36 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
         # predict() stops at the best iteration when early stopping was used.
         limit = min(limit, int(indptr[int(best) + 1]))
+    stored = _xgboost_stored_categories(document)
+    # row -> (feature, categories listed at the node: they go right)
+    listed: dict[int, tuple[int, np.ndarray]] = {}
     for index, tree in enumerate(trees_model["trees"][:limit]):
-        if any(int(s) != 0 for s in tree.get("split_type", [])):
-            raise ConversionError(
-                "XGBoost models with categorical splits (enable_categorical=True) cannot be "
-                "converted yet; encode those columns before the model"
-            )
         if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
             raise ConversionError(
                 "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
                 "default one_output_per_tree"
             )
+        split_type = tree.get("split_type") or [0] * len(tree["left_children"])
+        node_categories = _xgboost_node_categories(tree)
         lefts, rights = tree["left_children"], tree["right_children"]
         for node, (left, right) in enumerate(zip(lefts, rights, strict=True)):
             if int(left) < 0:
                 leaf = float(np.float32(tree["split_conditions"][node]))
                 builder.leaf(index, node, [leaf])
-            else:
-                builder.split(
-                    index,
-                    node,
-                    int(tree["split_indices"][node]),
-                    float(np.float32(tree["split_conditions"][node])),
-                    int(left),
-                    int(right),
-                    bool(int(tree["default_left"][node])),
-                )
+                continue
+            feature = int(tree["split_indices"][node])
+            categorical = int(split_type[node]) != 0
+            if categorical:
+                listed[len(builder.rows)] = (feature, node_categories.get(node, np.zeros(0)))
+            builder.split(
+                index,
+                node,
+                feature,
+                0.0 if categorical else float(np.float32(tree["split_conditions"][node])),
+                int(left),
+                int(right),
+                bool(int(tree["default_left"][node])),
+            )
     base = _parse_base_score(params.get("base_score", "0"))
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
@@ -367,39 +445,168 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     )
     spec.base = base
     spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
+    if listed:
+        _xgboost_categorical_splits(spec, listed, stored)
     return spec, objective
 
 
-def from_lightgbm(model: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+def _xgboost_node_categories(tree: dict[str, Any]) -> dict[int, np.ndarray]:
+    """Node id -> the categories (codes) a categorical node lists, from the tree's JSON."""
+    segments = tree.get("categories_segments") or []
+    sizes = tree.get("categories_sizes") or []
+    values = np.asarray(tree.get("categories") or [], dtype=np.int64)
+    return {
+        int(node): values[int(start) : int(start) + int(size)]
+        for node, start, size in zip(
+            tree.get("categories_nodes") or [], segments, sizes, strict=True
+        )
+    }
+
+
+def _xgboost_categorical_splits(
+    spec: TreeEnsembleSpec, listed: dict[int, tuple[int, np.ndarray]], stored: dict[int, np.ndarray]
+) -> None:
+    """Fill ``spec``'s categorical fields: the listed categories go right, the rest left."""
+    highest: dict[int, int] = {}
+    for feature, codes in listed.values():
+        if feature not in stored:
+            top = int(codes.max()) if codes.size else 0
+            highest[feature] = max(highest.get(feature, 0), top)
+    spec.categories = {
+        **{j: stored[j] for j in sorted({f for f, _ in listed.values()} & set(stored))},
+        **{j: _integer_categories(top) for j, top in sorted(highest.items())},
+    }
+    unknown = spec.missing_left.copy()
+    for row, (feature, codes) in listed.items():
+        every = np.arange(len(spec.categories[feature]), dtype=np.int64)
+        spec.left_codes[row] = every[~np.isin(every, codes)]
+        if feature not in stored:
+            # A negative code, or one past the node's bit field, is "not listed": left.
+            unknown[row] = True
+    spec.unknown_left = unknown
+
+
+def from_lightgbm(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
     """Read a fitted LGBMClassifier / LGBMRegressor (compares ``x64 <= t64``).
+
+    Categorical splits (``decision_type "=="``) send the categories they list left and every
+    other value right: an unseen category, NaN and a negative value too. A pandas ``category``
+    column reaches the trees as its code in the categories the model stored
+    (``pandas_categorical``); a category it never saw becomes NaN. A numeric column fitted as
+    ``categorical_feature`` is its own code (LightGBM truncates a fractional value to an
+    integer; the graph treats a non-integral value as unseen). A numeric split on a category
+    column (an ordered category) becomes the set of codes at or below its threshold.
+
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text (the DataFrame's category columns,
+            in order); None reads them from the model when it is unambiguous.
 
     Returns:
         The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
 
     Raises:
-        ConversionError: categorical splits, linear trees, ``zero_as_missing``.
+        ConversionError: linear trees, ``zero_as_missing``, category columns that do not match
+            the model's.
     """
     booster = model.booster_
     iteration = getattr(model, "best_iteration_", None) or None
     dump = booster.dump_model(num_iteration=iteration)
     k = int(dump.get("num_tree_per_iteration", dump.get("num_class", 1)))
+    n_features = int(dump["max_feature_idx"]) + 1
+    codes = _LightGBMCategorical(_lightgbm_string_features(booster, dump, string_features))
     builder = _Builder(1)
     tree_output: list[int] = []
     for info in dump["tree_info"]:
         index = int(info["tree_index"])
         counter = [0]
-        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter)
+        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter, codes)
         tree_output.append(index % k)
-    spec = builder.build(
-        np.zeros(1), rule="leq", native="float64", n_features=int(dump["max_feature_idx"]) + 1
-    )
+    spec = builder.build(np.zeros(1), rule="leq", native="float64", n_features=n_features)
     spec.base = np.zeros(k)
     spec.tree_output = np.asarray(tree_output, dtype=np.int64)
     spec.average = bool(dump.get("average_output", False))
+    if codes.left_codes:
+        codes.fill(spec)
     return spec, dump
 
 
-def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: list[int]) -> int:
+def _lightgbm_string_features(
+    booster: Any, dump: dict[str, Any], string_features: list[int] | None
+) -> dict[int, np.ndarray]:
+    """Feature index -> its pandas categories (as text, code order) for a LightGBM model.
+
+    ``pandas_categorical`` lists the categories of the DataFrame's category columns in column
+    order, but not which columns they were: the caller knows (the columns that arrive as
+    text), or, without it, they are the model's categorical features when the counts agree.
+    """
+    pandas = dump.get("pandas_categorical") or getattr(booster, "pandas_categorical", None) or []
+    names = list(dump.get("feature_names") or [])
+    if string_features is None:
+        if not pandas:
+            return {}
+        infos = dump.get("feature_infos") or {}
+        string_features = [j for j, n in enumerate(names) if (infos.get(n) or {}).get("values")]
+    if len(string_features) != len(pandas):
+        shown = [names[j] if j < len(names) else str(j) for j in string_features]
+        raise ConversionError(
+            f"the LightGBM model was fitted on {len(pandas)} pandas category column(s) but "
+            f"{len(string_features)} column(s) arrive as text ({', '.join(shown) or 'none'}); "
+            "pass sample rows with the training data's dtypes (category columns as category)"
+        )
+    return {
+        j: _category_strings(known, f"LightGBM feature {names[j] if j < len(names) else j!r}")
+        for j, known in zip(string_features, pandas, strict=True)
+    }
+
+
+@dataclass
+class _LightGBMCategorical:
+    """Collects the categorical splits of a LightGBM model while its trees are read."""
+
+    strings: dict[int, np.ndarray]
+    left_codes: dict[int, np.ndarray] = field(default_factory=dict)
+    unknown_left: dict[int, bool] = field(default_factory=dict)
+    highest: dict[int, int] = field(default_factory=dict)
+
+    def category_split(self, row: int, feature: int, threshold: str) -> None:
+        """A ``==`` split: the ``"1||3||5"`` codes go left, anything else right."""
+        listed = np.array([int(v) for v in str(threshold).split("||")], dtype=np.int64)
+        self.left_codes[row] = listed
+        self.unknown_left[row] = False
+        if feature not in self.strings:
+            self.highest[feature] = max(self.highest.get(feature, 0), int(listed.max()))
+
+    def numeric_split(self, row: int, feature: int, threshold: float, missing_left: bool) -> None:
+        """A ``<=`` split on a category column's codes: the codes up to the threshold go left."""
+        every = np.arange(len(self.strings[feature]), dtype=np.int64)
+        self.left_codes[row] = every[every <= threshold]
+        # An unseen category is NaN to LightGBM, as a missing one.
+        self.unknown_left[row] = missing_left
+
+    def fill(self, spec: TreeEnsembleSpec) -> None:
+        """Write the collected splits into ``spec``'s categorical fields."""
+        used = {int(spec.feature[row]) for row in self.left_codes}
+        spec.categories = {j: self.strings[j] for j in sorted(used & set(self.strings))}
+        spec.categories.update(
+            {j: _integer_categories(top) for j, top in sorted(self.highest.items())}
+        )
+        spec.left_codes = dict(self.left_codes)
+        unknown = spec.missing_left.copy()
+        for row, goes_left in self.unknown_left.items():
+            unknown[row] = goes_left
+        spec.unknown_left = unknown
+
+
+def _lightgbm_node(
+    builder: _Builder,
+    tree: int,
+    node: dict[str, Any],
+    counter: list[int],
+    codes: _LightGBMCategorical,
+) -> int:
     """Add ``node`` and its subtree with preorder ids; returns the node's id."""
     node_id = counter[0]
     counter[0] += 1
@@ -411,28 +618,31 @@ def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: 
             )
         builder.leaf(tree, node_id, [float(node["leaf_value"])])
         return node_id
-    if node.get("decision_type", "<=") != "<=":
-        raise ConversionError(
-            "LightGBM categorical splits cannot be converted yet; pass those columns one-hot or "
-            "ordinal-encoded as numbers and fit with categorical_feature=[] (or 'auto' on "
-            "non-category dtypes)"
-        )
     missing = node.get("missing_type", "None")
-    threshold = float(node["threshold"])
     if missing == "Zero":
         raise ConversionError(
             "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
             "zero_as_missing=False (the default)"
         )
-    if missing == "NaN":
-        nan_left = bool(node.get("default_left", True))
-    else:
-        # Without a missing type LightGBM reads NaN as 0.
-        nan_left = 0.0 <= threshold
+    feature = int(node["split_feature"])
     position = len(builder.rows)
-    builder.split(tree, node_id, int(node["split_feature"]), threshold, -1, -1, nan_left)
-    left = _lightgbm_node(builder, tree, node["left_child"], counter)
-    right = _lightgbm_node(builder, tree, node["right_child"], counter)
+    if node.get("decision_type", "<=") == "==":
+        # LightGBM sends NaN (and so an unseen pandas category) and negative values right.
+        codes.category_split(position, feature, node["threshold"])
+        threshold, nan_left = 0.0, False
+    else:
+        threshold = float(node["threshold"])
+        if missing == "NaN":
+            nan_left = bool(node.get("default_left", True))
+        else:
+            # Without a missing type LightGBM reads NaN as 0.
+            nan_left = 0.0 <= threshold
+        if feature in codes.strings:
+            codes.numeric_split(position, feature, threshold, nan_left)
+            threshold = 0.0
+    builder.split(tree, node_id, feature, threshold, -1, -1, nan_left)
+    left = _lightgbm_node(builder, tree, node["left_child"], counter, codes)
+    right = _lightgbm_node(builder, tree, node["right_child"], counter, codes)
     row = builder.rows[position]
     builder.rows[position] = (*row[:4], left, right, row[6])
     return node_id
