@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
@@ -47,6 +47,7 @@ __all__ = [
     "from_lightgbm",
     "from_sklearn_trees",
     "from_xgboost",
+    "hist_gradient_boosting_columns",
 ]
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -128,9 +129,16 @@ class TreeEnsembleSpec:
         """``[M]`` which nodes are leaves."""
         return self.feature < 0
 
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """``[M]`` which nodes are categorical splits (rows of ``left_codes``)."""
+        mask = np.zeros(len(self.feature), dtype=bool)
+        mask[list(self.left_codes)] = True
+        return mask
+
     def splits(self) -> list[tuple[int, float]]:
-        """Every distinct ``(feature, threshold)`` pair the ensemble tests."""
-        inner = ~self.is_leaf
+        """Every distinct ``(feature, threshold)`` pair the ensemble's numeric splits test."""
+        inner = ~self.is_leaf & ~self.is_categorical
         pairs = np.unique(
             np.stack([self.feature[inner].astype(np.float64), self.threshold[inner]], axis=1),
             axis=0,
@@ -238,23 +246,72 @@ def from_sklearn_trees(
     )
 
 
+def hist_gradient_boosting_columns(model: Any) -> np.ndarray:
+    """``[F]`` the input column each of a fitted HistGradientBoosting's tree features reads.
+
+    With categorical features the model's preprocessor (a ColumnTransformer) puts the encoded
+    category columns first and the numeric ones after them, and its trees index that order;
+    without, the trees read the input's own columns.
+    """
+    categorical = getattr(model, "is_categorical_", None)
+    n_features = int(model.n_features_in_)
+    if categorical is None or getattr(model, "_preprocessor", None) is None:
+        return np.arange(n_features, dtype=np.int64)
+    mask = np.asarray(categorical, dtype=bool)
+    return np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)]).astype(np.int64)
+
+
+def _hgb_categories(model: Any) -> dict[int, np.ndarray]:
+    """Input column -> the values HistGradientBoosting knows there, in code order.
+
+    The model's OrdinalEncoder gives code ``k`` to ``categories_[k]`` (sorted values seen in
+    fit, missing values left out); text and integer values are given as the text onnxbridge
+    feeds for them, float values as float64.
+    """
+    categorical = getattr(model, "is_categorical_", None)
+    preprocessor = getattr(model, "_preprocessor", None)
+    if categorical is None or preprocessor is None:
+        return {}
+    encoder = preprocessor.named_transformers_["encoder"]
+    found: dict[int, np.ndarray] = {}
+    for column, values in zip(
+        np.flatnonzero(np.asarray(categorical, dtype=bool)), encoder.categories_, strict=True
+    ):
+        values = np.asarray(values)
+        known = np.array([not _is_missing(v) for v in values], dtype=bool)
+        values = values[known]
+        if values.dtype.kind == "f":
+            found[int(column)] = values.astype(np.float64)
+        else:
+            found[int(column)] = np.array([str(v) for v in values], dtype=object)
+    return found
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and np.isnan(value))
+
+
+def _bitset_codes(bitset: np.ndarray, n_codes: int) -> np.ndarray:
+    """The codes below ``n_codes`` set in a scikit-learn bitset (``[8]`` uint32 words)."""
+    codes = np.arange(n_codes)
+    words = np.asarray(bitset, dtype=np.uint64)[codes // 32]
+    return codes[((words >> (codes % 32).astype(np.uint64)) & 1) == 1].astype(np.int64)
+
+
 def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     """Read a fitted HistGradientBoostingClassifier / Regressor (compares ``x64 <= t64``).
 
-    Raises:
-        ConversionError: the model has categorical splits.
+    Feature indices are the input's columns. A categorical split sends the codes in its
+    ``raw_left_cat_bitsets`` row left and every other known code right; scikit-learn's encoder
+    turns a value it did not see in fit into a missing value, so unseen values go where missing
+    ones go (``unknown_left`` stays None).
     """
-    categorical = getattr(model, "is_categorical_", None)
-    if categorical is not None and np.any(categorical):
-        names = np.flatnonzero(categorical).tolist()
-        raise ConversionError(
-            f"{type(model).__name__} with categorical_features (feature indices {names}) cannot "
-            "be converted yet; one-hot or ordinal-encode those columns in a Pipeline before the "
-            "model and fit with categorical_features=None"
-        )
     predictors = model._predictors
     k = len(predictors[0]) if predictors else 1
+    columns = hist_gradient_boosting_columns(model)
+    categories = _hgb_categories(model)
     builder = _Builder(1)
+    left_codes: dict[int, np.ndarray] = {}
     tree_output: list[int] = []
     index = 0
     for iteration in predictors:
@@ -263,16 +320,26 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
             for node_id, node in enumerate(nodes):
                 if node["is_leaf"]:
                     builder.leaf(index, node_id, [node["value"]])
-                else:
-                    builder.split(
-                        index,
-                        node_id,
-                        int(node["feature_idx"]),
-                        float(node["num_threshold"]),
-                        int(node["left"]),
-                        int(node["right"]),
-                        bool(node["missing_go_to_left"]),
-                    )
+                    continue
+                feature = int(columns[int(node["feature_idx"])])
+                if node["is_categorical"]:
+                    if feature not in categories:
+                        raise ConversionError(
+                            f"{type(model).__name__} has a categorical split on feature "
+                            f"{feature}, which its encoder does not list as categorical; the "
+                            "model file is inconsistent: refit it"
+                        )
+                    bitset = predictor.raw_left_cat_bitsets[int(node["bitset_idx"])]
+                    left_codes[len(builder.rows)] = _bitset_codes(bitset, len(categories[feature]))
+                builder.split(
+                    index,
+                    node_id,
+                    feature,
+                    0.0 if node["is_categorical"] else float(node["num_threshold"]),
+                    int(node["left"]),
+                    int(node["right"]),
+                    bool(node["missing_go_to_left"]),
+                )
             tree_output.append(column)
             index += 1
     base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
@@ -284,6 +351,8 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     spec.values = spec.values.reshape(-1, 1)
     spec.base = base
     spec.tree_output = np.asarray(tree_output, dtype=np.int64)
+    spec.categories = categories
+    spec.left_codes = left_codes
     return spec
 
 
@@ -663,6 +732,197 @@ def floor_float32(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
+def category_keys(values: np.ndarray, *, text: bool) -> np.ndarray:
+    """A categorical feature's known values as an input of that kind carries them.
+
+    ``text``: as ``str`` (what onnxbridge feeds for a category or text column: ``str(value)``,
+    so a float category 2.0 is ``"2.0"``); else as float64, where a text value that is not a
+    number becomes NaN (it can never equal a number).
+    """
+    values = np.asarray(values)
+    if text:
+        if values.dtype.kind == "f":
+            return np.array([str(float(v)) for v in values], dtype=object)
+        return np.array([str(v) for v in values], dtype=object)
+    if values.dtype.kind in "fiub":
+        return values.astype(np.float64)
+    keys = np.full(len(values), np.nan)
+    for position, value in enumerate(values):
+        try:
+            keys[position] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return keys
+
+
+def _categorical_rows(spec: TreeEnsembleSpec) -> dict[int, list[int]]:
+    """Feature -> the spec rows of its categorical splits, in row order."""
+    by_feature: dict[int, list[int]] = {}
+    for row in sorted(spec.left_codes):
+        by_feature.setdefault(int(spec.feature[row]), []).append(int(row))
+    return by_feature
+
+
+def _text_codes(
+    scope: Any, container: Any, raw: str, keys: np.ndarray, n_codes: int, out: str
+) -> None:
+    """``raw [N, 1]`` strings -> ``out [N]`` int64: ``k`` for ``keys[k]``, ``n_codes`` for
+    ``""`` (missing), ``n_codes + 1`` for anything else (``ai.onnx.ml`` LabelEncoder)."""
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    strings = [str(v) for v in keys]
+    if "" in strings or len(set(strings)) != len(strings):
+        raise ConversionError(
+            f"a categorical feature's known values {strings[:10]} hold an empty or repeated "
+            "text; onnxbridge feeds a missing value as the empty text, so such a model cannot "
+            "be converted: give the categories distinct, non-empty names and refit"
+        )
+    mapped, shape = name("category_code_2d"), name("flat_shape")
+    ml_target = container.target_opset_any_domain(ML_DOMAIN)
+    if ml_target >= 2:
+        container.add_node(
+            "LabelEncoder",
+            [raw],
+            [mapped],
+            op_domain=ML_DOMAIN,
+            op_version=2,
+            name=op("LabelEncoder"),
+            keys_strings=[*strings, ""],
+            values_int64s=list(range(n_codes + 1)),
+            default_int64=n_codes + 1,
+        )
+    else:
+        container.add_node(
+            "LabelEncoder",
+            [raw],
+            [mapped],
+            op_domain=ML_DOMAIN,
+            op_version=1,
+            name=op("LabelEncoder"),
+            classes_strings=[*strings, ""],
+            default_int64=n_codes + 1,
+        )
+    container.add_initializer(shape, TensorProto.INT64, [1], [-1])
+    container.add_node("Reshape", [mapped, shape], [out], name=op("Reshape"))
+
+
+def _number_codes(
+    scope: Any, container: Any, raw: str, keys: np.ndarray, onnx_type: int, out: str
+) -> None:
+    """``raw [N, 1]`` numbers -> ``out [N]`` int64: ``k`` for ``keys[k]``, ``len(keys)`` for
+    NaN, ``len(keys) + 1`` for anything else.
+
+    ``ArgMax`` over ``[x == keys, isnan(x), 0.5]`` picks the first maximum: the matching key,
+    else NaN's column, else the constant one.
+    """
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    numpy_type = np.float64 if onnx_type == TensorProto.DOUBLE else np.float32
+    table, equal, matched = name("category_keys"), name("category_equal"), name("category_match")
+    container.add_initializer(
+        table, onnx_type, [1, len(keys)], keys.astype(numpy_type).astype(np.float64).tolist()
+    )
+    container.add_node("Equal", [raw, table], [equal], name=op("Equal"))
+    container.add_node("Cast", [equal], [matched], to=onnx_type, name=op("Cast"))
+    nan, nan_value = name("category_isnan"), name("category_missing")
+    container.add_node("IsNaN", [raw], [nan], name=op("IsNaN"))
+    container.add_node("Cast", [nan], [nan_value], to=onnx_type, name=op("Cast"))
+    zero, half = name("zero"), name("half")
+    container.add_initializer(zero, onnx_type, [], [0.0])
+    container.add_initializer(half, onnx_type, [], [0.5])
+    zeros, other = name("category_zeros"), name("category_other")
+    container.add_node("Mul", [nan_value, zero], [zeros], name=op("Mul"))
+    container.add_node("Add", [zeros, half], [other], name=op("Add"))
+    scores = name("category_scores")
+    container.add_node("Concat", [matched, nan_value, other], [scores], axis=1, name=op("Concat"))
+    container.add_node("ArgMax", [scores], [out], axis=1, keepdims=0, name=op("ArgMax"))
+
+
+def _add_categorical_columns(
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    text_inputs: dict[int, str] | None,
+    onnx_type: int,
+) -> tuple[str, TreeEnsembleSpec]:
+    """Turn every categorical split into a numeric split on a 0/1 column appended to ``x``.
+
+    For each categorical feature the raw value becomes a code (known values ``0 … n-1``,
+    missing ``n``, unknown ``n + 1``); a ``[n + 2, S]`` table says, for each of the feature's
+    ``S`` splits, whether that code goes right (1) or left (0), and a ``Gather`` of it by code
+    gives ``S`` columns. A split becomes ``column <= 0.5`` (or ``< 0.5``): left on 0. The new
+    columns are never NaN. ``x [N, F] -> [N, F + sum S]``; the returned spec reads them.
+    A spec without categorical splits comes back as it is, with ``x``.
+    """
+    by_feature = _categorical_rows(spec)
+    if not by_feature:
+        return x, spec
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    text_inputs = text_inputs or {}
+    next_column = int(spec.n_features)  # x's width: the new columns follow it
+    feature = spec.feature.copy()
+    threshold = spec.threshold.copy()
+    missing_left = spec.missing_left.copy()
+    unknown_left = spec.missing_left if spec.unknown_left is None else spec.unknown_left
+    pieces = [x]
+    for column, rows in sorted(by_feature.items()):
+        if column not in spec.categories:
+            raise ConversionError(
+                f"feature {column} has categorical splits but no list of known categories; "
+                "the model cannot be converted"
+            )
+        known = np.asarray(spec.categories[column])
+        n_codes = len(known)
+        codes = name("category_code")
+        if column in text_inputs:
+            keys = category_keys(known, text=True)
+            _text_codes(scope, container, text_inputs[column], keys, n_codes, codes)
+        else:
+            raw, index = name("category_raw"), name("column_index")
+            container.add_initializer(index, TensorProto.INT64, [1], [column])
+            container.add_node("Gather", [x, index], [raw], axis=1, name=op("Gather"))
+            if spec.native == "float32" and onnx_type == TensorProto.DOUBLE:
+                # The source model rounds its input to float32 before anything else.
+                as_float, back = name("category_float32"), name("category_rounded")
+                container.add_node("Cast", [raw], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
+                container.add_node("Cast", [as_float], [back], to=onnx_type, name=op("Cast"))
+                raw = back
+            keys = category_keys(known, text=False)
+            _number_codes(scope, container, raw, keys, onnx_type, codes)
+        table = np.ones((n_codes + 2, len(rows)))
+        for position, row in enumerate(rows):
+            left = np.asarray(spec.left_codes[row], dtype=np.int64)
+            if left.size and (left.min() < 0 or left.max() >= n_codes):
+                raise ConversionError(
+                    f"a categorical split on feature {column} sends codes {left.tolist()} "
+                    f"left, but the feature has {n_codes} known categories; the model "
+                    "cannot be converted"
+                )
+            table[left, position] = 0.0
+            table[n_codes, position] = 0.0 if spec.missing_left[row] else 1.0
+            table[n_codes + 1, position] = 0.0 if unknown_left[row] else 1.0
+            feature[row] = next_column + position
+            threshold[row] = 0.5
+            missing_left[row] = False
+        initializer, gathered = name("category_goes_right"), name("category_split")
+        container.add_initializer(initializer, onnx_type, list(table.shape), table.ravel().tolist())
+        container.add_node("Gather", [initializer, codes], [gathered], axis=0, name=op("Gather"))
+        pieces.append(gathered)
+        next_column += len(rows)
+    extended = name("x_with_categories")
+    container.add_node("Concat", pieces, [extended], axis=1, name=op("Concat"))
+    numeric = replace(
+        spec,
+        feature=feature,
+        threshold=threshold,
+        missing_left=missing_left,
+        n_features=next_column,
+        categories={},
+        left_codes={},
+        unknown_left=None,
+    )
+    return extended, numeric
+
+
 def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: Any) -> dict[str, Any]:
     mode = "BRANCH_LEQ" if spec.rule == "leq" else "BRANCH_LT"
     leaf = spec.is_leaf
@@ -825,6 +1085,7 @@ def add_float_forest_classifier(
     classes: np.ndarray,
     label: str,
     probabilities: str,
+    text_inputs: dict[int, str] | None = None,
 ) -> None:
     """One ``TreeEnsembleClassifier`` on float32 input whose leaves hold class probabilities.
 
@@ -834,8 +1095,10 @@ def add_float_forest_classifier(
     sum is divided by the number of trees afterwards (``Div``), as scikit-learn does: with pure
     leaves (0 or 1) the float32 sums are exact integers, so a tie stays a tie — also when the
     trees are summed in blocks (:mod:`onnxbridge.runtime.blocking`) — instead of depending on
-    how ``n * (1 / n_trees)`` rounds.
+    how ``n * (1 / n_trees)`` rounds. Categorical splits and ``text_inputs`` as in
+    :func:`add_raw_scores`.
     """
+    x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
     leaf = np.flatnonzero(spec.is_leaf)
     k = spec.n_outputs
     thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
@@ -866,12 +1129,28 @@ def add_float_forest_classifier(
 
 
 def add_raw_scores(
-    scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, *, double: bool
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    *,
+    double: bool,
+    text_inputs: dict[int, str] | None = None,
 ) -> str:
     """Add the nodes computing ``raw [N, K]`` from input ``x`` and return the output's name.
 
     ``double`` picks the float64 graph (``x`` must then be float64), else the float32 one.
+    ``text_inputs``: feature -> ``[N, 1]`` string tensor holding a category column's raw values
+    (its column in ``x`` is then unused); other categorical features are read from ``x``.
     """
+    x, spec = _add_categorical_columns(
+        scope,
+        container,
+        x,
+        spec,
+        text_inputs,
+        TensorProto.DOUBLE if double else TensorProto.FLOAT,
+    )
     out = scope.get_unique_variable_name("raw_scores")
     if double:
         _double_graph(scope, container, x, spec, out)

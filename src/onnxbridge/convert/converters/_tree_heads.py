@@ -11,10 +11,12 @@ heads here finish the job in the input's precision:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from onnx import TensorProto
+from onnx.helper import make_tensor
 
 from onnxbridge.convert.tree_ensemble import (
     TreeEnsembleSpec,
@@ -44,10 +46,13 @@ def example_target(score: np.ndarray, classes: int | None, rng: Any) -> np.ndarr
 
 
 def is_double(operator: Any) -> bool:
-    """Whether the operator's input is float64 (``precision="double"``)."""
+    """Whether the operator's input is float64 (``precision="double"``).
+
+    With one input per column (a table with category columns), whether its numeric inputs are.
+    """
     from skl2onnx.common.data_types import DoubleTensorType
 
-    return isinstance(operator.inputs[0].type, DoubleTensorType)
+    return any(isinstance(v.type, DoubleTensorType) for v in operator.inputs)
 
 
 def _tensor_type(operator: Any) -> type:
@@ -76,22 +81,94 @@ def regressor_shape(operator: Any) -> None:
     operator.outputs[0].type = _tensor_type(operator)([None, int(width)])
 
 
-def _input(scope: Any, operator: Any, container: Any) -> str:
-    """The operator's input as one float tensor (integer inputs are cast)."""
-    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+@dataclass(frozen=True)
+class _TreeInput:
+    """The model's features as the ensemble reads them.
 
-    variable = operator.inputs[0]
-    if isinstance(variable.type, (FloatTensorType, DoubleTensorType)):
-        return variable.full_name
-    cast = scope.get_unique_variable_name("x_float")
-    container.add_node(
-        "Cast",
-        [variable.full_name],
-        [cast],
-        to=TensorProto.FLOAT,
-        name=scope.get_unique_operator_name("Cast"),
+    Attributes:
+        x: ``[N, F]`` numbers in the graph's precision (a text column's place holds zeros).
+        text: feature index -> ``[N, 1]`` string tensor of that text / category column.
+    """
+
+    x: str
+    text: dict[int, str]
+
+
+def _input(scope: Any, operator: Any, container: Any) -> _TreeInput:
+    """The operator's inputs as one float tensor plus its text columns.
+
+    One numeric input is used as it is (integers are cast to float). Several inputs (one per
+    column, what onnxbridge gives a table with text or category columns) are joined in
+    column order, numbers cast to the graph's precision.
+    """
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType, StringTensorType
+
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
+    inputs = list(operator.inputs)
+    if len(inputs) == 1 and not isinstance(inputs[0].type, StringTensorType):
+        variable = inputs[0]
+        if isinstance(variable.type, (FloatTensorType, DoubleTensorType)):
+            return _TreeInput(variable.full_name, {})
+        cast = name("x_float")
+        container.add_node(
+            "Cast", [variable.full_name], [cast], to=TensorProto.FLOAT, name=op("Cast")
+        )
+        return _TreeInput(cast, {})
+    onnx_type = TensorProto.DOUBLE if is_double(operator) else TensorProto.FLOAT
+    pieces: list[str] = []
+    text: dict[int, str] = {}
+    position = 0
+    for variable in inputs:
+        width = _width(variable)
+        if isinstance(variable.type, StringTensorType):
+            for offset in range(width):
+                text[position + offset] = _column(
+                    scope, container, variable.full_name, offset, width
+                )
+            shape, zeros = name("text_shape"), name("text_zeros")
+            container.add_node("Shape", [variable.full_name], [shape], name=op("Shape"))
+            container.add_node(
+                "ConstantOfShape",
+                [shape],
+                [zeros],
+                value=make_tensor("zero", onnx_type, [1], [0.0]),
+                name=op("ConstantOfShape"),
+            )
+            pieces.append(zeros)
+        else:
+            cast = name("column_number")
+            container.add_node("Cast", [variable.full_name], [cast], to=onnx_type, name=op("Cast"))
+            pieces.append(cast)
+        position += width
+    joined = name("x_columns")
+    container.add_node("Concat", pieces, [joined], axis=1, name=op("Concat"))
+    return _TreeInput(joined, text)
+
+
+def _width(variable: Any) -> int:
+    shape = getattr(variable.type, "shape", None) or []
+    if len(shape) != 2 or not isinstance(shape[1], int):
+        raise ConversionError(
+            f"input {variable.onnx_name!r} has shape {shape}; tree converters need [N, columns] "
+            "with a known number of columns"
+        )
+    return int(shape[1])
+
+
+def _column(scope: Any, container: Any, tensor: str, offset: int, width: int) -> str:
+    """Column ``offset`` of ``tensor [N, width]`` as ``[N, 1]``."""
+    if width == 1:
+        return tensor
+    index, out = (
+        scope.get_unique_variable_name("column_index"),
+        scope.get_unique_variable_name("text_column"),
     )
-    return cast
+    container.add_initializer(index, TensorProto.INT64, [1], [offset])
+    container.add_node(
+        "Gather", [tensor, index], [out], axis=1, name=scope.get_unique_operator_name("Gather")
+    )
+    return out
 
 
 def _import_target_opset(container: Any) -> None:
@@ -139,18 +216,21 @@ def write_classifier(
     if transform == "none" and not double:
         # The operator's own label output is not used: on two classes ONNX Runtime decides it
         # by its binary rule, not by the larger probability (labels flipped on string classes).
+        given = _input(scope, operator, container)
         add_float_forest_classifier(
             scope,
             container,
-            _input(scope, operator, container),
+            given.x,
             spec,
             np.asarray(operator.raw_operator.classes_),
             name("ort_label"),
             probabilities,
+            given.text,
         )
         _write_label(scope, operator, container, probabilities)
         return
-    raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
+    given = _input(scope, operator, container)
+    raw = add_raw_scores(scope, container, given.x, spec, double=double, text_inputs=given.text)
     if scale != 1.0 and transform in ("logistic", "ova"):
         scaled = name("scaled")
         container.add_node(
@@ -246,7 +326,8 @@ def write_regressor(
     """
     _import_target_opset(container)
     double = is_double(operator)
-    raw = add_raw_scores(scope, container, _input(scope, operator, container), spec, double=double)
+    given = _input(scope, operator, container)
+    raw = add_raw_scores(scope, container, given.x, spec, double=double, text_inputs=given.text)
     out = operator.outputs[0].full_name
     op = scope.get_unique_operator_name
     if link == "exp":

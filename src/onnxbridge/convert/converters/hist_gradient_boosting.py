@@ -4,7 +4,9 @@ Replaces skl2onnx's converter, which writes a Python ``bool`` into an integer-li
 (protobuf 7 refuses it) and rounds thresholds to float32 although the model compares in float64.
 Each node keeps its learned missing-value direction (``missing_go_to_left``). ``[N, F] -> label
 [N], probabilities [N, C]`` (binary: logistic, multiclass: softmax) / ``value [N, 1]`` (identity
-or, for the poisson and gamma losses, exp). Categorical splits are refused with a clear message.
+or, for the poisson and gamma losses, exp). Native categorical splits (pandas ``category``
+columns with ``categorical_features="from_dtype"``, or masks / indices) are converted exactly:
+see :func:`onnxbridge.convert.tree_ensemble.from_hist_gradient_boosting`.
 """
 
 from __future__ import annotations
