@@ -7,6 +7,11 @@ for cross_entropy). LightGBM compares ``x <= t`` in float64. onnxmltools' conver
 thresholds to nearest float32, which flips decisions on large-magnitude features; here float
 graphs round them down (exact on float32 data) and double graphs keep them as they are. NaN goes
 where each node learned (``default_left``), or where 0 goes when the model saw no missing values.
+
+Native categorical splits convert exactly: a pandas ``category`` column arrives as text and is
+coded by the categories the model stored (``pandas_categorical``); a category the model never
+saw, and a missing value, go right, as in LightGBM. An integer column fitted as
+``categorical_feature`` is its own code (negative values and NaN go right).
 """
 
 from __future__ import annotations
@@ -45,8 +50,27 @@ def _objective(header: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return words[0], params
 
 
+def _text_features(operator: Any) -> list[int]:
+    """The feature indices that arrive as text: the DataFrame's category columns, in order."""
+    from skl2onnx.common.data_types import StringTensorType
+
+    found: list[int] = []
+    position = 0
+    for variable in operator.inputs:
+        shape = getattr(variable.type, "shape", None) or [None, 1]
+        width = int(shape[1]) if len(shape) == 2 and isinstance(shape[1], int) else 1
+        if isinstance(variable.type, StringTensorType):
+            found.extend(range(position, position + width))
+        position += width
+    return found
+
+
+def _spec(operator: Any) -> tuple[Any, dict[str, Any]]:
+    return from_lightgbm(operator.raw_operator, string_features=_text_features(operator))
+
+
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
-    spec, header = from_lightgbm(operator.raw_operator)
+    spec, header = _spec(operator)
     objective, params = _objective(header)
     scale = float(params.get("sigmoid", 1.0))
     if objective in ("binary", "cross_entropy"):
@@ -63,7 +87,7 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 
 
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
-    spec, header = from_lightgbm(operator.raw_operator)
+    spec, header = _spec(operator)
     objective, _ = _objective(header)
     link = regression_link(
         "LGBMRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="cross_entropy"
