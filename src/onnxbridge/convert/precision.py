@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.convert.roles import source_rows
 from onnxbridge.convert.tree_ensemble import (
     TreeEnsembleSpec,
+    category_keys,
     from_hist_gradient_boosting,
     from_lightgbm,
     from_xgboost,
@@ -98,8 +100,8 @@ def _final_step(estimator: Any) -> Any:
 def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
     """The tree ensemble at the end of ``estimator`` (a model or Pipeline), or None.
 
-    None also when the model's trees cannot be read (categorical splits, unusual settings):
-    its converter reports that itself.
+    None also when the model's trees cannot be read (unusual settings): its converter reports
+    that itself.
     """
     model = _final_step(estimator)
     module = type(model).__module__
@@ -159,13 +161,27 @@ def _parents(spec: TreeEnsembleSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _path(spec: TreeEnsembleSpec, parent: np.ndarray, is_left: np.ndarray, row: int) -> list:
-    """``(feature, threshold, went_left)`` from the root down to node ``row``."""
+    """``(node row, went_left)`` from the root down to node ``row``."""
     path = []
     while parent[row] >= 0:
         up = int(parent[row])
-        path.append((int(spec.feature[up]), float(spec.threshold[up]), bool(is_left[row])))
+        path.append((up, bool(is_left[row])))
         row = up
     return path[::-1]
+
+
+def _category_value(spec: TreeEnsembleSpec, row: int, left: bool) -> float:
+    """A known category that categorical node ``row`` sends ``left`` (or right).
+
+    NaN when no known category goes that way: the probe then follows the missing values' way
+    (a row that does not reach the node only probes less, it is still checked).
+    """
+    feature = int(spec.feature[row])
+    keys = category_keys(np.asarray(spec.categories.get(feature, [])))
+    goes_left = np.zeros(len(keys), dtype=bool)
+    goes_left[np.asarray(spec.left_codes[row], dtype=np.int64)] = True
+    side = np.flatnonzero((goes_left == left) & ~np.isnan(keys))
+    return float(keys[side[0]]) if len(side) else float("nan")
 
 
 def _satisfy(row: np.ndarray, feature: int, threshold: float, left: bool, rule: str) -> None:
@@ -198,7 +214,9 @@ def threshold_probe_rows(
         return np.zeros((0, spec.n_features))
     # Thresholds beyond float32's range (LightGBM's 1e300) cannot flip: no float32 is near them.
     largest = float(np.finfo(np.float32).max) / 2
-    inner = np.flatnonzero(~spec.is_leaf & (np.abs(spec.threshold) < largest))
+    categorical = spec.is_categorical
+    # Categorical splits compare codes, not thresholds: float32 cannot flip them.
+    inner = np.flatnonzero(~spec.is_leaf & ~categorical & (np.abs(spec.threshold) < largest))
     if len(inner) == 0:
         return np.zeros((0, base.shape[1]))
     pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
@@ -212,8 +230,13 @@ def threshold_probe_rows(
     rows = []
     for number, ((feature, threshold), node_row) in enumerate(chosen):
         row = base[number % len(base)].copy()
-        for f, t, went_left in _path(spec, parent, is_left, node_row):
-            _satisfy(row, f, t, went_left, spec.rule)
+        for up, went_left in _path(spec, parent, is_left, node_row):
+            if categorical[up]:
+                row[int(spec.feature[up])] = _category_value(spec, up, went_left)
+            else:
+                _satisfy(
+                    row, int(spec.feature[up]), float(spec.threshold[up]), went_left, spec.rule
+                )
         step = _float32_step(threshold)
         for value in (threshold - step, threshold, threshold + step):
             probe = row.copy()
@@ -282,6 +305,7 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
         source = estimator
+        frame = source_rows(estimator, frame)
         if "label" in by_role:
             expected = np.asarray(source.predict(frame)).reshape(len(frame), -1)
             got = np.asarray(by_role["label"]).reshape(len(frame), -1)
@@ -313,8 +337,9 @@ def probe_float_precision(
     """
     skipped = None
     probes = np.zeros((0, frame.shape[1]))
-    base = _final_inputs(estimator, frame)
     numeric = all(i["dtype"] != "string" for i in result.metadata.inputs)
+    # Text columns (categories) are not numbers: no threshold row can be built from them.
+    base = _final_inputs(estimator, frame) if numeric else None
     if base is None or not numeric:
         skipped = "the model's input has text columns" if not numeric else "no transformed rows"
     else:

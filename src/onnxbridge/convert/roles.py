@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from onnxbridge.errors import ConversionError
 
@@ -35,6 +36,7 @@ __all__ = [
     "model_task",
     "output_roles",
     "reference_method",
+    "source_rows",
 ]
 
 TASKS = ("classification", "regression", "cluster", "outlier", "transform", "neighbors")
@@ -174,6 +176,34 @@ def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
     return expected
 
 
+def source_rows(estimator: Any, X: Any) -> Any:
+    """``X`` as the source model takes it: a numeric category column back as numbers.
+
+    onnxbridge carries a category column as text (``str(value)``, see
+    :func:`onnxbridge.data.normalize_features`). A HistGradientBoosting model fitted on a
+    pandas ``category`` column of numbers knows its categories as numbers and would read the
+    text ``"3"`` as an unseen category, so such a column goes back to numbers (a text that is
+    no number becomes missing, which the model routes as it routes an unseen category).
+    Other models and columns are returned as they are.
+    """
+    preprocessor = getattr(estimator, "_preprocessor", None)
+    categorical = getattr(estimator, "is_categorical_", None)
+    if preprocessor is None or categorical is None or not isinstance(X, pd.DataFrame):
+        return X
+    encoder = preprocessor.named_transformers_.get("encoder")
+    columns = np.flatnonzero(np.asarray(categorical, dtype=bool))
+    if encoder is None or len(columns) != len(encoder.categories_) or X.shape[1] <= max(columns):
+        return X
+    changed = X
+    for column, known in zip(columns, encoder.categories_, strict=True):
+        values = X.iloc[:, column]
+        if np.asarray(known).dtype.kind in "fiu" and values.dtype == object:
+            if changed is X:
+                changed = X.copy()
+            changed.isetitem(int(column), pd.to_numeric(values, errors="coerce"))
+    return changed
+
+
 def expected_outputs(
     estimator: Any,
     X: Any,
@@ -194,6 +224,7 @@ def expected_outputs(
         role → array (dense; sparse transformer output is densified).
     """
     results: dict[str, np.ndarray] = {}
+    X = source_rows(estimator, X)
     for role in roles:
         method = getattr(estimator, reference_method(estimator, role))
         value = method(X)

@@ -42,6 +42,8 @@ __all__ = [
     "TreeEnsembleSpec",
     "add_float_forest_classifier",
     "add_raw_scores",
+    "category_keys",
+    "category_texts",
     "floor_float32",
     "from_hist_gradient_boosting",
     "from_lightgbm",
@@ -732,18 +734,12 @@ def floor_float32(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def category_keys(values: np.ndarray, *, text: bool) -> np.ndarray:
-    """A categorical feature's known values as an input of that kind carries them.
+def category_keys(values: np.ndarray) -> np.ndarray:
+    """A categorical feature's known values as numbers (float64), for a numeric input.
 
-    ``text``: as ``str`` (what onnxbridge feeds for a category or text column: ``str(value)``,
-    so a float category 2.0 is ``"2.0"``); else as float64, where a text value that is not a
-    number becomes NaN (it can never equal a number).
+    A text value that is not a number becomes NaN: it can never equal a number.
     """
     values = np.asarray(values)
-    if text:
-        if values.dtype.kind == "f":
-            return np.array([str(float(v)) for v in values], dtype=object)
-        return np.array([str(v) for v in values], dtype=object)
     if values.dtype.kind in "fiub":
         return values.astype(np.float64)
     keys = np.full(len(values), np.nan)
@@ -755,6 +751,26 @@ def category_keys(values: np.ndarray, *, text: bool) -> np.ndarray:
     return keys
 
 
+def category_texts(values: np.ndarray) -> list[tuple[str, int]]:
+    """``(text, code)`` for a categorical feature's known values, for a text input.
+
+    onnxbridge feeds a category column as ``str(value)``: a text category is itself; a number
+    is written as pandas holds it, ``"3"`` for an integer category and ``"3.0"`` for a float
+    one, and a model's encoder may keep integer categories as floats (when the column had
+    missing values), so an integral number answers to both spellings.
+    """
+    values = np.asarray(values)
+    pairs: list[tuple[str, int]] = []
+    for code, value in enumerate(values.tolist()):
+        if isinstance(value, float):
+            pairs.append((str(value), code))
+            if value.is_integer() and abs(value) < 2**63:
+                pairs.append((str(int(value)), code))
+        else:
+            pairs.append((str(value), code))
+    return pairs
+
+
 def _categorical_rows(spec: TreeEnsembleSpec) -> dict[int, list[int]]:
     """Feature -> the spec rows of its categorical splits, in row order."""
     by_feature: dict[int, list[int]] = {}
@@ -764,15 +780,20 @@ def _categorical_rows(spec: TreeEnsembleSpec) -> dict[int, list[int]]:
 
 
 def _text_codes(
-    scope: Any, container: Any, raw: str, keys: np.ndarray, n_codes: int, out: str
+    scope: Any,
+    container: Any,
+    raw: str,
+    pairs: list[tuple[str, int]],
+    n_codes: int,
+    out: str,
 ) -> None:
-    """``raw [N, 1]`` strings -> ``out [N]`` int64: ``k`` for ``keys[k]``, ``n_codes`` for
-    ``""`` (missing), ``n_codes + 1`` for anything else (``ai.onnx.ml`` LabelEncoder)."""
+    """``raw [N, 1]`` strings -> ``out [N]`` int64 (``ai.onnx.ml`` LabelEncoder): the code of
+    each ``(text, code)`` pair, ``n_codes`` for ``""`` (missing), ``n_codes + 1`` otherwise."""
     name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
-    strings = [str(v) for v in keys]
-    if "" in strings or len(set(strings)) != len(strings):
+    texts = [text for text, _ in pairs]
+    if "" in texts or len(set(texts)) != len(texts):
         raise ConversionError(
-            f"a categorical feature's known values {strings[:10]} hold an empty or repeated "
+            f"a categorical feature's known values {texts[:10]} hold an empty or repeated "
             "text; onnxbridge feeds a missing value as the empty text, so such a model cannot "
             "be converted: give the categories distinct, non-empty names and refit"
         )
@@ -786,11 +807,12 @@ def _text_codes(
             op_domain=ML_DOMAIN,
             op_version=2,
             name=op("LabelEncoder"),
-            keys_strings=[*strings, ""],
-            values_int64s=list(range(n_codes + 1)),
+            keys_strings=[*texts, ""],
+            values_int64s=[code for _, code in pairs] + [n_codes],
             default_int64=n_codes + 1,
         )
-    else:
+    elif [code for _, code in pairs] == list(range(n_codes)):
+        # Version 1 maps the i-th class to i: enough when each code has one spelling.
         container.add_node(
             "LabelEncoder",
             [raw],
@@ -798,8 +820,13 @@ def _text_codes(
             op_domain=ML_DOMAIN,
             op_version=1,
             name=op("LabelEncoder"),
-            classes_strings=[*strings, ""],
+            classes_strings=[*texts, ""],
             default_int64=n_codes + 1,
+        )
+    else:
+        raise ConversionError(
+            f"numeric categories fed as text need ai.onnx.ml 2 or later (LabelEncoder with "
+            f"keys), but the target is {ml_target}; leave --ml-opset out or pass 3"
         )
     container.add_initializer(shape, TensorProto.INT64, [1], [-1])
     container.add_node("Reshape", [mapped, shape], [out], name=op("Reshape"))
@@ -874,8 +901,8 @@ def _add_categorical_columns(
         n_codes = len(known)
         codes = name("category_code")
         if column in text_inputs:
-            keys = category_keys(known, text=True)
-            _text_codes(scope, container, text_inputs[column], keys, n_codes, codes)
+            pairs = category_texts(known)
+            _text_codes(scope, container, text_inputs[column], pairs, n_codes, codes)
         else:
             raw, index = name("category_raw"), name("column_index")
             container.add_initializer(index, TensorProto.INT64, [1], [column])
@@ -886,7 +913,7 @@ def _add_categorical_columns(
                 container.add_node("Cast", [raw], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
                 container.add_node("Cast", [as_float], [back], to=onnx_type, name=op("Cast"))
                 raw = back
-            keys = category_keys(known, text=False)
+            keys = category_keys(known)
             _number_codes(scope, container, raw, keys, onnx_type, codes)
         table = np.ones((n_codes + 2, len(rows)))
         for position, row in enumerate(rows):
