@@ -28,7 +28,6 @@ skl2onnx's guards accept). Every integer attribute is written as ``int`` (protob
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
@@ -358,33 +357,12 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     return spec
 
 
-def _category_strings(values: Any, feature: str) -> np.ndarray:
-    """A model's known categories as they arrive in the ONNX input: ``str(value)``, code order.
+def _known_categories(values: Any) -> np.ndarray:
+    """A model's stored categories, in code order, as the values they are (text or numbers).
 
-    onnxbridge feeds a category column as ``str(value)`` and a missing value as ``""``
-    (:func:`onnxbridge.convert.metadata.input_block`), so a category that is the empty string,
-    or two that read the same as text, could not be told apart in the graph.
-
-    Args:
-        values: the categories in code order.
-        feature: names the feature in an error (``"feature 'colour'"``).
-
-    Raises:
-        ConversionError: an empty-string category, or two categories with the same text.
+    The graph spells them as onnxbridge feeds a category column (:func:`category_texts`).
     """
-    strings = [str(v) for v in values]
-    if "" in strings:
-        raise ConversionError(
-            f"{feature} has the empty string as a category, which onnxbridge reads as a missing "
-            "value; rename that category (e.g. 'missing') and refit"
-        )
-    twins = sorted(text for text, count in Counter(strings).items() if count > 1)
-    if twins:
-        raise ConversionError(
-            f"{feature} has categories that read the same as text "
-            f"({', '.join(map(repr, twins))}); give them distinct names and refit"
-        )
-    return np.array(strings, dtype=object)
+    return np.array(list(values), dtype=object)
 
 
 def _integer_categories(highest: int) -> np.ndarray:
@@ -416,7 +394,6 @@ def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray
     re-codes a DataFrame's categories by these at predict time.
     """
     learner = document["learner"]
-    names = learner.get("feature_names") or []
     cats = learner["gradient_booster"]["model"].get("cats") or {}
     found: dict[int, np.ndarray] = {}
     for j, entry in enumerate(cats.get("enc") or []):
@@ -429,8 +406,7 @@ def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray
             known = [data[int(a) : int(b)].decode("utf-8") for a, b in pairwise(offsets)]
         else:
             known = list(values)
-        name = names[j] if j < len(names) else str(j)
-        found[j] = _category_strings(known, f"XGBoost feature {name!r}")
+        found[j] = _known_categories(known)
     return found
 
 
@@ -627,10 +603,7 @@ def _lightgbm_string_features(
             f"{len(string_features)} column(s) arrive as text ({', '.join(shown) or 'none'}); "
             "pass sample rows with the training data's dtypes (category columns as category)"
         )
-    return {
-        j: _category_strings(known, f"LightGBM feature {names[j] if j < len(names) else j!r}")
-        for j, known in zip(string_features, pandas, strict=True)
-    }
+    return {j: _known_categories(known) for j, known in zip(string_features, pandas, strict=True)}
 
 
 @dataclass
