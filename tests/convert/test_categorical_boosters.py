@@ -179,3 +179,156 @@ def test_a_category_named_by_the_empty_string_is_refused() -> None:
     model = LGBMRegressor(**_LGBM, min_data_per_group=5).fit(frame, target)
     with pytest.raises(ConversionError, match=r"empty or repeated text"):
         convert_estimator(model, frame.head(20), precision="float")
+
+
+# -- CatBoost ------------------------------------------------------------------------------------
+#
+# A fitted CatBoost model keeps its categories only as hashes, so convert_estimator refuses it;
+# its reader, given every category's value, is checked here by evaluating the spec it reads
+# (a plain walk of the trees) against CatBoost's own raw predictions.
+
+
+def _feed(frame: pd.DataFrame) -> list[np.ndarray]:
+    """Each column as onnxbridge feeds it: text ("" when missing) or float64."""
+    columns = []
+    for name in frame.columns:
+        column = frame[name]
+        if pd.api.types.is_numeric_dtype(column.dtype):
+            columns.append(column.to_numpy(dtype=np.float64, na_value=np.nan))
+        else:
+            values = column.to_numpy(dtype=object)
+            columns.append(np.array(["" if pd.isna(v) else str(v) for v in values], dtype=object))
+    return columns
+
+
+def _goes_left(spec, row: int, value) -> bool:
+    if row in spec.left_codes:
+        known = spec.categories[int(spec.feature[row])]
+        if (value == "") if isinstance(value, str) else np.isnan(value):
+            return bool(spec.missing_left[row])
+        hits = np.flatnonzero(np.array([str(k) == str(value) for k in known]))
+        if isinstance(value, float):
+            hits = np.flatnonzero(np.array([float(k) == value for k in known]))
+        if hits.size == 0:
+            return bool(spec.unknown_left[row])
+        return bool(np.isin(hits[0], spec.left_codes[row]))
+    if np.isnan(value):
+        return bool(spec.missing_left[row])
+    value = float(np.float32(value)) if spec.native == "float32" else float(value)
+    return value <= spec.threshold[row] if spec.rule == "leq" else value < spec.threshold[row]
+
+
+def _spec_raw_scores(spec, frame: pd.DataFrame) -> np.ndarray:
+    """``[N, K]`` raw scores of a spec, by walking each tree for each row."""
+    columns = _feed(frame)
+    rows = {(int(t), int(n)): i for i, (t, n) in enumerate(zip(spec.tree, spec.node, strict=True))}
+    out = np.tile(spec.base, (len(frame), 1))
+    for i in range(len(frame)):
+        for tree in range(spec.n_trees):
+            row = rows[(tree, 0)]
+            while not spec.is_leaf[row]:
+                left = _goes_left(spec, row, columns[int(spec.feature[row])][i])
+                row = rows[(tree, int(spec.left[row] if left else spec.right[row]))]
+            out[i] += spec.values[row]
+    return out
+
+
+def _catboost_table(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.RandomState(seed)
+    colour = rng.choice(COLOURS, n)
+    effect = dict(
+        zip(COLOURS, np.random.RandomState(99).normal(size=len(COLOURS)) * 2, strict=True)
+    )
+    size = rng.choice(SIZES, n)
+    x = rng.normal(size=n)
+    x[rng.rand(n) < 0.1] = np.nan
+    grade = rng.randint(0, 3, n)
+    target = np.array([effect[c] for c in colour]) + np.nan_to_num(x, nan=2.0) + (size == "L")
+    frame = pd.DataFrame({"colour": colour, "x": x, "size": size, "grade": grade})
+    return frame, target + grade
+
+
+def _catboost_held_out() -> pd.DataFrame:
+    """Each known colour, size and grade, an unseen colour and grade, a missing number."""
+    n = len(COLOURS) + 3
+    return pd.DataFrame(
+        {
+            "colour": [*COLOURS, "teal", "red", "red"],
+            "x": np.r_[np.linspace(-2, 2, n - 1), np.nan],
+            "size": [SIZES[i % 3] for i in range(n)],
+            "grade": [i % 3 for i in range(n - 1)] + [7],
+        }
+    )
+
+
+@pytest.mark.parametrize("task", ["regression", "binary", "multiclass"])
+def test_catboost_reader_matches_catboost_given_every_category(task: str) -> None:
+    from catboost import CatBoostClassifier, CatBoostRegressor
+
+    from onnxbridge.convert.converters.catboost import catboost_categorical_spec
+
+    frame, target = _catboost_table(400, seed=0)
+    params = {
+        "iterations": 10,
+        "depth": 4,
+        "verbose": 0,
+        "thread_count": 1,
+        "allow_writing_files": False,
+        "cat_features": ["colour", "size", "grade"],
+        "max_ctr_complexity": 1,
+        "one_hot_max_size": 3,  # size and grade one-hot, colour by CTRs
+    }
+    if task == "regression":
+        model = CatBoostRegressor(**params).fit(frame, target)
+    else:
+        edges = [np.median(target)] if task == "binary" else np.quantile(target, [0.33, 0.66])
+        model = CatBoostClassifier(**params).fit(frame, np.digitize(target, edges))
+    known = {0: COLOURS, 2: SIZES, 3: [0, 1, 2]}
+    spec, _ = catboost_categorical_spec(model, known)
+    held = _catboost_held_out()
+    expected = model.predict(held, prediction_type="RawFormulaVal").reshape(len(held), -1)
+    np.testing.assert_allclose(_spec_raw_scores(spec, held), expected, atol=TOLERANCE)
+
+
+def test_catboost_reader_refuses_a_sample_missing_categories_and_feature_pairs() -> None:
+    from catboost import CatBoostRegressor
+
+    from onnxbridge.convert.converters.catboost import catboost_categorical_spec
+
+    frame, target = _catboost_table(400, seed=1)
+    common = {"verbose": 0, "thread_count": 1, "allow_writing_files": False, "depth": 4}
+    model = CatBoostRegressor(
+        iterations=10, cat_features=["colour"], max_ctr_complexity=1, **common
+    ).fit(frame[["colour", "x"]], target)
+    with pytest.raises(ConversionError, match=r"hold 5 value\(s\) of column 'colour' but miss 5"):
+        catboost_categorical_spec(model, {0: COLOURS[:5]})
+    rng = np.random.RandomState(1)
+    pairs = pd.DataFrame(
+        {
+            "a": rng.choice(list("abcdefgh"), 500),
+            "b": rng.choice(list("klmnopqr"), 500),
+            "x": rng.normal(size=500),
+        }
+    )
+    signal = pairs["a"].isin(list("abcd")) ^ pairs["b"].isin(list("klmn"))
+    model = CatBoostRegressor(
+        iterations=60, cat_features=["a", "b"], one_hot_max_size=1, max_ctr_complexity=4, **common
+    ).fit(pairs, 3.0 * signal + pairs["x"])
+    with pytest.raises(
+        ConversionError, match=r"combinations of categorical features.*max_ctr_complexity=1"
+    ):
+        catboost_categorical_spec(model, {0: list("abcdefgh"), 1: list("klmnopqr")})
+
+
+def test_catboost_with_categorical_features_is_refused_with_the_reason() -> None:
+    from catboost import CatBoostClassifier
+
+    frame, target = _catboost_table(200, seed=2)
+    model = CatBoostClassifier(
+        iterations=5, verbose=0, thread_count=1, allow_writing_files=False, cat_features=["colour"]
+    ).fit(frame[["colour", "x"]], (target > 0).astype(int))
+    with pytest.raises(
+        ConversionError,
+        match=r"cat features \[0\] cannot be converted: the model keeps only hashes of its",
+    ):
+        convert_estimator(model, frame[["colour", "x"]].head(20), precision="float")
