@@ -303,15 +303,6 @@ def test_string_classes_keep_their_labels() -> None:
             np.testing.assert_array_equal(got["label"], model.predict(X).ravel())
 
 
-def test_hist_gradient_boosting_categorical_features_are_refused() -> None:
-    rng = np.random.RandomState(SEED)
-    X = np.c_[rng.randint(0, 4, size=200), rng.normal(size=200)]
-    model = HistGradientBoostingClassifier(max_iter=5, categorical_features=[0])
-    model.fit(X, (X[:, 0] > 1).astype(int))
-    with pytest.raises(ConversionError, match=r"categorical_features \(feature indices \[0\]\)"):
-        convert_estimator(model, X[:5], precision="float")
-
-
 def test_lightgbm_zero_as_missing_is_refused() -> None:
     X, labels, _ = _frame()
     model = LGBMClassifier(n_estimators=5, zero_as_missing=True, verbose=-1).fit(X, labels)

@@ -1,7 +1,8 @@
 """Tree ensembles as plain arrays, read from every library onnxbridge converts, and their graph.
 
 :class:`TreeEnsembleSpec` holds one ensemble whatever trained it: per node its tree, feature,
-threshold, children, where a missing value (NaN) goes, and per leaf its value(s). The readers walk
+threshold (or, for a categorical split, the category codes that go left), children, where a
+missing value (NaN) goes, and per leaf its value(s). The readers walk
 scikit-learn's ``tree_`` (trees, forests, extra-trees, gradient boosting), HistGradientBoosting's
 ``_predictors``, XGBoost's JSON model and LightGBM's ``dump_model()``. The same spec feeds the
 converters (``converters/trees.py`` and kin) and the precision probes
@@ -19,6 +20,13 @@ Two graphs are built from a spec, ``x [N, F] -> raw scores [N, K]``:
   and summed by ordinary operators: ``TreeEnsembleRegressor -> Cast -> Gather -> ReduceSum/MatMul``.
   Models that compare in float32 get ``Cast(float) -> Cast(double)`` in front, which is exactly
   what they do to their own input.
+
+Categorical splits (``TreeEnsembleSpec.left_codes``) go in front of either graph: each
+categorical feature's raw value becomes a code (text through ``ai.onnx.ml`` LabelEncoder, numbers
+through ``Equal`` with the known values; missing and unknown values get codes of their own), a
+``Gather`` from a ``[codes, splits]`` 0/1 table gives one column per split, appended to ``x``,
+and the split becomes an ordinary numeric split on its column. Without categorical splits nothing
+is added in front.
 
 The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
 skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
@@ -815,6 +823,12 @@ def _number_codes(
     else NaN's column, else the constant one.
     """
     name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    target = getattr(container, "target_opset", None)
+    if isinstance(target, int) and target < 11:
+        raise ConversionError(
+            f"a categorical feature given as numbers needs opset 11 or later (Equal on "
+            f"floats), but the target is {target}; leave --opset out or pass 11 or more"
+        )
     numpy_type = np.float64 if onnx_type == TensorProto.DOUBLE else np.float32
     table, equal, matched = name("category_keys"), name("category_equal"), name("category_match")
     container.add_initializer(

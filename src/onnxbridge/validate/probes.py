@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.convert.tree_ensemble import hist_gradient_boosting_columns
 from onnxbridge.data import FeatureSchema
 from onnxbridge.errors import DataError
 
@@ -130,13 +131,15 @@ def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
     if hasattr(estimator, "tree_"):  # DecisionTree*, ExtraTree*
         return _sklearn_tree(estimator)
     if hasattr(estimator, "_predictors"):  # HistGradientBoosting*
+        # With category columns the trees index the model's reordered columns, not the input's.
+        columns = hist_gradient_boosting_columns(estimator)
         found: list[SplitThreshold] = []
         for iteration in estimator._predictors:
             for predictor in iteration:
                 nodes = predictor.nodes
                 numeric = (nodes["is_leaf"] == 0) & (nodes["is_categorical"] == 0)
                 found.extend(
-                    SplitThreshold(int(f), float(t))
+                    SplitThreshold(int(columns[int(f)]), float(t))
                     for f, t in zip(
                         nodes["feature_idx"][numeric], nodes["num_threshold"][numeric], strict=True
                     )
