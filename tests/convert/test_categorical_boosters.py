@@ -163,6 +163,27 @@ def test_xgboost_unseen_category_goes_where_a_missing_one_goes() -> None:
     np.testing.assert_allclose(missing, model.predict(row.iloc[[1]])[0], atol=TOLERANCE)
 
 
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_integer_codes_declared_categorical_match_the_boosters(precision: str) -> None:
+    """A plain array whose first column the booster splits on as categories: codes it knows,
+    codes above them, negative codes and NaN each go where the library sends them."""
+    rng = np.random.RandomState(6)
+    X = np.c_[rng.randint(0, 8, 500), rng.normal(size=500)].astype(np.float64)
+    X[rng.rand(500) < 0.1, 0] = np.nan
+    y = np.nan_to_num(X[:, 0], nan=9.0) % 3 + X[:, 1]
+    held = np.array([[v, 0.3] for v in [0, 1, 2, 3, 4, 5, 6, 7, 8, 100, -1, -3, np.nan]])
+    xgb = XGBRegressor(
+        n_estimators=8, max_depth=3, n_jobs=1, enable_categorical=True, feature_types=["c", "q"]
+    ).fit(X, y)
+    lgbm = LGBMRegressor(**_LGBM, min_data_per_group=5, cat_smooth=1)
+    lgbm.fit(X, y, categorical_feature=[0])
+    for model in (xgb, lgbm):
+        result = convert_estimator(model, X[:30], precision=precision)
+        for rows in (held, X[:100]):
+            got = _run(result, rows)["value"].ravel()
+            np.testing.assert_allclose(got, model.predict(rows), atol=TOLERANCE, err_msg="value")
+
+
 def test_lightgbm_category_columns_must_arrive_as_text() -> None:
     frame, target = _table(300, seed=4)
     model = LGBMRegressor(**_LGBM).fit(frame, target)
