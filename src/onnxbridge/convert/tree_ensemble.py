@@ -557,7 +557,7 @@ def from_lightgbm(
     Args:
         model: the fitted model.
         string_features: the features that arrive as text (the DataFrame's category columns,
-            in order); None reads them from the model when it is unambiguous.
+            in order); None for a model fitted without pandas category columns.
 
     Returns:
         The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
@@ -591,25 +591,33 @@ def from_lightgbm(
 def _lightgbm_string_features(
     booster: Any, dump: dict[str, Any], string_features: list[int] | None
 ) -> dict[int, np.ndarray]:
-    """Feature index -> its pandas categories (as text, code order) for a LightGBM model.
+    """Feature index -> its pandas categories (code order) for a LightGBM model.
 
     ``pandas_categorical`` lists the categories of the DataFrame's category columns in column
-    order, but not which columns they were: the caller knows (the columns that arrive as
-    text), or, without it, they are the model's categorical features when the counts agree.
+    order, but not which columns they were (an integer column fitted as
+    ``categorical_feature`` is categorical too): only the caller knows, by the columns that
+    arrive as text.
+
+    Raises:
+        ConversionError: the model has category columns and the caller did not say which
+            features arrive as text, or as many as it has.
     """
     pandas = dump.get("pandas_categorical") or getattr(booster, "pandas_categorical", None) or []
     names = list(dump.get("feature_names") or [])
     if string_features is None:
         if not pandas:
             return {}
-        infos = dump.get("feature_infos") or {}
-        string_features = [j for j, n in enumerate(names) if (infos.get(n) or {}).get("values")]
+        raise ConversionError(
+            "the LightGBM model was fitted on pandas category columns; which features arrive "
+            "as text must be given to read it (convert it with a DataFrame sample)"
+        )
     if len(string_features) != len(pandas):
         shown = [names[j] if j < len(names) else str(j) for j in string_features]
         raise ConversionError(
             f"the LightGBM model was fitted on {len(pandas)} pandas category column(s) but "
             f"{len(string_features)} column(s) arrive as text ({', '.join(shown) or 'none'}); "
-            "pass sample rows with the training data's dtypes (category columns as category)"
+            "pass sample rows with the training data's columns, category columns as text or "
+            "category (not as codes)"
         )
     return {j: _known_categories(known) for j, known in zip(string_features, pandas, strict=True)}
 

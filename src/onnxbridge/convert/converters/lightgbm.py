@@ -11,7 +11,9 @@ where each node learned (``default_left``), or where 0 goes when the model saw n
 Native categorical splits convert exactly: a pandas ``category`` column arrives as text and is
 coded by the categories the model stored (``pandas_categorical``); a category the model never
 saw, and a missing value, go right, as in LightGBM. An integer column fitted as
-``categorical_feature`` is its own code (negative values and NaN go right).
+``categorical_feature`` is its own code (negative values, codes the model never split on and
+NaN go right; LightGBM truncates a fractional value to an integer, the graph treats it as a
+code it never saw).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from onnxbridge.convert.converters._tree_heads import (
     write_regressor,
 )
 from onnxbridge.convert.registry import ConverterSpec, register_converter
-from onnxbridge.convert.tree_ensemble import from_lightgbm
+from onnxbridge.convert.tree_ensemble import TreeEnsembleSpec, from_lightgbm
 from onnxbridge.errors import ConversionError
 
 _IDENTITY = ("regression", "regression_l1", "huber", "fair", "quantile", "mape")
@@ -65,7 +67,8 @@ def _text_features(operator: Any) -> list[int]:
     return found
 
 
-def _spec(operator: Any) -> tuple[Any, dict[str, Any]]:
+def _spec(operator: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+    """The model's spec, its pandas category columns read from the inputs that are text."""
     return from_lightgbm(operator.raw_operator, string_features=_text_features(operator))
 
 

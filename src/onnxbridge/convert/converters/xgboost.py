@@ -5,6 +5,13 @@ Read from the booster's JSON model (no onnxmltools): ``[N, F] -> label [N], prob
 (identity, or exp for the poisson / gamma / tweedie objectives, logistic for ``reg:logistic``).
 XGBoost compares ``float32(x) < t`` with float32 thresholds and sends NaN where each node learned
 (``default_left``); both graphs keep that exactly.
+
+Native categorical splits (``enable_categorical=True``) convert exactly: a pandas ``category``
+column arrives as text and is coded by the categories the model stored (XGBoost re-codes a
+DataFrame by them too); a node sends the categories it lists right and every other one left, a
+missing value where it learned. A category the model never saw, which XGBoost refuses, goes
+where a missing value goes. A numeric column declared categorical (``feature_types``) is its own
+code: negative codes and codes above every listed one go left, as in XGBoost.
 """
 
 from __future__ import annotations
