@@ -184,6 +184,18 @@ def test_integer_codes_declared_categorical_match_the_boosters(precision: str) -
             np.testing.assert_allclose(got, model.predict(rows), atol=TOLERANCE, err_msg="value")
 
 
+def test_xgboost_text_for_a_feature_fitted_on_codes_is_refused() -> None:
+    """A model fitted on integer codes stores no categories: text there cannot be coded."""
+    rng = np.random.RandomState(7)
+    X = np.c_[rng.randint(0, 4, 200), rng.normal(size=200)].astype(np.float64)
+    model = XGBRegressor(
+        n_estimators=4, max_depth=2, n_jobs=1, enable_categorical=True, feature_types=["c", "q"]
+    ).fit(X, X[:, 0] % 2 + X[:, 1])
+    sample = pd.DataFrame({"x0": ["0", "1", "2", "3"], "x1": [0.1, 0.2, 0.3, 0.4]})
+    with pytest.raises(ConversionError, match=r"feature 0 arrives as text, but the model stores"):
+        convert_estimator(model, sample, precision="float")
+
+
 def test_lightgbm_category_columns_must_arrive_as_text() -> None:
     frame, target = _table(300, seed=4)
     model = LGBMRegressor(**_LGBM).fit(frame, target)

@@ -418,7 +418,9 @@ def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray
     return found
 
 
-def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
+def from_xgboost(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, str]:
     """Read a fitted XGBClassifier / XGBRegressor (compares ``float32(x) < float32(t)``).
 
     Categorical splits (``enable_categorical=True``) send the categories a node lists *right*
@@ -428,12 +430,17 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     declared categorical (``feature_types``) is read as its integer codes: a negative one, or
     one above every listed category, goes left, as in XGBoost.
 
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text, checked to have stored categories;
+            None skips the check.
+
     Returns:
         The spec (raw margin) and the objective's name (``binary:logistic``, ...).
 
     Raises:
-        ConversionError: a booster other than ``gbtree``, multi-target trees, categories that
-            the graph cannot tell apart.
+        ConversionError: a booster other than ``gbtree``, multi-target trees, a categorical
+            feature that arrives as text without stored categories.
     """
     booster = model.get_booster()
     document = _xgb_model_json(booster)
@@ -501,7 +508,7 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     spec.base = base
     spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
     if listed:
-        _xgboost_categorical_splits(spec, listed, stored)
+        _xgboost_categorical_splits(spec, listed, stored, string_features or [])
     return spec, objective
 
 
@@ -519,11 +526,21 @@ def _xgboost_node_categories(tree: dict[str, Any]) -> dict[int, np.ndarray]:
 
 
 def _xgboost_categorical_splits(
-    spec: TreeEnsembleSpec, listed: dict[int, tuple[int, np.ndarray]], stored: dict[int, np.ndarray]
+    spec: TreeEnsembleSpec,
+    listed: dict[int, tuple[int, np.ndarray]],
+    stored: dict[int, np.ndarray],
+    text: list[int],
 ) -> None:
     """Fill ``spec``'s categorical fields: the listed categories go right, the rest left."""
     highest: dict[int, int] = {}
     for feature, codes in listed.values():
+        if feature not in stored and feature in text:
+            raise ConversionError(
+                f"XGBoost feature {feature} arrives as text, but the model stores no categories "
+                "for it (fitted on codes, or saved by XGBoost before 3.1), so its text cannot "
+                "be coded; pass that column as its numeric codes, or refit on a pandas "
+                "category column with XGBoost 3.1 or later"
+            )
         if feature not in stored:
             top = int(codes.max()) if codes.size else 0
             highest[feature] = max(highest.get(feature, 0), top)
@@ -626,7 +643,7 @@ def _lightgbm_string_features(
 class _LightGBMCategorical:
     """Collects the categorical splits of a LightGBM model while its trees are read."""
 
-    strings: dict[int, np.ndarray]
+    pandas: dict[int, np.ndarray]  # feature -> its pandas categories (code order)
     left_codes: dict[int, np.ndarray] = field(default_factory=dict)
     unknown_left: dict[int, bool] = field(default_factory=dict)
     highest: dict[int, int] = field(default_factory=dict)
@@ -636,12 +653,12 @@ class _LightGBMCategorical:
         listed = np.array([int(v) for v in str(threshold).split("||")], dtype=np.int64)
         self.left_codes[row] = listed
         self.unknown_left[row] = False
-        if feature not in self.strings:
+        if feature not in self.pandas:
             self.highest[feature] = max(self.highest.get(feature, 0), int(listed.max()))
 
     def numeric_split(self, row: int, feature: int, threshold: float, missing_left: bool) -> None:
         """A ``<=`` split on a category column's codes: the codes up to the threshold go left."""
-        every = np.arange(len(self.strings[feature]), dtype=np.int64)
+        every = np.arange(len(self.pandas[feature]), dtype=np.int64)
         self.left_codes[row] = every[every <= threshold]
         # An unseen category is NaN to LightGBM, as a missing one.
         self.unknown_left[row] = missing_left
@@ -649,7 +666,7 @@ class _LightGBMCategorical:
     def fill(self, spec: TreeEnsembleSpec) -> None:
         """Write the collected splits into ``spec``'s categorical fields."""
         used = {int(spec.feature[row]) for row in self.left_codes}
-        spec.categories = {j: self.strings[j] for j in sorted(used & set(self.strings))}
+        spec.categories = {j: self.pandas[j] for j in sorted(used & set(self.pandas))}
         spec.categories.update(
             {j: _integer_categories(top) for j, top in sorted(self.highest.items())}
         )
@@ -697,7 +714,7 @@ def _lightgbm_node(
         else:
             # Without a missing type LightGBM reads NaN as 0.
             nan_left = 0.0 <= threshold
-        if feature in codes.strings:
+        if feature in codes.pandas:
             codes.numeric_split(position, feature, threshold, nan_left)
             threshold = 0.0
     builder.split(tree, node_id, feature, threshold, -1, -1, nan_left)

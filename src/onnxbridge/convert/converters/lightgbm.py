@@ -29,6 +29,7 @@ from onnxbridge.convert.converters._tree_heads import (
     example_target,
     regression_link,
     regressor_shape,
+    text_features,
     write_classifier,
     write_regressor,
 )
@@ -52,24 +53,9 @@ def _objective(header: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return words[0], params
 
 
-def _text_features(operator: Any) -> list[int]:
-    """The feature indices that arrive as text: the DataFrame's category columns, in order."""
-    from skl2onnx.common.data_types import StringTensorType
-
-    found: list[int] = []
-    position = 0
-    for variable in operator.inputs:
-        shape = getattr(variable.type, "shape", None) or [None, 1]
-        width = int(shape[1]) if len(shape) == 2 and isinstance(shape[1], int) else 1
-        if isinstance(variable.type, StringTensorType):
-            found.extend(range(position, position + width))
-        position += width
-    return found
-
-
 def _spec(operator: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
     """The model's spec, its pandas category columns read from the inputs that are text."""
-    return from_lightgbm(operator.raw_operator, string_features=_text_features(operator))
+    return from_lightgbm(operator.raw_operator, string_features=text_features(operator))
 
 
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:

@@ -27,6 +27,7 @@ from onnxbridge.convert.converters._tree_heads import (
     example_target,
     regression_link,
     regressor_shape,
+    text_features,
     write_classifier,
     write_regressor,
 )
@@ -56,7 +57,7 @@ def _check_missing(model: Any) -> None:
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_missing(model)
-    spec, objective = from_xgboost(model)
+    spec, objective = from_xgboost(model, string_features=text_features(operator))
     if objective == "binary:logistic":
         transform = "logistic"
     elif objective in ("multi:softprob", "multi:softmax"):
@@ -72,7 +73,7 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_missing(model)
-    spec, objective = from_xgboost(model)
+    spec, objective = from_xgboost(model, string_features=text_features(operator))
     link = regression_link(
         "XGBRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="reg:logistic"
     )
