@@ -96,7 +96,10 @@ _LGBM = {"n_estimators": 12, "num_leaves": 8, "min_child_samples": 5, "verbose":
     [
         # auto: the unordered category column splits as a set, the ordered one on its codes.
         (lambda: LGBMRegressor(**_LGBM, min_data_per_group=5, cat_smooth=1), "auto"),
-        (lambda: LGBMClassifier(**_LGBM, min_data_per_group=5, cat_smooth=1), ["colour", "code"]),
+        (
+            lambda: LGBMClassifier(**_LGBM, min_data_per_group=5, cat_smooth=1),
+            ["colour", "code", "size"],  # size: 3 categories, one-vs-rest splits
+        ),
     ],
     ids=["LGBMRegressor-auto", "LGBMClassifier-with-integer-column"],
 )
