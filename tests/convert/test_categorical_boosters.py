@@ -169,12 +169,14 @@ def test_xgboost_unseen_category_goes_where_a_missing_one_goes() -> None:
 @pytest.mark.parametrize("precision", ["float", "double"])
 def test_integer_codes_declared_categorical_match_the_boosters(precision: str) -> None:
     """A plain array whose first column the booster splits on as categories: codes it knows,
-    codes above them, negative codes and NaN each go where the library sends them."""
+    codes above them, negative codes, fractional values (the libraries cast to int) and NaN
+    each go where the library sends them."""
     rng = np.random.RandomState(6)
     X = np.c_[rng.randint(0, 8, 500), rng.normal(size=500)].astype(np.float64)
     X[rng.rand(500) < 0.1, 0] = np.nan
     y = np.nan_to_num(X[:, 0], nan=9.0) % 3 + X[:, 1]
-    held = np.array([[v, 0.3] for v in [0, 1, 2, 3, 4, 5, 6, 7, 8, 100, -1, -3, np.nan]])
+    codes = [0, 1, 2, 3, 4, 5, 6, 7, 8, 100, -1, -3, np.nan, 2.5, 2.99, 7.5, -0.5, -0.99, -1.5]
+    held = np.array([[v, 0.3] for v in codes])
     xgb = XGBRegressor(
         n_estimators=8, max_depth=3, n_jobs=1, enable_categorical=True, feature_types=["c", "q"]
     ).fit(X, y)
@@ -185,6 +187,24 @@ def test_integer_codes_declared_categorical_match_the_boosters(precision: str) -
         for rows in (held, X[:100]):
             got = _run(result, rows)["value"].ravel()
             np.testing.assert_allclose(got, model.predict(rows), atol=TOLERANCE, err_msg="value")
+
+
+def test_lightgbm_integer_category_column_with_missing_values_validates(tmp_path) -> None:
+    """Such a column is float (NaN); validate's range probe feeds it fractional values, which
+    LightGBM casts to int: the graph must do the same to stay EQUIVALENT."""
+    from onnxbridge.validate import validate_model
+
+    rng = np.random.RandomState(8)
+    code = rng.randint(0, 8, 600).astype(np.float64)
+    code[rng.rand(600) < 0.1] = np.nan
+    X = pd.DataFrame({"code": code, "x": rng.normal(size=600)})
+    y = (np.nan_to_num(code, nan=9.0) % 3 == 0) ^ (X["x"] > 0.5)
+    model = LGBMClassifier(**_LGBM, min_data_per_group=5)
+    model.fit(X[:400], y[:400], categorical_feature=["code"])
+    path = tmp_path / "model.onnx"
+    convert_estimator(model, X[:30], precision="double").save(path)
+    report = validate_model(path, model, X[400:])
+    assert report.verdict == "EQUIVALENT", [(p.name, p.ok) for p in report.probe_sets if not p.ok]
 
 
 def test_xgboost_text_for_a_feature_fitted_on_codes_is_refused() -> None:

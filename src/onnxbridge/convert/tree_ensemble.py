@@ -97,6 +97,11 @@ class TreeEnsembleSpec:
             codes (positions in ``categories[feature]``) that go left.
         unknown_left: ``[M]`` bool, read at categorical nodes only: where a value that is not
             among ``categories[feature]`` goes; None means the same as ``missing_left``.
+        truncate_codes: numeric categorical feature ``j`` -> how the model turns a value into
+            an integer code before looking it up (LightGBM and XGBoost cast to ``int``):
+            ``"toward_zero"`` (every value, ``-0.5`` is code 0) or ``"nonnegative"`` (negative
+            values are left as they are, so they stay unknown). Features not listed are looked
+            up as they are.
 
     A categorical node (a row in ``left_codes``) sends a known value left when its code is in
     ``left_codes[row]``, a missing value (NaN, or ``""`` for strings) left when
@@ -122,6 +127,7 @@ class TreeEnsembleSpec:
     categories: dict[int, np.ndarray] = field(default_factory=dict)
     left_codes: dict[int, np.ndarray] = field(default_factory=dict)
     unknown_left: np.ndarray | None = None
+    truncate_codes: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_trees(self) -> int:
@@ -427,8 +433,9 @@ def from_xgboost(
     and every other one left; a missing value goes where the node learned (``default_left``).
     DataFrame category columns are read with the categories the model stores and re-codes by;
     a category the model never saw (XGBoost refuses it) is routed as missing. A numeric column
-    declared categorical (``feature_types``) is read as its integer codes: a negative one, or
-    one above every listed category, goes left, as in XGBoost.
+    declared categorical (``feature_types``) is read as its integer codes (a fractional value
+    cut to its integer part): a negative one, or one above every listed category, goes left,
+    as in XGBoost.
 
     Args:
         model: the fitted model.
@@ -548,6 +555,8 @@ def _xgboost_categorical_splits(
         **{j: stored[j] for j in sorted({f for f, _ in listed.values()} & set(stored))},
         **{j: _integer_categories(top) for j, top in sorted(highest.items())},
     }
+    # XGBoost casts a value to int; a negative one is an invalid category.
+    spec.truncate_codes = dict.fromkeys(sorted(highest), "nonnegative")
     unknown = spec.missing_left.copy()
     for row, (feature, codes) in listed.items():
         every = np.arange(len(spec.categories[feature]), dtype=np.int64)
@@ -567,8 +576,8 @@ def from_lightgbm(
     other value right: an unseen category, NaN and a negative value too. A pandas ``category``
     column reaches the trees as its code in the categories the model stored
     (``pandas_categorical``); a category it never saw becomes NaN. A numeric column fitted as
-    ``categorical_feature`` is its own code (LightGBM truncates a fractional value to an
-    integer; the graph treats a non-integral value as unseen). A numeric split on a category
+    ``categorical_feature`` is its own code, a fractional value cut toward zero as LightGBM's
+    ``int`` cast does. A numeric split on a category
     column (an ordered category) becomes the set of codes at or below its threshold.
 
     Args:
@@ -670,6 +679,8 @@ class _LightGBMCategorical:
         spec.categories.update(
             {j: _integer_categories(top) for j, top in sorted(self.highest.items())}
         )
+        # LightGBM casts a value to int (toward zero) and sends a negative int right.
+        spec.truncate_codes = dict.fromkeys(sorted(self.highest), "toward_zero")
         spec.left_codes = dict(self.left_codes)
         unknown = spec.missing_left.copy()
         for row, goes_left in self.unknown_left.items():
@@ -875,6 +886,28 @@ def _number_codes(
     container.add_node("ArgMax", [scores], [out], axis=1, keepdims=0, name=op("ArgMax"))
 
 
+def _truncated_codes(scope: Any, container: Any, raw: str, how: str, onnx_type: int) -> str:
+    """``raw [N, 1]`` numbers cut to integers as a booster's ``int`` cast does (NaN stays NaN).
+
+    ``how``: ``"toward_zero"`` (LightGBM: ``-0.5`` becomes 0) or ``"nonnegative"`` (XGBoost:
+    negative values are invalid categories, kept as they are so that they stay unknown).
+    """
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    zero, negative, floor = name("zero"), name("code_negative"), name("code_floor")
+    container.add_initializer(zero, onnx_type, [], [0.0])
+    container.add_node("Less", [raw, zero], [negative], name=op("Less"))
+    container.add_node("Floor", [raw], [floor], name=op("Floor"))
+    below = raw
+    if how == "toward_zero":
+        below = name("code_ceil")
+        container.add_node("Ceil", [raw], [below], name=op("Ceil"))
+    elif how != "nonnegative":  # pragma: no cover - readers pass one of the two
+        raise ValueError(f"unknown truncation {how!r}")
+    out = name("code_integer")
+    container.add_node("Where", [negative, below, floor], [out], name=op("Where"))
+    return out
+
+
 def _add_categorical_columns(
     scope: Any,
     container: Any,
@@ -925,6 +958,10 @@ def _add_categorical_columns(
                 container.add_node("Cast", [raw], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
                 container.add_node("Cast", [as_float], [back], to=onnx_type, name=op("Cast"))
                 raw = back
+            if column in spec.truncate_codes:
+                raw = _truncated_codes(
+                    scope, container, raw, spec.truncate_codes[column], onnx_type
+                )
             keys = category_keys(known)
             _number_codes(scope, container, raw, keys, onnx_type, codes)
         table = np.ones((n_codes + 2, len(rows)))
@@ -958,6 +995,7 @@ def _add_categorical_columns(
         categories={},
         left_codes={},
         unknown_left=None,
+        truncate_codes={},
     )
     return extended, numeric
 

@@ -11,9 +11,8 @@ where each node learned (``default_left``), or where 0 goes when the model saw n
 Native categorical splits convert exactly: a pandas ``category`` column arrives as text and is
 coded by the categories the model stored (``pandas_categorical``); a category the model never
 saw, and a missing value, go right, as in LightGBM. An integer column fitted as
-``categorical_feature`` is its own code (negative values, codes the model never split on and
-NaN go right; LightGBM truncates a fractional value to an integer, the graph treats it as a
-code it never saw).
+``categorical_feature`` is its own code, a fractional value cut toward zero as LightGBM does
+(negative codes, codes the model never split on and NaN go right).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ column arrives as text and is coded by the categories the model stored (XGBoost 
 DataFrame by them too); a node sends the categories it lists right and every other one left, a
 missing value where it learned. A category the model never saw, which XGBoost refuses, goes
 where a missing value goes. A numeric column declared categorical (``feature_types``) is its own
-code: negative codes and codes above every listed one go left, as in XGBoost.
+code (a fractional value cut to its integer part): negative codes and codes above every listed
+one go left, as in XGBoost.
 """
 
 from __future__ import annotations
