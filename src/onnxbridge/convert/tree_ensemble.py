@@ -583,7 +583,8 @@ def from_lightgbm(
     Args:
         model: the fitted model.
         string_features: the features that arrive as text (the DataFrame's category columns,
-            in order); None for a model fitted without pandas category columns.
+            in order); None reads every feature as the number the trees see (a category
+            column's code), which is the model on codes, not on the text onnxbridge feeds.
 
     Returns:
         The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
@@ -622,21 +623,16 @@ def _lightgbm_string_features(
     ``pandas_categorical`` lists the categories of the DataFrame's category columns in column
     order, but not which columns they were (an integer column fitted as
     ``categorical_feature`` is categorical too): only the caller knows, by the columns that
-    arrive as text.
+    arrive as text. Without it (None) every feature is read as the number LightGBM's trees
+    see, a category column as its code.
 
     Raises:
-        ConversionError: the model has category columns and the caller did not say which
-            features arrive as text, or as many as it has.
+        ConversionError: not as many features arrive as text as the model has category columns.
     """
     pandas = dump.get("pandas_categorical") or getattr(booster, "pandas_categorical", None) or []
     names = list(dump.get("feature_names") or [])
     if string_features is None:
-        if not pandas:
-            return {}
-        raise ConversionError(
-            "the LightGBM model was fitted on pandas category columns; which features arrive "
-            "as text must be given to read it (convert it with a DataFrame sample)"
-        )
+        return {}
     if len(string_features) != len(pandas):
         shown = [names[j] if j < len(names) else str(j) for j in string_features]
         raise ConversionError(
