@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,11 @@ class TreeEnsembleSpec:
             codes (positions in ``categories[feature]``) that go left.
         unknown_left: ``[M]`` bool, read at categorical nodes only: where a value that is not
             among ``categories[feature]`` goes; None means the same as ``missing_left``.
+        truncate_codes: numeric categorical feature ``j`` -> how the model turns a value into
+            an integer code before looking it up (LightGBM and XGBoost cast to ``int``):
+            ``"toward_zero"`` (every value, ``-0.5`` is code 0) or ``"nonnegative"`` (negative
+            values are left as they are, so they stay unknown). Features not listed are looked
+            up as they are.
 
     A categorical node (a row in ``left_codes``) sends a known value left when its code is in
     ``left_codes[row]``, a missing value (NaN, or ``""`` for strings) left when
@@ -121,6 +127,7 @@ class TreeEnsembleSpec:
     categories: dict[int, np.ndarray] = field(default_factory=dict)
     left_codes: dict[int, np.ndarray] = field(default_factory=dict)
     unknown_left: np.ndarray | None = None
+    truncate_codes: dict[int, str] = field(default_factory=dict)
 
     @property
     def n_trees(self) -> int:
@@ -364,6 +371,23 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     return spec
 
 
+def _known_categories(values: Any) -> np.ndarray:
+    """A model's stored categories, in code order, as the values they are (text or numbers).
+
+    The graph spells them as onnxbridge feeds a category column (:func:`category_texts`).
+    """
+    return np.array(list(values), dtype=object)
+
+
+def _integer_categories(highest: int) -> np.ndarray:
+    """The known values of a numeric column a booster splits on as categories: ``0 … highest``.
+
+    Code ``k`` is the value ``k`` itself; every other value (negative, larger, NaN) is unknown
+    or missing to the graph, which is where both boosters route it too.
+    """
+    return np.arange(highest + 1, dtype=np.float64)
+
+
 def _xgb_model_json(booster: Any) -> dict[str, Any]:
     raw = booster.save_raw("json")
     return json.loads(bytes(raw).decode("utf-8"))
@@ -376,14 +400,54 @@ def _parse_base_score(text: str) -> np.ndarray:
     return np.array([float(v) for v in text.split(",") if v.strip()], dtype=np.float64)
 
 
-def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
+def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray]:
+    """The categories XGBoost (3.1 and later) stores for each DataFrame category column.
+
+    ``gradient_booster.model.cats.enc`` has one entry per feature: text categories as UTF-8
+    bytes cut by ``offsets``, numbers as ``values``; position ``k`` is code ``k``. XGBoost
+    re-codes a DataFrame's categories by these at predict time.
+    """
+    learner = document["learner"]
+    cats = learner["gradient_booster"]["model"].get("cats") or {}
+    found: dict[int, np.ndarray] = {}
+    for j, entry in enumerate(cats.get("enc") or []):
+        values = entry.get("values") or []
+        if not values:
+            continue
+        offsets = entry.get("offsets")
+        if offsets:
+            data = bytes(int(v) for v in values)
+            known = [data[int(a) : int(b)].decode("utf-8") for a, b in pairwise(offsets)]
+        else:
+            known = list(values)
+        found[j] = _known_categories(known)
+    return found
+
+
+def from_xgboost(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, str]:
     """Read a fitted XGBClassifier / XGBRegressor (compares ``float32(x) < float32(t)``).
+
+    Categorical splits (``enable_categorical=True``) send the categories a node lists *right*
+    and every other one left; a missing value goes where the node learned (``default_left``).
+    DataFrame category columns are read with the categories the model stores and re-codes by;
+    a category the model never saw (XGBoost refuses it) is routed as missing. A numeric column
+    declared categorical (``feature_types``) is read as its integer codes (a fractional value
+    cut to its integer part): a negative one, or one above every listed category, goes left,
+    as in XGBoost.
+
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text, checked to have stored categories;
+            None skips the check.
 
     Returns:
         The spec (raw margin) and the objective's name (``binary:logistic``, ...).
 
     Raises:
-        ConversionError: a booster other than ``gbtree``, categorical splits, multi-target trees.
+        ConversionError: a booster other than ``gbtree``, multi-target trees, a categorical
+            feature that arrives as text without stored categories.
     """
     booster = model.get_booster()
     document = _xgb_model_json(booster)
@@ -406,32 +470,36 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
         # predict() stops at the best iteration when early stopping was used.
         limit = min(limit, int(indptr[int(best) + 1]))
+    stored = _xgboost_stored_categories(document)
+    # row -> (feature, categories listed at the node: they go right)
+    listed: dict[int, tuple[int, np.ndarray]] = {}
     for index, tree in enumerate(trees_model["trees"][:limit]):
-        if any(int(s) != 0 for s in tree.get("split_type", [])):
-            raise ConversionError(
-                "XGBoost models with categorical splits (enable_categorical=True) cannot be "
-                "converted yet; encode those columns before the model"
-            )
         if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
             raise ConversionError(
                 "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
                 "default one_output_per_tree"
             )
+        split_type = tree.get("split_type") or [0] * len(tree["left_children"])
+        node_categories = _xgboost_node_categories(tree)
         lefts, rights = tree["left_children"], tree["right_children"]
         for node, (left, right) in enumerate(zip(lefts, rights, strict=True)):
             if int(left) < 0:
                 leaf = float(np.float32(tree["split_conditions"][node]))
                 builder.leaf(index, node, [leaf])
-            else:
-                builder.split(
-                    index,
-                    node,
-                    int(tree["split_indices"][node]),
-                    float(np.float32(tree["split_conditions"][node])),
-                    int(left),
-                    int(right),
-                    bool(int(tree["default_left"][node])),
-                )
+                continue
+            feature = int(tree["split_indices"][node])
+            categorical = int(split_type[node]) != 0
+            if categorical:
+                listed[len(builder.rows)] = (feature, node_categories.get(node, np.zeros(0)))
+            builder.split(
+                index,
+                node,
+                feature,
+                0.0 if categorical else float(np.float32(tree["split_conditions"][node])),
+                int(left),
+                int(right),
+                bool(int(tree["default_left"][node])),
+            )
     base = _parse_base_score(params.get("base_score", "0"))
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
@@ -446,39 +514,183 @@ def from_xgboost(model: Any) -> tuple[TreeEnsembleSpec, str]:
     )
     spec.base = base
     spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
+    if listed:
+        _xgboost_categorical_splits(spec, listed, stored, string_features or [])
     return spec, objective
 
 
-def from_lightgbm(model: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+def _xgboost_node_categories(tree: dict[str, Any]) -> dict[int, np.ndarray]:
+    """Node id -> the categories (codes) a categorical node lists, from the tree's JSON."""
+    segments = tree.get("categories_segments") or []
+    sizes = tree.get("categories_sizes") or []
+    values = np.asarray(tree.get("categories") or [], dtype=np.int64)
+    return {
+        int(node): values[int(start) : int(start) + int(size)]
+        for node, start, size in zip(
+            tree.get("categories_nodes") or [], segments, sizes, strict=True
+        )
+    }
+
+
+def _xgboost_categorical_splits(
+    spec: TreeEnsembleSpec,
+    listed: dict[int, tuple[int, np.ndarray]],
+    stored: dict[int, np.ndarray],
+    text: list[int],
+) -> None:
+    """Fill ``spec``'s categorical fields: the listed categories go right, the rest left."""
+    highest: dict[int, int] = {}
+    for feature, codes in listed.values():
+        if feature not in stored and feature in text:
+            raise ConversionError(
+                f"XGBoost feature {feature} arrives as text, but the model stores no categories "
+                "for it (fitted on codes, or saved by XGBoost before 3.1), so its text cannot "
+                "be coded; pass that column as its numeric codes, or refit on a pandas "
+                "category column with XGBoost 3.1 or later"
+            )
+        if feature not in stored:
+            top = int(codes.max()) if codes.size else 0
+            highest[feature] = max(highest.get(feature, 0), top)
+    spec.categories = {
+        **{j: stored[j] for j in sorted({f for f, _ in listed.values()} & set(stored))},
+        **{j: _integer_categories(top) for j, top in sorted(highest.items())},
+    }
+    # XGBoost casts a value to int; a negative one is an invalid category.
+    spec.truncate_codes = dict.fromkeys(sorted(highest), "nonnegative")
+    unknown = spec.missing_left.copy()
+    for row, (feature, codes) in listed.items():
+        every = np.arange(len(spec.categories[feature]), dtype=np.int64)
+        spec.left_codes[row] = every[~np.isin(every, codes)]
+        if feature not in stored:
+            # A negative code, or one past the node's bit field, is "not listed": left.
+            unknown[row] = True
+    spec.unknown_left = unknown
+
+
+def from_lightgbm(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
     """Read a fitted LGBMClassifier / LGBMRegressor (compares ``x64 <= t64``).
+
+    Categorical splits (``decision_type "=="``) send the categories they list left and every
+    other value right: an unseen category, NaN and a negative value too. A pandas ``category``
+    column reaches the trees as its code in the categories the model stored
+    (``pandas_categorical``); a category it never saw becomes NaN. A numeric column fitted as
+    ``categorical_feature`` is its own code, a fractional value cut toward zero as LightGBM's
+    ``int`` cast does. A numeric split on a category
+    column (an ordered category) becomes the set of codes at or below its threshold.
+
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text (the DataFrame's category columns,
+            in order); None reads every feature as the number the trees see (a category
+            column's code), which is the model on codes, not on the text onnxbridge feeds.
 
     Returns:
         The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
 
     Raises:
-        ConversionError: categorical splits, linear trees, ``zero_as_missing``.
+        ConversionError: linear trees, ``zero_as_missing``, category columns that do not match
+            the model's.
     """
     booster = model.booster_
     iteration = getattr(model, "best_iteration_", None) or None
     dump = booster.dump_model(num_iteration=iteration)
     k = int(dump.get("num_tree_per_iteration", dump.get("num_class", 1)))
+    n_features = int(dump["max_feature_idx"]) + 1
+    codes = _LightGBMCategorical(_lightgbm_string_features(booster, dump, string_features))
     builder = _Builder(1)
     tree_output: list[int] = []
     for info in dump["tree_info"]:
         index = int(info["tree_index"])
         counter = [0]
-        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter)
+        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter, codes)
         tree_output.append(index % k)
-    spec = builder.build(
-        np.zeros(1), rule="leq", native="float64", n_features=int(dump["max_feature_idx"]) + 1
-    )
+    spec = builder.build(np.zeros(1), rule="leq", native="float64", n_features=n_features)
     spec.base = np.zeros(k)
     spec.tree_output = np.asarray(tree_output, dtype=np.int64)
     spec.average = bool(dump.get("average_output", False))
+    if codes.left_codes:
+        codes.fill(spec)
     return spec, dump
 
 
-def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: list[int]) -> int:
+def _lightgbm_string_features(
+    booster: Any, dump: dict[str, Any], string_features: list[int] | None
+) -> dict[int, np.ndarray]:
+    """Feature index -> its pandas categories (code order) for a LightGBM model.
+
+    ``pandas_categorical`` lists the categories of the DataFrame's category columns in column
+    order, but not which columns they were (an integer column fitted as
+    ``categorical_feature`` is categorical too): only the caller knows, by the columns that
+    arrive as text. Without it (None) every feature is read as the number LightGBM's trees
+    see, a category column as its code.
+
+    Raises:
+        ConversionError: not as many features arrive as text as the model has category columns.
+    """
+    pandas = dump.get("pandas_categorical") or getattr(booster, "pandas_categorical", None) or []
+    names = list(dump.get("feature_names") or [])
+    if string_features is None:
+        return {}
+    if len(string_features) != len(pandas):
+        shown = [names[j] if j < len(names) else str(j) for j in string_features]
+        raise ConversionError(
+            f"the LightGBM model was fitted on {len(pandas)} pandas category column(s) but "
+            f"{len(string_features)} column(s) arrive as text ({', '.join(shown) or 'none'}); "
+            "pass sample rows with the training data's columns, category columns as text or "
+            "category (not as codes)"
+        )
+    return {j: _known_categories(known) for j, known in zip(string_features, pandas, strict=True)}
+
+
+@dataclass
+class _LightGBMCategorical:
+    """Collects the categorical splits of a LightGBM model while its trees are read."""
+
+    pandas: dict[int, np.ndarray]  # feature -> its pandas categories (code order)
+    left_codes: dict[int, np.ndarray] = field(default_factory=dict)
+    unknown_left: dict[int, bool] = field(default_factory=dict)
+    highest: dict[int, int] = field(default_factory=dict)
+
+    def category_split(self, row: int, feature: int, threshold: str) -> None:
+        """A ``==`` split: the ``"1||3||5"`` codes go left, anything else right."""
+        listed = np.array([int(v) for v in str(threshold).split("||")], dtype=np.int64)
+        self.left_codes[row] = listed
+        self.unknown_left[row] = False
+        if feature not in self.pandas:
+            self.highest[feature] = max(self.highest.get(feature, 0), int(listed.max()))
+
+    def numeric_split(self, row: int, feature: int, threshold: float, missing_left: bool) -> None:
+        """A ``<=`` split on a category column's codes: the codes up to the threshold go left."""
+        every = np.arange(len(self.pandas[feature]), dtype=np.int64)
+        self.left_codes[row] = every[every <= threshold]
+        # An unseen category is NaN to LightGBM, as a missing one.
+        self.unknown_left[row] = missing_left
+
+    def fill(self, spec: TreeEnsembleSpec) -> None:
+        """Write the collected splits into ``spec``'s categorical fields."""
+        used = {int(spec.feature[row]) for row in self.left_codes}
+        spec.categories = {j: self.pandas[j] for j in sorted(used & set(self.pandas))}
+        spec.categories.update(
+            {j: _integer_categories(top) for j, top in sorted(self.highest.items())}
+        )
+        # LightGBM casts a value to int (toward zero) and sends a negative int right.
+        spec.truncate_codes = dict.fromkeys(sorted(self.highest), "toward_zero")
+        spec.left_codes = dict(self.left_codes)
+        unknown = spec.missing_left.copy()
+        for row, goes_left in self.unknown_left.items():
+            unknown[row] = goes_left
+        spec.unknown_left = unknown
+
+
+def _lightgbm_node(
+    builder: _Builder,
+    tree: int,
+    node: dict[str, Any],
+    counter: list[int],
+    codes: _LightGBMCategorical,
+) -> int:
     """Add ``node`` and its subtree with preorder ids; returns the node's id."""
     node_id = counter[0]
     counter[0] += 1
@@ -490,28 +702,31 @@ def _lightgbm_node(builder: _Builder, tree: int, node: dict[str, Any], counter: 
             )
         builder.leaf(tree, node_id, [float(node["leaf_value"])])
         return node_id
-    if node.get("decision_type", "<=") != "<=":
-        raise ConversionError(
-            "LightGBM categorical splits cannot be converted yet; pass those columns one-hot or "
-            "ordinal-encoded as numbers and fit with categorical_feature=[] (or 'auto' on "
-            "non-category dtypes)"
-        )
     missing = node.get("missing_type", "None")
-    threshold = float(node["threshold"])
     if missing == "Zero":
         raise ConversionError(
             "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
             "zero_as_missing=False (the default)"
         )
-    if missing == "NaN":
-        nan_left = bool(node.get("default_left", True))
-    else:
-        # Without a missing type LightGBM reads NaN as 0.
-        nan_left = 0.0 <= threshold
+    feature = int(node["split_feature"])
     position = len(builder.rows)
-    builder.split(tree, node_id, int(node["split_feature"]), threshold, -1, -1, nan_left)
-    left = _lightgbm_node(builder, tree, node["left_child"], counter)
-    right = _lightgbm_node(builder, tree, node["right_child"], counter)
+    if node.get("decision_type", "<=") == "==":
+        # LightGBM sends NaN (and so an unseen pandas category) and negative values right.
+        codes.category_split(position, feature, node["threshold"])
+        threshold, nan_left = 0.0, False
+    else:
+        threshold = float(node["threshold"])
+        if missing == "NaN":
+            nan_left = bool(node.get("default_left", True))
+        else:
+            # Without a missing type LightGBM reads NaN as 0.
+            nan_left = 0.0 <= threshold
+        if feature in codes.pandas:
+            codes.numeric_split(position, feature, threshold, nan_left)
+            threshold = 0.0
+    builder.split(tree, node_id, feature, threshold, -1, -1, nan_left)
+    left = _lightgbm_node(builder, tree, node["left_child"], counter, codes)
+    right = _lightgbm_node(builder, tree, node["right_child"], counter, codes)
     row = builder.rows[position]
     builder.rows[position] = (*row[:4], left, right, row[6])
     return node_id
@@ -667,6 +882,28 @@ def _number_codes(
     container.add_node("ArgMax", [scores], [out], axis=1, keepdims=0, name=op("ArgMax"))
 
 
+def _truncated_codes(scope: Any, container: Any, raw: str, how: str, onnx_type: int) -> str:
+    """``raw [N, 1]`` numbers cut to integers as a booster's ``int`` cast does (NaN stays NaN).
+
+    ``how``: ``"toward_zero"`` (LightGBM: ``-0.5`` becomes 0) or ``"nonnegative"`` (XGBoost:
+    negative values are invalid categories, kept as they are so that they stay unknown).
+    """
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    zero, negative, floor = name("zero"), name("code_negative"), name("code_floor")
+    container.add_initializer(zero, onnx_type, [], [0.0])
+    container.add_node("Less", [raw, zero], [negative], name=op("Less"))
+    container.add_node("Floor", [raw], [floor], name=op("Floor"))
+    below = raw
+    if how == "toward_zero":
+        below = name("code_ceil")
+        container.add_node("Ceil", [raw], [below], name=op("Ceil"))
+    elif how != "nonnegative":  # pragma: no cover - readers pass one of the two
+        raise ValueError(f"unknown truncation {how!r}")
+    out = name("code_integer")
+    container.add_node("Where", [negative, below, floor], [out], name=op("Where"))
+    return out
+
+
 def _add_categorical_columns(
     scope: Any,
     container: Any,
@@ -717,6 +954,10 @@ def _add_categorical_columns(
                 container.add_node("Cast", [raw], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
                 container.add_node("Cast", [as_float], [back], to=onnx_type, name=op("Cast"))
                 raw = back
+            if column in spec.truncate_codes:
+                raw = _truncated_codes(
+                    scope, container, raw, spec.truncate_codes[column], onnx_type
+                )
             keys = category_keys(known)
             _number_codes(scope, container, raw, keys, onnx_type, codes)
         table = np.ones((n_codes + 2, len(rows)))
@@ -750,6 +991,7 @@ def _add_categorical_columns(
         categories={},
         left_codes={},
         unknown_left=None,
+        truncate_codes={},
     )
     return extended, numeric
 

@@ -31,6 +31,7 @@ __all__ = [
     "example_target",
     "is_double",
     "regressor_shape",
+    "text_features",
     "write_classifier",
     "write_regressor",
 ]
@@ -338,3 +339,23 @@ def write_regressor(
         container.add_node("Identity", [raw], [out], name=op("Identity"))
     else:  # pragma: no cover - converters pass one of the above
         raise ValueError(f"unknown link {link!r}")
+
+
+def text_features(operator: Any) -> list[int]:
+    """The feature indices that arrive as text (a table's category and text columns), in order.
+
+    They are the positions :func:`_input` hands to the graph as text columns.
+    """
+    from skl2onnx.common.data_types import StringTensorType
+
+    inputs = list(operator.inputs)
+    if not any(isinstance(v.type, StringTensorType) for v in inputs):
+        return []
+    found: list[int] = []
+    position = 0
+    for variable in inputs:
+        width = _width(variable)
+        if isinstance(variable.type, StringTensorType):
+            found.extend(range(position, position + width))
+        position += width
+    return found

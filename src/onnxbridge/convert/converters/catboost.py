@@ -7,17 +7,25 @@ skl2onnx and onnxmltools have no converter for CatBoost; CatBoost exports ONNX i
 onnxbridge's input naming, output roles, metadata and precisions, also at the end of a numeric
 Pipeline. ``[N, F] -> label [N], probabilities [N, C]`` / ``value [N, 1]``. CatBoost compares
 ``float32(x) > border`` and sends NaN below every border (its default ``nan_mode="Min"``).
-Models with categorical or text features cannot be exported by CatBoost and are refused.
+Models with categorical or text features are refused: CatBoost's export takes only numeric
+features, and a fitted model keeps its categories only as 32-bit hashes of their text (one-hot
+splits compare them, CTR tables are keyed by them). :func:`catboost_categorical_spec` reads such
+a model exactly when it is given every category's value (from the training data); it is not
+reachable from ``convert_estimator`` yet, which hands converters no data.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
+import pandas as pd
 from catboost import CatBoostClassifier, CatBoostRegressor
 from onnx import helper
 from skl2onnx._supported_operators import sklearn_classifier_list
@@ -43,10 +51,19 @@ def _exported_node(model: Any) -> onnx.NodeProto:
         if getter is not None and list(getter()):
             special.append(f"{kind} features {list(getter())}")
     if special:
+        # Categorical features: the fitted model holds 32-bit hashes of its categories, never
+        # their text, so no graph can recognise them from the model alone
+        # (catboost_categorical_spec needs every category's value from data). Text and
+        # embedding features go through CatBoost's own tokenizers and estimators.
+        why = (
+            "the model keeps only hashes of its categories, not their values"
+            if special[0].startswith("cat")
+            else "CatBoost's text and embedding features have no ONNX form"
+        )
         raise ConversionError(
-            f"{type(model).__name__} with {' and '.join(special)} cannot be converted: CatBoost "
-            "exports ONNX only for numeric features; encode those columns in a Pipeline before "
-            "the model (e.g. OrdinalEncoder) and fit without cat_features"
+            f"{type(model).__name__} with {' and '.join(special)} cannot be converted: {why}; "
+            "encode those columns in a Pipeline before the model (e.g. OrdinalEncoder) and fit "
+            "without them as cat_features / text_features"
         )
     with tempfile.TemporaryDirectory(prefix="onnxbridge-catboost-") as folder:
         path = Path(folder) / "model.onnx"
@@ -133,6 +150,289 @@ def catboost_spec(model: Any) -> tuple[TreeEnsembleSpec, str, list[Any]]:
     labels = list(attrs.get("classlabels_int64s") or attrs.get("classlabels_strings") or [])
     labels = [v.decode() if isinstance(v, bytes) else v for v in labels]
     return spec, attrs.get("post_transform", "NONE"), labels
+
+
+# -- categorical features ----------------------------------------------------------------------
+#
+# CatBoost keeps no category text: a fitted model knows each category by a 32-bit hash of its
+# text (one-hot splits compare it, CTR tables are keyed by it). The graph can only compare the
+# text it is given, so the texts must come from data: the hashes of given values are computed by
+# CatBoost itself (its Python export with a Pool of them), and every hash the model knows must be
+# among them, or the conversion would be wrong for the categories left out.
+
+_MAGIC = 0x4906BA494954CB65
+_UINT64 = (1 << 64) - 1
+_EMPTY_SLOT = _UINT64  # a free slot in a CTR hash table
+
+
+def _projection_key(category_hash: int) -> int:
+    """The CTR table key of one category (a projection on a single feature)."""
+    return (_MAGIC * ((_MAGIC * category_hash) & _UINT64)) & _UINT64
+
+
+def _model_json(model: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="onnxbridge-catboost-") as folder:
+        path = Path(folder) / "model.json"
+        model.save_model(str(path), format="json")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _category_hashes(model: Any, known: dict[int, list[Any]]) -> dict[int, dict[Any, int]]:
+    """Column -> value -> CatBoost's hash of it, computed by CatBoost (its Python export of
+    the model with a Pool of the values lists each value's hash)."""
+    from catboost import Pool
+
+    names = list(model.feature_names_)
+    width = max((len(v) for v in known.values()), default=0)
+    if width == 0:
+        return {j: {} for j in known}
+    columns = {}
+    for j, name in enumerate(names):
+        values = known.get(j)
+        if values is None:
+            columns[name] = [0.0] * width
+        else:
+            columns[name] = [str(values[i % len(values)]) for i in range(width)]
+    pool = Pool(pd.DataFrame(columns), cat_features=sorted(known))
+    with tempfile.TemporaryDirectory(prefix="onnxbridge-catboost-") as folder:
+        path = Path(folder) / "model.py"
+        model.save_model(str(path), format="python", pool=pool)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    table: dict[str, int] | None = None
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "cat_features_hashes" for t in statement.targets
+        ):
+            table = ast.literal_eval(statement.value)
+    if table is None:
+        raise ConversionError(
+            "CatBoost's Python export lists no category hashes; onnxbridge cannot read the "
+            "model's categories with this CatBoost version"
+        )
+    return {j: {v: int(table[str(v)]) for v in values} for j, values in known.items()}
+
+
+@dataclass
+class _Ctr:
+    """One CTR of a single categorical feature: its borders and how its value is computed."""
+
+    feature: int  # the input column
+    kind: str
+    target_border: int
+    prior_num: float
+    prior_denom: float
+    shift: float
+    scale: float
+    borders: list[float]
+    table: dict[int, list[float]]  # key -> counts (or sum, count)
+    denominator: float
+
+    def value(self, key: int | None) -> np.float32:
+        """The CTR of a key (None or not in the table: the prior's value), in float32 as
+        CatBoost computes it."""
+        counts = None if key is None else self.table.get(key)
+        if counts is None:
+            good, total = 0.0, 0.0
+        elif self.kind in ("Counter", "FeatureFreq"):
+            good, total = counts[0], self.denominator
+        elif self.kind == "Buckets":
+            good, total = counts[self.target_border], sum(counts)
+        else:  # Borders: the classes above the target border are "good"
+            good, total = sum(counts[self.target_border + 1 :]), sum(counts)
+        f = np.float32
+        ctr = (f(good) + f(self.prior_num)) / (f(total) + f(self.prior_denom))
+        return f((ctr + f(self.shift)) * f(self.scale))
+
+
+def _read_ctrs(document: dict[str, Any], cat_columns: list[int]) -> list[_Ctr]:
+    info = document["features_info"]
+    data = document.get("ctr_data") or {}
+    found: list[_Ctr] = []
+    for ctr in info.get("ctrs") or []:
+        elements = ctr["elements"]
+        if len(elements) != 1 or elements[0].get("combination_element") != "cat_feature_value":
+            raise ConversionError(
+                "the CatBoost model splits on combinations of categorical features (CTRs of "
+                "feature pairs), which onnxbridge cannot convert; refit with "
+                "max_ctr_complexity=1"
+            )
+        if ctr["ctr_type"] not in ("Borders", "Buckets", "Counter", "FeatureFreq"):
+            raise ConversionError(
+                f"the CatBoost model uses {ctr['ctr_type']} CTRs, which onnxbridge cannot "
+                "convert; refit with simple_ctr=['Borders', 'Counter'] (the defaults)"
+            )
+        stored = data[ctr["identifier"]]
+        stride = int(stored["hash_stride"])
+        flat = stored["hash_map"]
+        table = {
+            int(flat[i]): [float(v) for v in flat[i + 1 : i + stride]]
+            for i in range(0, len(flat), stride)
+            if int(flat[i]) != _EMPTY_SLOT
+        }
+        found.append(
+            _Ctr(
+                feature=cat_columns[int(elements[0]["cat_feature_index"])],
+                kind=ctr["ctr_type"],
+                target_border=int(ctr.get("target_border_idx", 0)),
+                prior_num=float(ctr["prior_numerator"]),
+                prior_denom=float(ctr["prior_denomerator"]),
+                shift=float(ctr["shift"]),
+                scale=float(ctr["scale"]),
+                borders=[float(b) for b in ctr["borders"]],
+                table=table,
+                denominator=float(stored.get("counter_denominator", 0)),
+            )
+        )
+    return found
+
+
+def _check_covered(name: str, needed: set[int], given: set[int], n_values: int, what: str) -> None:
+    missing = needed - given
+    if missing:
+        raise ConversionError(
+            f"the sample rows hold {n_values} value(s) of column {name!r} but miss "
+            f"{len(missing)} of the categories the CatBoost model {what}; CatBoost keeps only "
+            "hashes of its categories, so pass sample rows that hold every category of the "
+            "training data (e.g. the training rows themselves)"
+        )
+
+
+def catboost_categorical_spec(
+    model: Any, known: dict[int, list[Any]]
+) -> tuple[TreeEnsembleSpec, str]:
+    """Read a CatBoost model with categorical features from its JSON model and given values.
+
+    Every split becomes one of the spec's: a float feature's ``x > border`` (NaN goes where
+    ``nan_mode`` sends it), a one-hot feature's ``value == category``, and a CTR's
+    ``ctr(category) > border``, where the CTR of each given category is computed from the
+    model's tables as CatBoost does (float32); a category the model never saw gets the
+    prior's CTR and is never equal to a one-hot category. A missing value goes where an unseen
+    category goes (CatBoost refuses missing categorical values). The oblivious trees are
+    written out as ordinary binary trees.
+
+    Args:
+        model: the fitted model.
+        known: input column -> the values of that categorical column in the sample rows.
+
+    Returns:
+        The spec (raw formula value, ``[N, K]``) and the loss function's name.
+
+    Raises:
+        ConversionError: a category the model knows is not among ``known``; CTRs of feature
+            combinations; CTR types other than counts.
+    """
+    document = _model_json(model)
+    info = document["features_info"]
+    names = list(model.feature_names_)
+    cat_info = info.get("categorical_features") or []
+    cat_columns = [int(c["flat_feature_index"]) for c in cat_info]
+    float_info = info.get("float_features") or []
+    hashes = _category_hashes(model, {j: list(known.get(j, [])) for j in cat_columns})
+    ctrs = _read_ctrs(document, cat_columns)
+    for ctr in ctrs:
+        given = {_projection_key(h) for h in hashes[ctr.feature].values()}
+        _check_covered(
+            names[ctr.feature], set(ctr.table), given, len(hashes[ctr.feature]), "counts"
+        )
+    for entry, column in zip(cat_info, cat_columns, strict=True):
+        given = {h & 0xFFFFFFFF for h in hashes[column].values()}
+        needed = {int(v) & 0xFFFFFFFF for v in entry.get("values") or []}
+        _check_covered(names[column], needed, given, len(hashes[column]), "splits on")
+    # The binary features in CatBoost's order: float borders, one-hot values, CTR borders.
+    ctr_of_split: list[tuple[_Ctr, float]] = [(c, b) for c in ctrs for b in c.borders]
+    first_ctr = sum(len(f["borders"]) for f in float_info) + sum(
+        len(c.get("values") or []) for c in cat_info
+    )
+    values_of = {j: list(hashes[j]) for j in cat_columns}
+    categories = {j: np.array(values_of[j], dtype=object) for j in cat_columns}
+
+    def decision(split: dict[str, Any]) -> tuple[int, float, bool, np.ndarray | None, bool]:
+        """(column, threshold, missing goes left, codes that go left, unknown goes left);
+        left is CatBoost's 0 bit (``x <= border``, not equal, ``ctr <= border``)."""
+        kind = split["split_type"]
+        if kind == "FloatFeature":
+            feature = float_info[int(split["float_feature_index"])]
+            nan_left = feature.get("nan_value_treatment", "AsIs") != "AsTrue"
+            return int(feature["flat_feature_index"]), float(split["border"]), nan_left, None, False
+        if kind == "OneHotFeature":
+            column = cat_columns[int(split["cat_feature_index"])]
+            target = int(split["value"]) & 0xFFFFFFFF
+            equal = np.array([hashes[column][v] & 0xFFFFFFFF == target for v in values_of[column]])
+            return column, 0.0, True, np.flatnonzero(~equal), True
+        if kind == "OnlineCtr":
+            ctr, border = ctr_of_split[int(split["split_index"]) - first_ctr]
+            if not np.isclose(border, float(split["border"]), rtol=0, atol=1e-6):
+                raise ConversionError(
+                    "CatBoost's JSON model lists its CTR borders in an order onnxbridge does "
+                    "not know; the model cannot be converted"
+                )
+            edge = np.float32(split["border"])
+            column = ctr.feature
+            above = np.array(
+                [ctr.value(_projection_key(hashes[column][v])) > edge for v in values_of[column]],
+                dtype=bool,
+            )
+            unknown_left = not bool(ctr.value(None) > edge)
+            return column, 0.0, unknown_left, np.flatnonzero(~above), unknown_left
+        raise ConversionError(
+            f"CatBoost split type {kind!r} cannot be converted; onnxbridge converts float, "
+            "one-hot and CTR splits"
+        )
+
+    scale, bias = document.get("scale_and_bias", [1.0, [0.0]])
+    bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+    k = len(bias)
+    rows: list[tuple[int, int, int, float, int, int, bool]] = []
+    leaf_values: list[np.ndarray] = []
+    left_codes: dict[int, np.ndarray] = {}
+    unknown_left: dict[int, bool] = {}
+    for index, tree in enumerate(document["oblivious_trees"]):
+        splits = tree.get("splits") or []
+        depth = len(splits)
+        leaves = np.asarray(tree["leaf_values"], dtype=np.float64).reshape(2**depth, k)
+        decisions = [decision(s) for s in splits]
+        # Level t tests splits[depth - 1 - t]; its bit is bit (depth - 1 - t) of the leaf index.
+        for level in range(depth):
+            column, threshold, nan_left, codes, unseen_left = decisions[depth - 1 - level]
+            for prefix in range(2**level):
+                node = 2**level - 1 + prefix
+                child = 2 ** (level + 1) - 1 + 2 * prefix
+                if codes is not None:
+                    left_codes[len(rows)] = codes.astype(np.int64)
+                    unknown_left[len(rows)] = unseen_left
+                rows.append((index, node, column, threshold, child, child + 1, nan_left))
+                leaf_values.append(np.zeros(k))
+        for prefix in range(2**depth):
+            # The path's decisions, root first, are the leaf index's bits from the highest.
+            rows.append((index, 2**depth - 1 + prefix, -1, 0.0, -1, -1, False))
+            leaf_values.append(leaves[prefix] * float(scale))
+    table = np.array([(r[0], r[1], r[2], r[4], r[5]) for r in rows], dtype=np.int64)
+    missing_left = np.array([r[6] for r in rows], dtype=bool)
+    unknown = missing_left.copy()
+    for row, goes_left in unknown_left.items():
+        unknown[row] = goes_left
+    spec = TreeEnsembleSpec(
+        tree=table[:, 0],
+        node=table[:, 1],
+        feature=table[:, 2],
+        threshold=np.array([r[3] for r in rows], dtype=np.float64),
+        left=table[:, 3],
+        right=table[:, 4],
+        missing_left=missing_left,
+        values=np.vstack(leaf_values),
+        base=bias,
+        rule="leq",
+        native="float32",
+        n_features=len(names),
+        categories=categories,
+        left_codes=left_codes,
+        unknown_left=unknown,
+    )
+    params = document["model_info"].get("params") or {}
+    if isinstance(params, str):
+        params = json.loads(params)
+    loss = str((params.get("loss_function") or {}).get("type", ""))
+    return spec, loss
 
 
 def _classifier_parser(scope: Any, model: Any, inputs: Any, custom_parsers: Any = None) -> Any:

@@ -7,6 +7,12 @@ for cross_entropy). LightGBM compares ``x <= t`` in float64. onnxmltools' conver
 thresholds to nearest float32, which flips decisions on large-magnitude features; here float
 graphs round them down (exact on float32 data) and double graphs keep them as they are. NaN goes
 where each node learned (``default_left``), or where 0 goes when the model saw no missing values.
+
+Native categorical splits convert exactly: a pandas ``category`` column arrives as text and is
+coded by the categories the model stored (``pandas_categorical``); a category the model never
+saw, and a missing value, go right, as in LightGBM. An integer column fitted as
+``categorical_feature`` is its own code, a fractional value cut toward zero as LightGBM does
+(negative codes, codes the model never split on and NaN go right).
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from onnxbridge.convert.converters._tree_heads import (
     example_target,
     regression_link,
     regressor_shape,
+    text_features,
     write_classifier,
     write_regressor,
 )
 from onnxbridge.convert.registry import ConverterSpec, register_converter
-from onnxbridge.convert.tree_ensemble import from_lightgbm
+from onnxbridge.convert.tree_ensemble import TreeEnsembleSpec, from_lightgbm
 from onnxbridge.errors import ConversionError
 
 _IDENTITY = ("regression", "regression_l1", "huber", "fair", "quantile", "mape")
@@ -45,8 +52,13 @@ def _objective(header: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return words[0], params
 
 
+def _spec(operator: Any) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+    """The model's spec, its pandas category columns read from the inputs that are text."""
+    return from_lightgbm(operator.raw_operator, string_features=text_features(operator))
+
+
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
-    spec, header = from_lightgbm(operator.raw_operator)
+    spec, header = _spec(operator)
     objective, params = _objective(header)
     scale = float(params.get("sigmoid", 1.0))
     if objective in ("binary", "cross_entropy"):
@@ -63,7 +75,7 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 
 
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
-    spec, header = from_lightgbm(operator.raw_operator)
+    spec, header = _spec(operator)
     objective, _ = _objective(header)
     link = regression_link(
         "LGBMRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="cross_entropy"

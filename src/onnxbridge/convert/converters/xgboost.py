@@ -5,6 +5,14 @@ Read from the booster's JSON model (no onnxmltools): ``[N, F] -> label [N], prob
 (identity, or exp for the poisson / gamma / tweedie objectives, logistic for ``reg:logistic``).
 XGBoost compares ``float32(x) < t`` with float32 thresholds and sends NaN where each node learned
 (``default_left``); both graphs keep that exactly.
+
+Native categorical splits (``enable_categorical=True``) convert exactly: a pandas ``category``
+column arrives as text and is coded by the categories the model stored (XGBoost re-codes a
+DataFrame by them too); a node sends the categories it lists right and every other one left, a
+missing value where it learned. A category the model never saw, which XGBoost refuses, goes
+where a missing value goes. A numeric column declared categorical (``feature_types``) is its own
+code (a fractional value cut to its integer part): negative codes and codes above every listed
+one go left, as in XGBoost.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from onnxbridge.convert.converters._tree_heads import (
     example_target,
     regression_link,
     regressor_shape,
+    text_features,
     write_classifier,
     write_regressor,
 )
@@ -49,7 +58,7 @@ def _check_missing(model: Any) -> None:
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_missing(model)
-    spec, objective = from_xgboost(model)
+    spec, objective = from_xgboost(model, string_features=text_features(operator))
     if objective == "binary:logistic":
         transform = "logistic"
     elif objective in ("multi:softprob", "multi:softmax"):
@@ -65,7 +74,7 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_missing(model)
-    spec, objective = from_xgboost(model)
+    spec, objective = from_xgboost(model, string_features=text_features(operator))
     link = regression_link(
         "XGBRegressor", objective, identity=_IDENTITY, exp=_EXP, logistic="reg:logistic"
     )
