@@ -743,12 +743,18 @@ def takes_categories(estimator: Any) -> bool:
     return False
 
 
-def native_categories(estimator: Any) -> dict[str, list[Any]]:
+def native_categories(estimator: Any, like: pd.DataFrame | None = None) -> dict[str, list[Any]]:
     """The columns a fitted model took as pandas categories, with the categories it knows.
 
     LightGBM and XGBoost refuse text (``object``) columns where they were fitted on categories,
     so the rows a user brings (a CSV file has no category type) are cast back with
     :func:`source_frame`. HistGradientBoosting encodes text columns itself and needs nothing.
+
+    Args:
+        estimator: the fitted model.
+        like: rows as onnxbridge gives them. LightGBM records its categories per category column
+            but not which columns those were when some of its categorical features were numbers
+            (``categorical_feature``); the category columns are then the ones that hold text.
     """
     model = _bare_model(estimator)
     if model is None:
@@ -757,11 +763,17 @@ def native_categories(estimator: Any) -> dict[str, list[Any]]:
     if library == "lightgbm" and hasattr(model, "booster_"):
         booster = model.booster_
         categories = booster.pandas_categorical or []
-        columns = booster.params.get("categorical_column") or []
         names = booster.feature_name()
+        columns = [names[int(c)] for c in booster.params.get("categorical_column") or []]
+        if len(columns) != len(categories) and like is not None:
+            columns = [
+                c
+                for c in columns
+                if c in like.columns and not pd.api.types.is_numeric_dtype(like[c])
+            ]
         if len(columns) != len(categories):
             return {}
-        return {names[int(c)]: list(v) for c, v in zip(columns, categories, strict=True)}
+        return {c: list(v) for c, v in zip(columns, categories, strict=True)}
     if library == "xgboost" and hasattr(model, "get_booster"):
         booster = model.get_booster()
         if "c" not in (booster.feature_types or []):
@@ -801,19 +813,22 @@ def _numbers_back(model: Any, frame: pd.DataFrame) -> pd.DataFrame:
     return changed
 
 
-def source_frame(estimator: Any, frame: pd.DataFrame) -> pd.DataFrame:
+def source_frame(
+    estimator: Any, frame: pd.DataFrame, like: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """``frame`` as the fitted model takes it: its category columns as it knows them.
 
     LightGBM and XGBoost get their category columns as pandas categories with the categories
     they were fitted on; a value they never saw becomes missing, which is how LightGBM routes it
     and what XGBoost is given instead of an error. HistGradientBoosting gets a category column
     of numbers back as numbers. Every other column, and every other model, is unchanged.
+    ``like`` (default: ``frame``) tells which columns hold text, see :func:`native_categories`.
     """
     model = _bare_model(estimator)
     if model is None or not isinstance(frame, pd.DataFrame):
         return frame
     frame = _numbers_back(model, frame)
-    categories = native_categories(model)
+    categories = native_categories(model, frame if like is None else like)
     if not categories:
         return frame
     frame = frame.copy()
@@ -822,7 +837,7 @@ def source_frame(estimator: Any, frame: pd.DataFrame) -> pd.DataFrame:
             values = frame[name]
             if isinstance(values.dtype, pd.CategoricalDtype):
                 values = values.astype(object)
-            if np.asarray(known).dtype.kind in "fiu" and values.dtype == object:
+            if np.asarray(known).dtype.kind in "fiu" and not pd.api.types.is_numeric_dtype(values):
                 values = pd.to_numeric(values, errors="coerce")  # "3" is category 3
             values = values.where(values.isin(known))  # unseen -> missing
             frame[name] = pd.Categorical(values, categories=known)

@@ -439,6 +439,9 @@ def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str,
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
     from threadpoolctl import threadpool_limits
 
+    from onnxbridge.train import source_frame
+
+    probe = source_frame(estimator, probe, like=frame)
     try:
         # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy machine.
         with warnings.catch_warnings(), threadpool_limits(1):

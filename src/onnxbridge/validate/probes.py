@@ -162,6 +162,8 @@ def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
     if name.startswith("XGB") and hasattr(estimator, "get_booster"):
         frame = estimator.get_booster().trees_to_dataframe()
         frame = frame[frame["Feature"] != "Leaf"]
+        if "Category" in frame.columns:  # categorical splits have no threshold
+            frame = frame[frame["Category"].isna()]
         fitted_names = getattr(estimator, "feature_names_in_", None)
         names = [] if fitted_names is None else [str(n) for n in fitted_names]
         found = []
