@@ -277,6 +277,10 @@ def _threshold_rows(
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     names = schema.names
     per_split = 3
+    # A threshold beyond float32's range (LightGBM's 1e300 "missing or not" split) has no
+    # float32 neighbours to probe, and no finite row can tell it apart.
+    largest = float(np.finfo(np.float32).max) / 2
+    splits = [s for s in splits if abs(s.threshold) < largest]
     if len(splits) * per_split > spec.max_threshold_rows:
         rng = np.random.RandomState(spec.seed)
         keep = np.sort(rng.choice(len(splits), spec.max_threshold_rows // per_split, replace=False))
