@@ -279,13 +279,18 @@ def test_feature_selector_converts_as_a_transform() -> None:
     np.testing.assert_allclose(transformed, model.transform(X), atol=1e-6)
 
 
-def test_multi_output_classifier_and_ragged_samples_are_refused_clearly() -> None:
-    from sklearn.multioutput import MultiOutputClassifier
+def test_native_multi_output_classifier_and_ragged_samples_are_refused_clearly() -> None:
+    from sklearn.tree import DecisionTreeClassifier
 
     X = np.random.RandomState(0).rand(60, 4)
     y = np.c_[X[:, 0] > 0.5, X[:, 1] > 0.5].astype(int)
-    model = MultiOutputClassifier(LogisticRegression()).fit(X, y)
-    with pytest.raises(ConversionError, match=r"several targets at once.*one classifier per"):
+    # A classifier fitted on a 2-D target itself (not through a multi-output wrapper).
+    model = DecisionTreeClassifier(random_state=0).fit(X, y)
+    with pytest.raises(
+        ConversionError,
+        match=r"DecisionTreeClassifier predicts several targets at once.*MultiOutputClassifier "
+        r"or ClassifierChain.*one classifier per target",
+    ):
         convert_estimator(model, X[:5])
     with pytest.raises(DataError, match="sample data is not a table"):
         convert_estimator(LogisticRegression().fit(X, y[:, 0]), [[1.0, 2.0], [1.0]])

@@ -32,6 +32,7 @@ _MODULES: tuple[str, ...] = (
     "lda",
     "manifold",
     "multiclass",
+    "multioutput",
     "neighbors_centroid",
     "neighbors_radius",
     "neighbors_search",
