@@ -294,3 +294,24 @@ def test_native_multi_output_classifier_and_ragged_samples_are_refused_clearly()
         convert_estimator(model, X[:5])
     with pytest.raises(DataError, match="sample data is not a table"):
         convert_estimator(LogisticRegression().fit(X, y[:, 0]), [[1.0, 2.0], [1.0]])
+
+
+@pytest.mark.parametrize(
+    ("make", "rows", "why"),
+    [
+        ("DictVectorizer", [{"a": 1.0, "b": "x"}, {"a": 2.0}], "no ONNX operator takes a sequence"),
+        ("FeatureHasher", [{"a": 1.0}, {"b": 2.0}], "no ONNX operator takes a sequence of dicts"),
+        ("MultiLabelBinarizer", [("a",), ("a", "b")], "a graph input is a rectangular tensor"),
+        ("PatchExtractor", np.random.RandomState(0).rand(2, 8, 8), "no output row per input row"),
+    ],
+)
+def test_inputs_that_are_not_tables_are_refused_with_the_reason(make, rows, why) -> None:
+    from sklearn import feature_extraction, preprocessing
+
+    module = preprocessing if make == "MultiLabelBinarizer" else feature_extraction
+    if make == "PatchExtractor":
+        module = feature_extraction.image
+    estimator = getattr(module, make)()
+    estimator.fit(rows)
+    with pytest.raises(ConversionError, match=rf"^{make} .*{why}.*convert the model that follows"):
+        convert_estimator(estimator, rows)

@@ -85,6 +85,37 @@ class ConversionResult:
         return path
 
 
+# Estimators whose input is not a table of columns, and why ONNX (or onnxbridge's one-row-in,
+# one-row-out contract) cannot take it: refused before the sample is read, with what to do.
+_NOT_TABULAR: dict[str, str] = {
+    "DictVectorizer": (
+        "takes a dict per row: no ONNX operator takes a sequence of dicts (an ONNX map is one "
+        "row, of one value type)"
+    ),
+    "FeatureHasher": (
+        "takes a dict or a list of names per row: no ONNX operator takes a sequence of dicts, "
+        "and a list per row is no tensor"
+    ),
+    "MultiLabelBinarizer": (
+        "takes a list of labels of any length per row: a graph input is a rectangular tensor"
+    ),
+    "PatchExtractor": (
+        "makes many patches of each image: no output row per input row, which predict, "
+        "validate and score need"
+    ),
+}
+
+
+def _refuse_non_tabular(estimator: Any) -> None:
+    name = type(_final_step(estimator)).__name__
+    why = _NOT_TABULAR.get(name)
+    if why is not None:
+        raise ConversionError(
+            f"{name} {why}; convert the model that follows it, fitted on the "
+            f"{name}'s output columns"
+        )
+
+
 def _multi_output_classes() -> tuple[type, ...]:
     from sklearn.multioutput import ClassifierChain, MultiOutputClassifier
 
@@ -308,6 +339,7 @@ def convert_estimator(
             f"precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
         )
     _check_fitted(estimator)
+    _refuse_non_tabular(estimator)
     task = model_task(estimator)
     per_target = target_classes(estimator)
     if per_target is not None and not isinstance(_final_step(estimator), _multi_output_classes()):
