@@ -36,6 +36,7 @@ _MODULES: tuple[str, ...] = (
     "neighbors_centroid",
     "neighbors_radius",
     "neighbors_search",
+    "neighbors_transformer",
     "neural_network",
     "nmf",
     "random_projection",
