@@ -29,6 +29,7 @@ _MODULES: tuple[str, ...] = (
     "isotonic",
     "kernel_approximation",
     "kernel_ridge",
+    "label_binarizer",
     "lda",
     "manifold",
     "multiclass",
