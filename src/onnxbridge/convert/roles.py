@@ -225,6 +225,7 @@ def expected_outputs(
     Returns:
         role → array (dense; sparse transformer output is densified).
     """
+    X = _documents(estimator, X)
     results: dict[str, np.ndarray] = {}
     computed: dict[str, Any] = {}  # one call per method: every target reads the same result
     for role in roles:
@@ -240,6 +241,17 @@ def expected_outputs(
         value = _dense(value)
         results[role] = _align(value, None if like is None else like.get(role))
     return results
+
+
+def _documents(estimator: Any, X: Any) -> Any:
+    """The rows of a model that starts with a text vectorizer, as it takes them: one document
+    per row (a 1-D column), not the ``[N, 1]`` table the graph takes (a vectorizer iterates
+    over what it is given: over a DataFrame, that is its column names)."""
+    first = estimator.steps[0][1] if hasattr(estimator, "steps") else estimator
+    if not hasattr(first, "build_analyzer") or np.ndim(X) != 2 or np.shape(X)[1] != 1:
+        return X
+    column = X.iloc[:, 0] if hasattr(X, "iloc") else np.asarray(X)[:, 0]
+    return list(column)
 
 
 def _target_column(value: Any, target: int, base: str, classes: np.ndarray) -> np.ndarray:

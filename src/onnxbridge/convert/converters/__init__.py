@@ -23,6 +23,7 @@ _MODULES: tuple[str, ...] = (
     "dummy",
     "ensemble_embedding",
     "feature_selection",
+    "hashing",
     "gaussian_process",
     "hist_gradient_boosting",
     "impute",
