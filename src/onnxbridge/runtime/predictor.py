@@ -49,7 +49,7 @@ from onnxbridge.runtime.sessions import (
 )
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
-__all__ = ["PredictionResult", "Predictor", "check_output_rows", "stack_target_labels"]
+__all__ = ["PredictionResult", "Predictor", "check_output_rows"]
 
 # From this many rows, a model whose output shows its input's NaN has the output checked instead
 # of the input (runtime/nancheck.py); smaller inputs are checked as they are, cheaply.
@@ -173,7 +173,7 @@ class PredictionResult:
         return pd.DataFrame(columns)
 
 
-def stack_target_labels(labels: Sequence[np.ndarray]) -> np.ndarray:
+def _stack_target_labels(labels: Sequence[np.ndarray]) -> np.ndarray:
     """``[N, T]`` labels from one ``[N]`` array per target, as scikit-learn's ``predict``
     gives them: one dtype when every target has it, else objects (no label turns into text)."""
     if not labels:
@@ -1034,7 +1034,7 @@ class Predictor:
                 PredictionResult(labels=labels, probabilities=probabilities, classes=target.classes)
             )
         return PredictionResult(
-            labels=stack_target_labels([p.labels for p in parts if p.labels is not None]),
+            labels=_stack_target_labels([p.labels for p in parts if p.labels is not None]),
             classes=self._classes,
             targets=parts,
         )
