@@ -2,8 +2,8 @@
 
 scikit-learn's ``transform(y)`` gives ``[N, C]`` (``[N, 1]`` for two classes: the second class's
 column), ``pos_label`` where the label is that class and ``neg_label`` elsewhere; a label it never
-saw gets ``neg_label`` everywhere. skl2onnx's converter takes only an int64 input, which a label
-column read as numbers (float) or text (string) is not; it is replaced.
+saw gets ``neg_label`` everywhere. skl2onnx's converter takes int64 or string input only, and a
+label column of numbers reaches the graph as floats; it is replaced.
 
 The graph compares the ``[N, 1]`` label column with the classes (``Equal``, numbers or strings),
 takes the matching class's row of ``transform(classes_)`` — the fitted model's own answer for
@@ -82,8 +82,8 @@ register_converter(
         _convert,
         _example,
         replaces=(
-            "skl2onnx's LabelBinarizer converter takes only an int64 input; a label column "
-            "comes as numbers (float) or text (string)"
+            "skl2onnx's LabelBinarizer converter takes int64 or string input only; a label "
+            "column of numbers comes as floats"
         ),
     )
 )
