@@ -16,8 +16,9 @@ scales each row. The graph does the same with ONNX Runtime's operators:
 
 The output is dense: ``n_features`` columns per row (2**20 by default; a smaller
 ``n_features`` keeps results small). Settings the graph cannot follow are refused: analyzers
-other than ``word``, n-grams, stop words, another ``token_pattern``, custom preprocessors or
-tokenizers, ``strip_accents``, and inputs other than text content.
+other than ``word``, stop words, another ``token_pattern``, custom preprocessors or
+tokenizers, ``strip_accents``, and inputs other than text content. Word n-grams
+(``ngram_range``) are the words of each window joined by a space (``StringConcat``, opset 20).
 
 ``[N, 1]`` string -> ``[N, n_features]`` in the graph's float type.
 """
@@ -47,7 +48,6 @@ def _check(model: Any) -> None:
     """Refuse settings the graph does not follow, naming the setting and what works."""
     unsupported = {
         "analyzer": (model.analyzer, "word"),
-        "ngram_range": (tuple(model.ngram_range), (1, 1)),
         "token_pattern": (model.token_pattern, _DEFAULT_PATTERN),
         "stop_words": (model.stop_words, None),
         "strip_accents": (model.strip_accents, None),
@@ -99,6 +99,55 @@ def _tokens(g: Nodes, model: Any, text: str, locale: str) -> str:
     return g.op("Reshape", [tokens, g.op("Concat", [rows, g.const(np.array([-1]))], axis=0)])
 
 
+def _terms(g: Nodes, model: Any, words: str) -> tuple[str, str]:
+    """The terms scikit-learn hashes, ``[N, K]``, and which of them are real (not padding).
+
+    Word n-grams of ``ngram_range=(lo, hi)``: for each ``k``, the ``k`` consecutive tokens
+    joined by a space. The tokenizer pads at the end of a row, so a window is real when its
+    last token is.
+    """
+    lo, hi = (int(v) for v in model.ngram_range)
+    real_words = g.op("Not", [g.op("Equal", [words, g.const(np.array([_PAD], dtype=object))])])
+    if hi > 1 and g.opset < 20:
+        raise ConversionError(
+            f"HashingVectorizer(ngram_range={model.ngram_range!r}) needs opset 20 or more "
+            f"(StringConcat joins the words), got opset {g.opset}; pass --opset 20 or higher"
+        )
+    terms, masks = [], []
+    for k in range(lo, hi + 1):
+        if k == 1:
+            terms.append(words)
+            masks.append(real_words)
+            continue
+        gram = None
+        for j in range(k):
+            # Words j .. T - (k - 1 - j): the j-th word of every window.
+            end = -(k - 1 - j) if j < k - 1 else np.iinfo(np.int64).max
+            part = g.op(
+                "Slice",
+                [words, g.const(np.array([j])), g.const(np.array([end])), g.const(np.array([1]))],
+            )
+            if gram is None:
+                gram = part
+            else:
+                spaced = g.op("StringConcat", [gram, g.const(np.array(" ", dtype=object))])
+                gram = g.op("StringConcat", [spaced, part])
+        last = g.op(
+            "Slice",
+            [
+                real_words,
+                g.const(np.array([k - 1])),
+                g.const(np.array([np.iinfo(np.int64).max])),
+                g.const(np.array([1])),
+            ],
+        )
+        terms.append(gram)
+        masks.append(last)
+    if len(terms) == 1:
+        return terms[0], masks[0]
+    return g.op("Concat", terms, axis=1), g.op("Concat", masks, axis=1)
+
+
 def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check(model)
@@ -110,8 +159,8 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
             f"reductions over given axes), got opset {g.opset}; pass --opset 18 or higher"
         )
     n = int(model.n_features)
-    tokens = _tokens(g, model, operator.inputs[0].full_name, options["locale"])
-    real = g.op("Not", [g.op("Equal", [tokens, g.const(np.array([_PAD], dtype=object))])])
+    words = _tokens(g, model, operator.inputs[0].full_name, options["locale"])
+    tokens, real = _terms(g, model, words)
     hashed = g.op("MurmurHash3", [tokens], domain="com.microsoft", op_version=1, positive=0, seed=0)
     h = g.op("Cast", [hashed], to=TensorProto.INT64)
     column = g.op(
