@@ -163,7 +163,7 @@ _REPLACES = (
     "label type for all) and the probabilities in a sequence; onnxbridge gives one label and "
     "one probability tensor per target"
 )
-_OPTIONS = {"zipmap": [False], "nocl": [False, True]}
+_OPTIONS = {"zipmap": [False]}  # probabilities are tensors, one per target
 
 register_converter(
     ConverterSpec(
