@@ -93,7 +93,9 @@ def test_boolean_targets_come_back_as_booleans() -> None:
         )
 
 
-@pytest.mark.parametrize("chain_method", ["predict", "predict_proba", "predict_log_proba"])
+@pytest.mark.parametrize(
+    "chain_method", ["predict", "predict_proba", "predict_log_proba", "decision_function"]
+)
 @pytest.mark.parametrize("precision", ["float", "double"])
 def test_classifier_chain(assert_converts, chain_method: str, precision: str) -> None:
     model = ClassifierChain(
@@ -122,9 +124,16 @@ def test_labels_only_when_the_inner_classifier_has_no_probabilities() -> None:
 
 
 def test_chains_onnx_cannot_follow_are_refused_clearly() -> None:
-    scores = ClassifierChain(LogisticRegression(max_iter=1000), chain_method="decision_function")
-    scores.fit(FIT.to_numpy(), Y[:200])
-    with pytest.raises(ConversionError, match=r"chain_method='decision_function'.*predict_proba"):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    scores = ClassifierChain(
+        HistGradientBoostingClassifier(max_iter=5), chain_method="decision_function"
+    ).fit(FIT.to_numpy(), Y[:200])
+    with pytest.raises(
+        ConversionError,
+        match=r"chain_method='decision_function'\): the decision function of the inner "
+        r"HistGradientBoostingClassifier cannot be converted.*chain_method='predict_proba'",
+    ):
         convert_estimator(scores, X[:5])
     three = np.column_stack([Y[:, 0], Y[:, 1] + Y[:, 2]])
     multiclass = ClassifierChain(LogisticRegression(max_iter=1000), chain_method="predict_proba")

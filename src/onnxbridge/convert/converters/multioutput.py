@@ -12,15 +12,17 @@ it is replaced.
 
 ClassifierChain, as scikit-learn's ``_get_predictions``: link ``k`` predicts target
 ``order_[k]`` from ``[X, f_0, ..., f_{k-1}]`` where ``f_j`` is link ``j``'s ``chain_method_``
-response: its label (``predict``), its positive-class probability (``predict_proba``) or that
-probability's log (``predict_log_proba``). A chain fed decision functions is refused (the inner
-converters give probabilities). Inner estimators are converted by their own converters.
+response: its label (``predict``), its positive-class probability (``predict_proba``), that
+probability's log (``predict_log_proba``) or its decision function (``decision_function``: the
+inner converter's raw scores, for the estimators whose converter has ``raw_scores``, such as
+linear models). Inner estimators are converted by their own converters.
 
 Estimators without ``predict_proba`` (every inner one must have it) get label outputs only.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -30,10 +32,10 @@ from sklearn.multioutput import ClassifierChain, MultiOutputClassifier
 
 from onnxbridge.convert.converters._meta import Nodes, float_tensor_type, label_tensor_type
 from onnxbridge.convert.metadata import target_role
-from onnxbridge.convert.registry import ConverterSpec, register_converter
+from onnxbridge.convert.registry import ConverterSpec, accepts_option, register_converter
 from onnxbridge.errors import ConversionError
 
-_CHAIN_METHODS = ("predict", "predict_proba", "predict_log_proba")
+_CHAIN_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function")
 
 
 def _has_proba(model: Any) -> bool:
@@ -87,21 +89,19 @@ def _convert_multi_output(scope: Any, operator: Any, container: Any) -> None:
 
 def _check_chain(model: Any) -> str:
     method = getattr(model, "chain_method_", "predict")
-    if method not in _CHAIN_METHODS:
-        raise ConversionError(
-            f"ClassifierChain(chain_method={method!r}) feeds decision functions down the "
-            f"chain, which onnxbridge does not convert; fit it with chain_method one of "
-            f"{', '.join(_CHAIN_METHODS)}"
-        )
+    if method == "decision_function":
+        for estimator in model.estimators_:
+            final = estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+            if hasattr(estimator, "predict_proba") and not accepts_option(final, "raw_scores"):
+                raise ConversionError(
+                    f"ClassifierChain(chain_method='decision_function'): the decision function "
+                    f"of the inner {type(final).__name__} cannot be converted (its converter "
+                    "gives probabilities only); fit the chain with chain_method='predict_proba' "
+                    "or 'predict', or with a linear inner model"
+                )
     for t, classes in enumerate(model.classes_):
         values = np.asarray(classes)
-        if method == "predict" and values.dtype.kind not in "iub":
-            raise ConversionError(
-                f"ClassifierChain: target {t} has classes {values.tolist()!r}; a chain fed "
-                "labels needs integer or boolean classes (scikit-learn adds them to the "
-                "features); encode the targets as integers"
-            )
-        if method != "predict" and len(values) != 2:
+        if method not in ("predict", "decision_function") and len(values) != 2:
             raise ConversionError(
                 f"ClassifierChain(chain_method={method!r}): target {t} has {len(values)} "
                 "classes; a chain fed probabilities needs binary targets (scikit-learn feeds "
@@ -125,6 +125,8 @@ def _convert_chain(scope: Any, operator: Any, container: Any) -> None:
         by_target[int(model.order_[k])] = (label, proba)
         if method == "predict":
             response = g.op("Reshape", [g.cast_float(label), g.const(np.array([-1, 1]))])
+        elif method == "decision_function":
+            response = _decision(g, estimator, variable, k)
         else:
             response = g.column(proba, 1)  # the positive class, classes_[-1]
             if method == "predict_log_proba":
@@ -132,6 +134,18 @@ def _convert_chain(scope: Any, operator: Any, container: Any) -> None:
         fed.append(response)
     for t in range(len(model.estimators_)):
         _write_target(g, t, *by_target[t])
+
+
+def _decision(g: Nodes, estimator: Any, variable: Any, k: int) -> str:
+    """``[N, 1]`` decision function of a binary link (``[N, 1] = d`` or ``[N, 2] = [-d, d]``
+    from the converter: ``d`` is the last column)."""
+    options = {"raw_scores": True} if hasattr(estimator, "predict_proba") else None
+    # skl2onnx keeps options per estimator object: a shallow copy gets raw scores without
+    # turning the link's probabilities into scores too.
+    scorer = copy.copy(estimator) if options else estimator
+    _, scores = g.sub_estimator(scorer, [variable], 2, f"link{k}_scores", options=options)
+    column = g.op("Gather", [scores, g.const(np.array([-1]))], axis=1)
+    return g.cast_float(column)
 
 
 def _multilabel() -> tuple[np.ndarray, np.ndarray]:
