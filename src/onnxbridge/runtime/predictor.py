@@ -161,7 +161,7 @@ class PredictionResult:
         for t, part in enumerate(targets):
             for role, array in (("label", part.labels), ("probabilities", part.probabilities)):
                 if array is not None:
-                    lengths[f"{role}_{t}"] = len(array)
+                    lengths[target_role(role, t)] = len(array)
         check_output_rows(lengths)
         columns: dict[str, Any] = {}
         for t, part in enumerate(targets):
