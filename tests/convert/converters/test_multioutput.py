@@ -16,7 +16,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.svm import LinearSVC
 
 from cli_support import run
-from onnxbridge import ConversionError, Predictor, convert_estimator, save_estimator, validate_model
+from onnxbridge import (
+    ConversionError,
+    Predictor,
+    Tolerance,
+    convert_estimator,
+    save_estimator,
+    validate_model,
+)
 
 X, Y = make_multilabel_classification(n_samples=260, n_features=5, n_classes=3, random_state=0)
 COLUMNS = [f"f{i}" for i in range(5)]
@@ -184,3 +191,16 @@ def test_validate_predict_and_score_a_multi_output_model(tmp_path, capsys) -> No
     )
     assert code == 0, err
     assert pq.read_table(tmp_path / "e.parquet").column_names == list(scored.columns)
+
+
+def test_a_tolerance_set_for_probabilities_holds_for_every_target(tmp_path) -> None:
+    model = MultiOutputClassifier(LogisticRegression(max_iter=500)).fit(FIT, TARGETS[:200])
+    onnx_path = convert_estimator(model, FIT.head(20), precision="float").save(tmp_path / "m.onnx")
+    # float32 probabilities never equal scikit-learn's float64 ones to the last bit.
+    exact = validate_model(
+        onnx_path, model, HOLDOUT, tolerances={"probabilities": Tolerance(0.0, 0.0)}
+    )
+    assert exact.verdict == "DIVERGENT"
+    failed = {c.name for s in exact.probe_sets for p in s.pairs for c in p.outputs if not c.ok}
+    assert failed and all(name.startswith("probabilities_") for name in failed)
+    assert validate_model(onnx_path, model, HOLDOUT, atol=1e-4, rtol=1e-4).verdict == "EQUIVALENT"
