@@ -6,9 +6,11 @@ bytes with MurmurHash3 (32 bits, seed 0, signed) and adds ``sign(h)`` (``alterna
 at column ``|h| % n_features``; then ``binary`` keeps 1 where any token landed, and ``norm``
 scales each row. The graph does the same with ONNX Runtime's operators:
 
-- ``StringNormalizer`` lowercases (locale ``C`` by default, as the text vectorizers: ASCII
-  letters; set the ``locale`` option to ``en_US.UTF-8`` where that locale exists to lowercase
-  other letters too);
+- ``StringNormalizer`` lowercases, in the ``C`` locale as for the other text vectorizers (a
+  model that loads everywhere). That locale lowercases ASCII letters only: a word with an
+  upper-case non-ASCII letter (``École``) hashes differently from scikit-learn's ``école``, a
+  difference ``validate`` reports on such text. (skl2onnx's ``locale`` option of this converter
+  takes ``en_US.UTF-8`` where that locale is installed.)
 - ``com.microsoft.Tokenizer`` with ``[\\p{L}\\p{N}_][\\p{L}\\p{N}_]+`` finds the tokens Python's
   ``(?u)\\b\\w\\w+\\b`` finds (letters, digits and ``_`` of any script);
 - ``com.microsoft.MurmurHash3`` (``positive=0``, seed 0) is the same hash, bit for bit;
