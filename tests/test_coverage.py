@@ -320,3 +320,11 @@ def test_the_committed_coverage_page_is_current() -> None:
         + ", ".join(f"{n}: {old} -> {new}" for n, (old, new) in sorted(changed.items()))
         + f"); regenerate it: {REGENERATE}"
     )
+
+
+def test_cli_names_the_categorical_rows_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    # Square brackets are markup to the console: the name must come through as it is.
+    assert main(["coverage", "--only", "HistGradientBoostingClassifier[categorical]"]) == 0
+    out = capsys.readouterr().out
+    assert "[1/1] HistGradientBoostingClassifier[categorical] " in out
+    assert "categorical: " in out and " of 1 EQUIVALENT" in out
