@@ -117,6 +117,22 @@ def test_classifier_chain(assert_converts, chain_method: str, precision: str) ->
     np.testing.assert_array_equal(labels, model.predict(HOLDOUT.to_numpy()))
 
 
+def test_chain_of_pipelines_fed_decision_functions() -> None:
+    from sklearn.preprocessing import StandardScaler
+
+    model = ClassifierChain(
+        make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)),
+        order=[1, 0, 2],
+        chain_method="decision_function",
+    ).fit(FIT.to_numpy(), Y[:200])
+    result = convert_estimator(model, X[:20], precision="double")
+    predicted = Predictor(result.model.SerializeToString()).predict(HOLDOUT.to_numpy())
+    np.testing.assert_array_equal(predicted.labels, model.predict(HOLDOUT.to_numpy()))
+    positive = model.predict_proba(HOLDOUT.to_numpy())
+    for t, part in enumerate(predicted.targets):
+        np.testing.assert_allclose(part.probabilities[:, 1], positive[:, t], atol=1e-9)
+
+
 def test_labels_only_when_the_inner_classifier_has_no_probabilities() -> None:
     model = MultiOutputClassifier(LinearSVC()).fit(FIT, TARGETS[:200])
     result = convert_estimator(model, FIT.head(20))

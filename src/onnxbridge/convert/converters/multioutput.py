@@ -140,9 +140,9 @@ def _decision(g: Nodes, estimator: Any, variable: Any, k: int) -> str:
     """``[N, 1]`` decision function of a binary link (``[N, 1] = d`` or ``[N, 2] = [-d, d]``
     from the converter: ``d`` is the last column)."""
     options = {"raw_scores": True} if hasattr(estimator, "predict_proba") else None
-    # skl2onnx keeps options per estimator object: a shallow copy gets raw scores without
-    # turning the link's probabilities into scores too.
-    scorer = copy.copy(estimator) if options else estimator
+    # skl2onnx keeps options per estimator object: a copy (with its own pipeline steps) gets
+    # raw scores without turning the link's probabilities into scores too.
+    scorer = copy.deepcopy(estimator) if options else estimator
     _, scores = g.sub_estimator(scorer, [variable], 2, f"link{k}_scores", options=options)
     column = g.op("Gather", [scores, g.const(np.array([-1]))], axis=1)
     return g.cast_float(column)
