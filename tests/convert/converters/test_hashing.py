@@ -39,10 +39,12 @@ def _onnx(model, docs: list[str], **kwargs) -> np.ndarray:
 def test_like_scikit_learn_on_unseen_documents(params) -> None:
     model = HashingVectorizer(**{"n_features": 256, **params}).fit(DOCS[:100])
     docs = DOCS[100:] + UNSEEN
-    got = _onnx(model, docs, precision="double")
+    got = _onnx(model, docs)
     expected = model.transform(docs).toarray()
     assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, atol=1e-12)
+    # Text input: the counts are exact, the norms float32 arithmetic (as the text vectorizers).
+    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=1e-6)
+    assert (np.sign(got) == np.sign(expected)).all()
     assert (got[len(DOCS) - 100] == 0).all()  # a document without a token
 
 
