@@ -279,13 +279,39 @@ def test_feature_selector_converts_as_a_transform() -> None:
     np.testing.assert_allclose(transformed, model.transform(X), atol=1e-6)
 
 
-def test_multi_output_classifier_and_ragged_samples_are_refused_clearly() -> None:
-    from sklearn.multioutput import MultiOutputClassifier
+def test_native_multi_output_classifier_and_ragged_samples_are_refused_clearly() -> None:
+    from sklearn.tree import DecisionTreeClassifier
 
     X = np.random.RandomState(0).rand(60, 4)
     y = np.c_[X[:, 0] > 0.5, X[:, 1] > 0.5].astype(int)
-    model = MultiOutputClassifier(LogisticRegression()).fit(X, y)
-    with pytest.raises(ConversionError, match=r"several targets at once.*one classifier per"):
+    # A classifier fitted on a 2-D target itself (not through a multi-output wrapper).
+    model = DecisionTreeClassifier(random_state=0).fit(X, y)
+    with pytest.raises(
+        ConversionError,
+        match=r"DecisionTreeClassifier predicts several targets at once.*MultiOutputClassifier "
+        r"or ClassifierChain.*one classifier per target",
+    ):
         convert_estimator(model, X[:5])
     with pytest.raises(DataError, match="sample data is not a table"):
         convert_estimator(LogisticRegression().fit(X, y[:, 0]), [[1.0, 2.0], [1.0]])
+
+
+@pytest.mark.parametrize(
+    ("make", "rows", "why"),
+    [
+        ("DictVectorizer", [{"a": 1.0, "b": "x"}, {"a": 2.0}], "no ONNX operator takes a sequence"),
+        ("FeatureHasher", [{"a": 1.0}, {"b": 2.0}], "no ONNX operator takes a sequence of dicts"),
+        ("MultiLabelBinarizer", [("a",), ("a", "b")], "a graph input is a rectangular tensor"),
+        ("PatchExtractor", np.random.RandomState(0).rand(2, 8, 8), "no output row per input row"),
+    ],
+)
+def test_inputs_that_are_not_tables_are_refused_with_the_reason(make, rows, why) -> None:
+    from sklearn import feature_extraction, preprocessing
+
+    module = preprocessing if make == "MultiLabelBinarizer" else feature_extraction
+    if make == "PatchExtractor":
+        module = feature_extraction.image
+    estimator = getattr(module, make)()
+    estimator.fit(rows)
+    with pytest.raises(ConversionError, match=rf"^{make} .*{why}.*convert the model that follows"):
+        convert_estimator(estimator, rows)

@@ -92,7 +92,7 @@ def coverage(
         width = len(str(total))
         reason = f"  {escape(result.reason)}" if result.reason else ""
         console.print(
-            f"\\[{position:>{width}}/{total}] {result.name:<32} "
+            f"\\[{position:>{width}}/{total}] {escape(f'{result.name:<32}')} "
             f"[{style}]{result.status:<20}[/{style}] {result.seconds:6.1f} s{reason}",
             markup=True,
             highlight=False,

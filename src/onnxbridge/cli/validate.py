@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from onnxbridge.cli._source import TrustOption
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
 
 __all__ = ["parse_tolerance", "print_validation", "validate_command"]
@@ -143,7 +144,7 @@ def print_validation(report: Any, console: Console) -> None:
         if not info.get("available", True) or info.get("failed_on"):
             where = ", ".join(info.get("failed_on") or []) or "every probe set"
             console.print(f"note: {name} could not run the model on {where}: {info.get('error')}")
-    shown = {c.name for c in report.outputs} or set(report.tolerances)
+    shown = {role_parts(c.name)[0] for c in report.outputs} or set(report.tolerances)
     parts = [
         f"{role} |Δ| <= {t['atol']:g} + {t['rtol']:g}·|a|"
         for role, t in report.tolerances.items()

@@ -30,7 +30,7 @@ from onnxbridge.convert.folding import fold_scaling_into_linear
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
-from onnxbridge.convert.roles import model_task, output_roles, reference_method
+from onnxbridge.convert.roles import model_task, output_roles, reference_method, target_classes
 from onnxbridge.data import FeatureSchema, normalize_features
 from onnxbridge.errors import (
     ConversionError,
@@ -83,6 +83,48 @@ class ConversionResult:
             tmp.write_bytes(self.model.SerializeToString())
         self.path = path
         return path
+
+
+# Estimators whose input is not a table of columns, and why ONNX (or onnxbridge's one-row-in,
+# one-row-out contract) cannot take it: refused before the sample is read, with what to do.
+_NOT_TABULAR: dict[str, str] = {
+    "DictVectorizer": (
+        "takes a dict per row: no ONNX operator takes a sequence of dicts (an ONNX map is one "
+        "row, of one value type)"
+    ),
+    "FeatureHasher": (
+        "takes a dict or a list of names per row: no ONNX operator takes a sequence of dicts, "
+        "and a list per row is no tensor"
+    ),
+    "MultiLabelBinarizer": (
+        "takes a list of labels of any length per row: a graph input is a rectangular tensor"
+    ),
+    "PatchExtractor": (
+        "makes many patches of each image: no output row per input row, which predict, "
+        "validate and score need"
+    ),
+}
+
+
+def _refuse_non_tabular(estimator: Any) -> None:
+    name = type(_final_step(estimator)).__name__
+    why = _NOT_TABULAR.get(name)
+    if why is not None:
+        raise ConversionError(
+            f"{name} {why}; convert the model that follows it, fitted on the "
+            f"{name}'s output columns"
+        )
+
+
+def _multi_output_classes() -> tuple[type, ...]:
+    from sklearn.multioutput import ClassifierChain, MultiOutputClassifier
+
+    return (ClassifierChain, MultiOutputClassifier)
+
+
+def _plain(values: np.ndarray) -> list[Any]:
+    """Class labels as plain Python values (JSON-ready)."""
+    return [v.item() if isinstance(v, np.generic) else v for v in values]
 
 
 def _final_step(estimator: Any) -> Any:
@@ -297,13 +339,15 @@ def convert_estimator(
             f"precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
         )
     _check_fitted(estimator)
+    _refuse_non_tabular(estimator)
     task = model_task(estimator)
-    classes = getattr(_final_step(estimator), "classes_", None)
-    if isinstance(classes, list) and classes and np.ndim(classes[0]) > 0:
+    per_target = target_classes(estimator)
+    if per_target is not None and not isinstance(_final_step(estimator), _multi_output_classes()):
         raise ConversionError(
             f"{type(estimator).__name__} predicts several targets at once (one class list per "
-            "target); multi-output classifiers are not converted yet: convert one classifier "
-            "per target"
+            "target); onnxbridge converts multi-output classifiers as MultiOutputClassifier or "
+            "ClassifierChain: fit one of those around a single-target classifier, or convert "
+            "one classifier per target"
         )
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
@@ -354,7 +398,11 @@ def convert_estimator(
         features=schema,
         inputs=inputs,
         outputs=roles,
-        classes=class_labels(_final_step(estimator)),
+        classes=(
+            class_labels(_final_step(estimator))
+            if per_target is None
+            else [_plain(classes) for classes in per_target]
+        ),
         target=target,
         estimator=description or type(estimator).__name__,
         opsets=_used_opsets(model),

@@ -28,6 +28,8 @@ __all__ = [
     "ModelMetadata",
     "input_block",
     "read_metadata",
+    "role_parts",
+    "target_role",
     "write_metadata",
 ]
 
@@ -43,6 +45,25 @@ INPUT_DTYPES: dict[str, Any] = {
 }
 
 
+def target_role(role: str, target: int) -> str:
+    """The role (and graph output name) of one target of a multi-output classifier:
+    ``target_role("label", 0) == "label_0"``."""
+    return f"{role}_{target}"
+
+
+def role_parts(role: str) -> tuple[str, int | None]:
+    """``(role, target)`` of an output role: ``"label_1" -> ("label", 1)``,
+    ``"label" -> ("label", None)``.
+
+    A multi-output classifier has one ``label_<t>`` and one ``probabilities_<t>`` role per
+    target ``t`` (in target order); every other model has plain roles.
+    """
+    base, sep, suffix = role.rpartition("_")
+    if sep and base and suffix.isdigit():
+        return base, int(suffix)
+    return role, None
+
+
 @dataclass
 class ModelMetadata:
     """What onnxbridge records about a converted model.
@@ -52,8 +73,10 @@ class ModelMetadata:
         features: the feature columns in training order.
         inputs: graph inputs: ``[{"name": "input", "dtype": "float32", "columns": [...]}]``.
         outputs: role → graph output name: ``{"label": ..., "probabilities": ...}`` or
-            ``{"value": ...}``.
-        classes: class labels in probability-column order (classifiers).
+            ``{"value": ...}``; a multi-output classifier has ``label_<t>`` and
+            ``probabilities_<t>`` per target (:func:`role_parts`).
+        classes: class labels in probability-column order (classifiers); one such list per
+            target for a multi-output classifier.
         target: the target column name, if known.
         estimator: the estimator's description (spec string or class name).
         opsets: ``{"": 22, "ai.onnx.ml": 3}``.

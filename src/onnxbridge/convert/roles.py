@@ -15,6 +15,10 @@ role               holds                                       scikit-learn's si
 ``distances``      ``[N, k]`` their distances, ascending        ``kneighbors()[0]``
 =================  ==========================================  ===============================
 
+A multi-output classifier (MultiOutputClassifier, ClassifierChain) has, per target ``t`` in
+target order, ``label_<t>`` ``[N]`` (``predict()[:, t]``) and ``probabilities_<t>`` ``[N, C_t]``
+(``predict_proba()[t]``, or ``[1 - p, p]`` from the chain's positive-class column ``p``).
+
 Tasks: ``classification``, ``regression``, ``cluster`` (clusterers and mixtures that predict),
 ``outlier`` (outlier detectors), ``transform`` (everything else that has ``transform``) and
 ``neighbors`` (NearestNeighbors: only ``kneighbors``).
@@ -26,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.metadata import role_parts, target_role
 from onnxbridge.errors import ConversionError
 
 __all__ = [
@@ -35,6 +40,7 @@ __all__ = [
     "model_task",
     "output_roles",
     "reference_method",
+    "target_classes",
 ]
 
 TASKS = ("classification", "regression", "cluster", "outlier", "transform", "neighbors")
@@ -53,6 +59,15 @@ def _final_step(estimator: Any) -> Any:
     while hasattr(estimator, "steps"):
         estimator = estimator.steps[-1][1]
     return estimator
+
+
+def target_classes(estimator: Any) -> list[np.ndarray] | None:
+    """One class array per target for a fitted multi-output classifier (or a pipeline ending
+    in one), else None."""
+    classes = getattr(_final_step(estimator), "classes_", None)
+    if isinstance(classes, list) and classes and np.ndim(classes[0]) > 0:
+        return [np.asarray(c) for c in classes]
+    return None
 
 
 def model_task(estimator: Any) -> str:
@@ -111,6 +126,9 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
             )
         return {"indices": output_names[0], "distances": output_names[1]}
     final = _final_step(estimator)
+    per_target = target_classes(estimator)
+    if task == "classification" and per_target is not None:
+        return _target_roles(output_names, final, len(per_target))
     if task == "cluster" and len(output_names) == 1:
         return {"label": output_names[0]}
     if (
@@ -131,8 +149,22 @@ def output_roles(output_names: list[str], estimator: Any, task: str) -> dict[str
     return {"label": output_names[0], second: output_names[1]}
 
 
+def _target_roles(output_names: list[str], final: Any, n_targets: int) -> dict[str, str]:
+    """``label_<t>`` (and ``probabilities_<t>``) per target, as the multi-output converters
+    lay the outputs out: label then probabilities, target after target."""
+    bases = ("label", "probabilities") if hasattr(final, "predict_proba") else ("label",)
+    if len(output_names) != len(bases) * n_targets:
+        raise ConversionError(
+            f"the multi-output graph has outputs {output_names}; expected "
+            f"{' and '.join(bases)} for each of {n_targets} targets"
+        )
+    names = iter(output_names)
+    return {target_role(base, t): next(names) for t in range(n_targets) for base in bases}
+
+
 def reference_method(estimator: Any, role: str) -> str:
     """The scikit-learn method whose result an output role is compared with."""
+    role, _ = role_parts(role)
     if role in ("label", "value"):
         return "predict"
     if role == "probabilities":
@@ -195,13 +227,50 @@ def expected_outputs(
     """
     from onnxbridge.train import source_frame
 
-    X = source_frame(estimator, X)
+    X = _documents(estimator, source_frame(estimator, X))
     results: dict[str, np.ndarray] = {}
+    computed: dict[str, Any] = {}  # one call per method: every target reads the same result
     for role in roles:
-        method = getattr(estimator, reference_method(estimator, role))
-        value = method(X)
-        if role in ("indices", "distances"):
-            value = value[0 if role == "distances" else 1]
+        name = reference_method(estimator, role)
+        if name not in computed:
+            computed[name] = getattr(estimator, name)(X)
+        value = computed[name]
+        base, target = role_parts(role)
+        if base in ("indices", "distances"):
+            value = value[0 if base == "distances" else 1]
+        if target is not None:
+            value = _target_column(value, target, base, (target_classes(estimator) or [])[target])
         value = _dense(value)
         results[role] = _align(value, None if like is None else like.get(role))
     return results
+
+
+def _documents(estimator: Any, X: Any) -> Any:
+    """The rows of a model that starts with a text vectorizer, as it takes them: one document
+    per row (a 1-D column), not the ``[N, 1]`` table the graph takes (a vectorizer iterates
+    over what it is given: over a DataFrame, that is its column names)."""
+    first = estimator.steps[0][1] if hasattr(estimator, "steps") else estimator
+    if not hasattr(first, "build_analyzer") or np.ndim(X) != 2 or np.shape(X)[1] != 1:
+        return X
+    column = X.iloc[:, 0] if hasattr(X, "iloc") else np.asarray(X)[:, 0]
+    return list(column)
+
+
+def _target_column(value: Any, target: int, base: str, classes: np.ndarray) -> np.ndarray:
+    """Target ``target``'s part of a multi-output result: ``predict`` ``[N, T]`` → ``[N]``;
+    ``predict_proba`` as a list of ``[N, C_t]`` → ``[N, C_t]``, or as the chain's
+    positive-class ``[N, T]`` → ``[N, 2] = [1 - p, p]``.
+
+    ClassifierChain's ``predict`` holds integer labels in a float array (``1.0``): they are
+    given the type of the target's classes (``1``), the labels the chain's classifiers predict.
+    """
+    if isinstance(value, list):
+        return np.asarray(value[target])
+    column = np.asarray(value)[:, target]
+    if base == "probabilities":
+        return np.column_stack([1.0 - column, column])
+    if column.dtype.kind == "f" and classes.dtype.kind in "iub":
+        typed = column.astype(classes.dtype)
+        if np.array_equal(typed, column):
+            return typed
+    return column

@@ -7,6 +7,8 @@ Groups:
   under two types, such as ``LinearDiscriminantAnalysis``, counts once);
 - ``outlier``: the outlier detectors, which that filter leaves out (``IsolationForest``, ...);
 - ``booster``: XGBoost, LightGBM and CatBoost classifiers and regressors, when installed;
+- ``categorical``: the boosters fitted on category columns with their native categorical
+  splits, as tabular practitioners fit them (named ``<class>[categorical]``);
 - ``other``: estimators users convert often that the filter also leaves out (mixtures, text
   vectorizers, NearestNeighbors).
 
@@ -24,7 +26,7 @@ from typing import Any
 
 __all__ = ["GROUPS", "CoverageCase", "all_cases", "core_estimator_names"]
 
-GROUPS = ("core", "outlier", "booster", "other")
+GROUPS = ("core", "outlier", "booster", "categorical", "other")
 CORE_TYPES = ["classifier", "regressor", "transformer", "cluster"]
 
 
@@ -193,6 +195,8 @@ _BUILDERS: dict[str, tuple[str, str, Callable[[], dict[str, Any]]]] = {
     ),
     # Defaults that do not suit 6 features / 200 rows.
     "SelectKBest": ("multiclass", "k=3", lambda: {"k": 3}),
+    # The default 2**20 columns make a dense 100-row comparison of 400 MB.
+    "HashingVectorizer": ("text", "n_features=1024", lambda: {"n_features": 1024}),
     # The defaults (10 %, 1e-5 %) keep no feature out of 6.
     "SelectPercentile": ("multiclass", "percentile=50", lambda: {"percentile": 50}),
     "GenericUnivariateSelect": ("multiclass", "param=50", lambda: {"param": 50}),
@@ -396,10 +400,92 @@ def _booster_cases() -> list[CoverageCase]:
     return cases
 
 
+def _categorical(name: str, data: str, params: str, build: Callable[[], Any]) -> CoverageCase:
+    return CoverageCase(f"{name}[categorical]", "categorical", data, build, params)
+
+
+def _categorical_cases() -> list[CoverageCase]:
+    """The boosters on category columns, each with its own way of naming them."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    cases = [
+        _categorical(
+            "HistGradientBoostingClassifier",
+            "category_dtype",
+            "categorical_features='from_dtype', max_iter=30",
+            lambda: _seeded(
+                HistGradientBoostingClassifier(categorical_features="from_dtype", max_iter=30)
+            ),
+        )
+    ]
+    if importlib.util.find_spec("lightgbm") is not None:
+
+        def lightgbm() -> Any:
+            import lightgbm
+
+            # Categories from the pandas dtype (LightGBM's default, categorical_feature='auto').
+            return lightgbm.LGBMClassifier(n_estimators=30, random_state=0, n_jobs=1, verbose=-1)
+
+        cases.append(
+            _categorical(
+                "LGBMClassifier",
+                "category_dtype",
+                "n_estimators=30, random_state=0, n_jobs=1, verbose=-1",
+                lightgbm,
+            )
+        )
+    if importlib.util.find_spec("xgboost") is not None:
+
+        def xgboost() -> Any:
+            import xgboost
+
+            return xgboost.XGBClassifier(
+                enable_categorical=True,
+                tree_method="hist",
+                n_estimators=30,
+                random_state=0,
+                n_jobs=1,
+            )
+
+        cases.append(
+            _categorical(
+                "XGBClassifier",
+                "category_dtype_known",
+                "enable_categorical=True, tree_method='hist', n_estimators=30, random_state=0, "
+                "n_jobs=1",
+                xgboost,
+            )
+        )
+    if importlib.util.find_spec("catboost") is not None:
+
+        def catboost() -> Any:
+            import catboost
+
+            return catboost.CatBoostClassifier(
+                iterations=30,
+                cat_features=["color", "city"],
+                random_seed=0,
+                verbose=0,
+                thread_count=1,
+                allow_writing_files=False,
+            )
+
+        cases.append(
+            _categorical(
+                "CatBoostClassifier",
+                "category_strings",
+                "iterations=30, cat_features=['color', 'city'], random_seed=0, verbose=0, "
+                "thread_count=1",
+                catboost,
+            )
+        )
+    return cases
+
+
 def all_cases() -> list[CoverageCase]:
-    """Every case of the run: core (sorted by name), outlier, booster, other."""
+    """Every case of the run: core (sorted by name), outlier, booster, categorical, other."""
     from sklearn.utils import all_estimators
 
     classes = dict(all_estimators(type_filter=CORE_TYPES))
     core = [_case(name, classes[name], "core") for name in core_estimator_names()]
-    return core + _outlier_cases() + _booster_cases() + _other_cases()
+    return core + _outlier_cases() + _booster_cases() + _categorical_cases() + _other_cases()

@@ -183,6 +183,92 @@ def _strings() -> CoverageData:
     return data
 
 
+_COLORS = ["red", "green", "blue", "amber"]
+_CITIES = ["Paris", "Lyon", "Nice", "Lille", "Metz", "Brest"]
+
+
+def _category_frame(missing: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    """Two string category columns and two numbers; the comparison rows hold categories the
+    fit rows never had (``violet``, ``Oslo``) and, with ``missing``, NaN in every column."""
+    rng = np.random.RandomState(SEED)
+    n = N_FIT + N_COMPARE
+    color = rng.choice(_COLORS, n).astype(object)
+    city = rng.choice(_CITIES, n).astype(object)
+    size = rng.normal(0.0, 1.0, n)
+    count = rng.poisson(3.0, n).astype(np.float64)
+    y = (
+        np.isin(color, ["red", "amber"]).astype(int)
+        + np.isin(city, ["Paris", "Nice", "Brest"]).astype(int)
+        + (size > 0.5)
+    ) % 3
+    unseen = N_FIT + np.arange(0, N_COMPARE - 3, 7)
+    color[unseen] = "violet"
+    city[unseen + 3] = "Oslo"
+    if missing:
+        color[rng.rand(n) < 0.08] = np.nan
+        city[rng.rand(n) < 0.08] = np.nan
+        size[rng.rand(n) < 0.05] = np.nan
+    frame = pd.DataFrame({"color": color, "city": city, "size": size, "count": count})
+    frame.iloc[N_FIT + 50 :] = frame.iloc[N_FIT : N_FIT + 50].to_numpy()  # duplicate rows
+    return frame, y
+
+
+def _category_split(
+    frame: pd.DataFrame, y: np.ndarray, kind: str, description: str, *, dtype: str | None
+) -> CoverageData:
+    fit = frame.iloc[:N_FIT].reset_index(drop=True)
+    cmp = frame.iloc[N_FIT:].reset_index(drop=True)
+    if dtype is not None:
+        fit = fit.astype({c: "category" for c in ("color", "city")})
+        if dtype == "own":
+            # Each table gets the categories it holds, as a file read anew does: the
+            # comparison rows' ``violet`` is a category of theirs the model never saw.
+            cmp = cmp.astype({c: "category" for c in ("color", "city")})
+        else:
+            # The training categories, as XGBoost asks (it refuses a category it never saw):
+            # an unseen value arrives as missing.
+            for c in ("color", "city"):
+                cmp[c] = cmp[c].astype("category").cat.set_categories(fit[c].cat.categories)
+    return CoverageData(kind, description, fit, y[:N_FIT], fit.iloc[:20], cmp, cmp)
+
+
+def _category_dtype() -> CoverageData:
+    frame, y = _category_frame(missing=True)
+    return _category_split(
+        frame,
+        y,
+        "category_dtype",
+        "pandas category columns (strings, NaN; unseen categories and duplicate rows in the "
+        "comparison rows) and 2 numbers, 3 classes",
+        dtype="own",
+    )
+
+
+def _category_dtype_known() -> CoverageData:
+    frame, y = _category_frame(missing=True)
+    return _category_split(
+        frame,
+        y,
+        "category_dtype_known",
+        "as category_dtype, the comparison rows cast to the training categories (an unseen "
+        "value becomes NaN)",
+        dtype="training",
+    )
+
+
+def _category_strings() -> CoverageData:
+    # CatBoost refuses NaN in a categorical feature: the same table without missing values.
+    frame, y = _category_frame(missing=False)
+    return _category_split(
+        frame,
+        y,
+        "category_strings",
+        "string category columns (unseen categories and duplicate rows in the comparison "
+        "rows, no NaN) and 2 numbers, 3 classes",
+        dtype=None,
+    )
+
+
 _WORDS = (
     "onnx runtime model tree forest linear kernel graph tensor fast exact float double label "
     "class value score input output batch row column"
@@ -319,6 +405,9 @@ def _kernel() -> CoverageData:
 DATA_KINDS: dict[str, Callable[[], CoverageData]] = {
     "binary": _binary,
     "categories": _categories,
+    "category_dtype": _category_dtype,
+    "category_dtype_known": _category_dtype_known,
+    "category_strings": _category_strings,
     "counts": _counts,
     "dicts": _dicts,
     "images": _images,

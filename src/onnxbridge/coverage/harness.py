@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.coverage.cases import CoverageCase, all_cases
 from onnxbridge.coverage.datasets import make_data
 from onnxbridge.coverage.report import (
@@ -66,11 +67,13 @@ def _onnx_outputs(predictor: Any, X: Any) -> dict[str, np.ndarray]:
     """ONNX Runtime's results by role, as ``Predictor.predict`` gives them.
 
     Roles ``PredictionResult`` has no field for (``indices`` and ``distances`` of
-    NearestNeighbors) are read from the raw outputs, by the names the metadata records.
+    NearestNeighbors, ``label_<t>`` and ``probabilities_<t>`` of a multi-output classifier) are
+    read from the raw outputs, by the names the metadata records.
     """
     result = predictor.predict(X)
     by_role = {
-        "label": result.labels,
+        # A multi-output classifier's labels [N, T] are compared target by target (label_<t>).
+        "label": result.labels if result.targets is None else None,
         "probabilities": result.probabilities,
         "scores": result.scores,
         "value": result.values,
@@ -222,7 +225,7 @@ def run_case(
             expected = expected_outputs(estimator, data.X_sklearn, roles, like=onnx)
             comparisons = [
                 _compare_labels(role, expected[role], onnx[role])
-                if role in ("label", "indices")
+                if role_parts(role)[0] in ("label", "indices")  # label_<t>: multi-output
                 else _compare_values(role, expected[role], onnx[role], atol, rtol)
                 for role in roles
             ]

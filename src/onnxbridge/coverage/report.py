@@ -37,6 +37,7 @@ GROUP_TITLES = {
     "clusterers)",
     "outlier": "Outlier detectors (not in the core filter)",
     "booster": "Boosters",
+    "categorical": "Boosters on category columns (native categorical splits)",
     "other": "Other estimators users convert (not in the core filter)",
 }
 MARKDOWN_INTRO = """\
@@ -99,7 +100,7 @@ class CoverageResult:
 
     Attributes:
         name: the estimator's class name.
-        group: ``core``, ``outlier``, ``booster`` or ``other``.
+        group: ``core``, ``outlier``, ``booster``, ``categorical`` or ``other``.
         data: the data kind it was trained on.
         params: its non-default parameters, as text.
         stages: stage → ``"ok"`` or ``"failed"`` (stages after a failure are absent).
@@ -150,11 +151,10 @@ class CoverageResult:
 
     @property
     def label_agreement(self) -> float | None:
-        """The fraction of identical labels, for models that predict labels."""
-        for c in self.comparisons:
-            if c.kind == "labels" and not c.note:
-                return c.agreement
-        return None
+        """The fraction of identical labels, for models that predict labels (the lowest over
+        the targets of a multi-output classifier)."""
+        agreements = [c.agreement for c in self.comparisons if c.kind == "labels" and not c.note]
+        return min(agreements) if agreements else None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, with the derived fields too."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.metadata import ModelMetadata, input_block
+from onnxbridge.convert.metadata import ModelMetadata, input_block, role_parts, target_role
 from onnxbridge.convert.values import all_finite, cast_values, refuse_table_misfits
 from onnxbridge.data import normalize_features, preview_names
 from onnxbridge.errors import (
@@ -83,8 +83,12 @@ class PredictionResult:
         scores: ``[N, C]`` (or ``[N, 1]``) decision scores, for classifiers without
             ``predict_proba`` (``SVC()``, ``RidgeClassifier``, ...), else None.
         values: ``[N]`` or ``[N, T]`` predictions (regressors), else None.
-        classes: class labels in probability-column order, if known.
+        classes: class labels in probability-column order, if known (one list per target for
+            a multi-output classifier).
         transformed: ``[N, K]`` a transformer's output, else None.
+        targets: a multi-output classifier's result per target, in target order (each with
+            its ``labels [N]``, ``probabilities [N, C_t]`` and ``classes``); ``labels`` is then
+            ``[N, T]``, as scikit-learn's ``predict``. None for other models.
     """
 
     labels: np.ndarray | None = None
@@ -93,6 +97,7 @@ class PredictionResult:
     classes: list[Any] | None = None
     scores: np.ndarray | None = None
     transformed: np.ndarray | None = None
+    targets: list[PredictionResult] | None = None
 
     def __len__(self) -> int:
         for array in (self.labels, self.values, self.probabilities, self.scores, self.transformed):
@@ -102,11 +107,14 @@ class PredictionResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per input row: ``label`` then ``proba_<class>`` (or ``score_<class>``)
-        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers.
+        columns for classifiers, ``prediction`` for regressors, ``out_<j>`` for transformers;
+        ``label_<t>`` and ``proba_<t>_<class>`` per target ``t`` for multi-output classifiers.
 
         Raises:
             InferenceError: the outputs do not have one row each per input row (a faulty graph).
         """
+        if self.targets is not None:
+            return self._targets_frame()
         lengths = {
             role: len(array)
             for role, array in (
@@ -146,6 +154,72 @@ class PredictionResult:
             for j in range(matrix.shape[1]):
                 columns[f"out_{j}"] = matrix[:, j]
         return pd.DataFrame(columns)
+
+    def _targets_frame(self) -> pd.DataFrame:
+        targets = self.targets or []
+        lengths: dict[str, int] = {}
+        for t, part in enumerate(targets):
+            for role, array in (("label", part.labels), ("probabilities", part.probabilities)):
+                if array is not None:
+                    lengths[target_role(role, t)] = len(array)
+        check_output_rows(lengths)
+        columns: dict[str, Any] = {}
+        for t, part in enumerate(targets):
+            columns[f"label_{t}"] = part.labels
+            if part.probabilities is not None:
+                classes = part.classes or list(range(part.probabilities.shape[1]))
+                for i, cls in enumerate(classes):
+                    columns[f"proba_{t}_{cls}"] = part.probabilities[:, i]
+        return pd.DataFrame(columns)
+
+
+def _stack_target_labels(labels: Sequence[np.ndarray]) -> np.ndarray:
+    """``[N, T]`` labels from one ``[N]`` array per target, as scikit-learn's ``predict``
+    gives them: one dtype when every target has it, else objects (no label turns into text)."""
+    if not labels:
+        return np.zeros((0, 0))
+    kinds = {array.dtype for array in labels}
+    if len(kinds) == 1:
+        return np.column_stack(labels)
+    stacked = np.empty((len(labels[0]), len(labels)), dtype=object)
+    for t, array in enumerate(labels):
+        stacked[:, t] = array
+    return stacked
+
+
+@dataclass(frozen=True, slots=True)
+class _TargetOutputs:
+    """Where one target of a multi-output classifier is among the outputs."""
+
+    label_at: int
+    probabilities_at: int | None
+    classes: list[Any] | None
+    restore: bool
+
+
+def _target_layout(
+    role_index: Mapping[str, int], classes: list[Any] | None
+) -> list[_TargetOutputs] | None:
+    """Per target, in target order, its outputs' positions; None for single-target models."""
+    labels = {}
+    for role, index in role_index.items():
+        base, target = role_parts(role)
+        if base == "label" and target is not None:
+            labels[target] = index
+    if not labels:
+        return None
+    layout = []
+    for t in sorted(labels):
+        own = classes[t] if classes is not None and t < len(classes) else None
+        layout.append(
+            _TargetOutputs(
+                label_at=labels[t],
+                probabilities_at=role_index.get(target_role("probabilities", t)),
+                classes=own,
+                restore=own is not None and np.asarray(own).dtype.kind in "bf",
+            )
+        )
+    return layout
 
 
 def check_output_rows(lengths: Mapping[str, int], rows: int | None = None) -> None:
@@ -341,8 +415,14 @@ class Predictor:
             role: names.index(name) for role, name in self._roles.items() if name in names
         }
         self._classes = self.classes
+        # A multi-output classifier: per target, its label and probabilities outputs.
+        self._targets = _target_layout(self._role_index, self._classes)
         # Labels need mapping back only for bool / float classes (see _restore_labels).
-        self._restore = self._classes is not None and np.asarray(self._classes).dtype.kind in "bf"
+        self._restore = (
+            self._targets is None
+            and self._classes is not None
+            and np.asarray(self._classes).dtype.kind in "bf"
+        )
         # The common case, labels + probabilities tensors as they are, gets a shortcut in _result.
         plain = set(self._roles) == {"label", "probabilities"}
         self._plain_classifier = plain and not self._restore
@@ -897,6 +977,8 @@ class Predictor:
         Kept lean (it runs on every call, a single-row call lasts a few µs): which roles exist,
         where they are and whether labels need restoring are worked out once, in ``__init__``.
         """
+        if self._targets is not None:
+            return self._targets_result(outputs)
         if self._plain_classifier:
             labels, probabilities = outputs[self._label_at], outputs[self._probabilities_at]
             if (
@@ -937,6 +1019,25 @@ class Predictor:
         if index is not None:
             result.transformed = np.asarray(outputs[index])
         return result
+
+    def _targets_result(self, outputs: list[Any]) -> PredictionResult:
+        """A multi-output classifier's outputs → one result per target, labels ``[N, T]``."""
+        parts = []
+        for target in self._targets or []:
+            labels = np.asarray(outputs[target.label_at]).reshape(-1)
+            if target.restore:
+                labels = _restore_labels(labels, target.classes)
+            probabilities = None
+            if target.probabilities_at is not None:
+                probabilities, _ = _probabilities(outputs[target.probabilities_at], None)
+            parts.append(
+                PredictionResult(labels=labels, probabilities=probabilities, classes=target.classes)
+            )
+        return PredictionResult(
+            labels=_stack_target_labels([p.labels for p in parts if p.labels is not None]),
+            classes=self._classes,
+            targets=parts,
+        )
 
 
 def _call(run: Any, feeds: dict[str, np.ndarray]) -> list[Any]:

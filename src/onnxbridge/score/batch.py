@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import InferenceError, SchemaMismatchError
 from onnxbridge.runtime import PredictionResult, Predictor
 from onnxbridge.score.rows import CheckedBatch, RowPlan
@@ -92,6 +93,7 @@ def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> 
         )
     classes = predictor.classes
     result = PredictionResult()
+    targets: dict[int, PredictionResult] = {}
     for role, name in roles.items():
         out = by_name.get(name)
         if out is None:
@@ -99,7 +101,16 @@ def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> 
         dtype = _ORT_TYPES.get(out.type, np.float32)
         shape = out.shape
         width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
-        if role == "label":
+        base, target = role_parts(role)
+        if target is not None:
+            # One target of a multi-output classifier: its own labels, classes and width.
+            own = classes[target] if classes and target < len(classes) else None
+            part = targets.setdefault(target, PredictionResult(classes=own))
+            if base == "label":
+                part.labels = np.asarray(own)[:0] if own else np.zeros(0, dtype=dtype)
+            else:
+                part.probabilities = np.zeros((0, width or len(own or [0])), dtype=dtype)
+        elif role == "label":
             # Predictor gives labels the training classes' type.
             result.labels = np.asarray(classes)[:0] if classes else np.zeros(0, dtype=dtype)
         elif role in ("probabilities", "scores"):
@@ -110,5 +121,7 @@ def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> 
             result.values = np.zeros((0, width) if width and width > 1 else 0, dtype=dtype)
         elif role == "transformed":
             result.transformed = np.zeros((0, width or 1), dtype=dtype)
+    if targets:
+        result.targets = [targets[t] for t in sorted(targets)]
     predictions = pa.Table.from_pandas(result.to_frame(), preserve_index=False)
     return _join(keep_schema.empty_table(), predictions)

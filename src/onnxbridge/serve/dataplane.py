@@ -356,7 +356,9 @@ class DataPlane:
 
         Returns:
             ``{"model_name", "model_version", "predictions": [...]}``: per row ``label`` and
-            ``probabilities`` by class name (classifiers) or ``prediction`` (regressors).
+            ``probabilities`` by class name (classifiers) or ``prediction`` (regressors); for
+            a multi-output classifier, ``label`` lists one label per target and
+            ``probabilities`` one mapping per target.
 
         Raises:
             InferenceRequestError: a body of another shape.
@@ -372,6 +374,17 @@ class DataPlane:
         if result.labels is not None:
             for row, label in zip(predictions, result.labels.tolist(), strict=True):
                 row["label"] = label
+        if result.targets is not None:
+            # A multi-output classifier: "label" is one label per target (set above), and
+            # "probabilities" one {class: probability} per target, in target order.
+            for target in result.targets:
+                if target.probabilities is None:
+                    continue
+                names = [str(c) for c in (target.classes or range(target.probabilities.shape[1]))]
+                for row, values in zip(predictions, target.probabilities, strict=True):
+                    row.setdefault("probabilities", []).append(
+                        dict(zip(names, values, strict=True))
+                    )
         for role in ("probabilities", "scores"):
             matrix = getattr(result, role)
             if matrix is None:

@@ -16,11 +16,13 @@ Status buckets (mlprodict's): ``OK`` when the output passes, else the smallest o
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "OutputComparison",
     "Tolerance",
     "compare_output",
+    "role_tolerance",
     "status_bucket",
 ]
 
@@ -203,6 +206,14 @@ def _numeric(
     return comparison, row_score
 
 
+def role_tolerance(tolerances: Mapping[str, Tolerance] | None, role: str) -> Tolerance | None:
+    """The tolerance of an output role from a role → tolerance table: a multi-output
+    classifier's ``probabilities_<t>`` takes the ``probabilities`` entry."""
+    if not tolerances:
+        return None
+    return tolerances.get(role) or tolerances.get(role_parts(role)[0])
+
+
 def compare_output(
     role: str, a: np.ndarray, b: np.ndarray, tolerance: Tolerance | None = None
 ) -> tuple[OutputComparison, np.ndarray]:
@@ -217,7 +228,8 @@ def compare_output(
     Returns:
         The comparison, and ``[N]`` per-row badness (0 for rows that agree; larger is worse).
     """
-    if role == "label":
+    base, _ = role_parts(role)  # label_<t>: one target of a multi-output classifier
+    if base == "label":
         return _labels(role, a, b)
-    tolerance = tolerance or DEFAULT_TOLERANCES.get(role, Tolerance())
+    tolerance = tolerance or DEFAULT_TOLERANCES.get(base, Tolerance())
     return _numeric(role, a, b, tolerance.atol, tolerance.rtol)

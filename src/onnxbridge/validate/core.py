@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.bundle import ONNX_NAME, Bundle
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.data import FeatureSchema, read_table
 from onnxbridge.errors import DataError, InferenceError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
@@ -33,6 +34,7 @@ from onnxbridge.validate.compare import (
     STATUS_BUCKETS,
     Tolerance,
     compare_output,
+    role_tolerance,
 )
 from onnxbridge.validate.probes import PROBE_NAMES, ProbeSet, ProbeSpec, build_probe_sets
 from onnxbridge.validate.report import PairComparison, ProbeSetResult, ValidationReport
@@ -86,7 +88,7 @@ _MAX_DIFF_SAMPLE = 20000
 def _numeric_diffs(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> np.ndarray:
     parts = []
     for role, values in a.items():
-        if role == "label" or role not in b:
+        if role_parts(role)[0] == "label" or role not in b:
             continue
         x = np.asarray(values, dtype=np.float64).reshape(-1)
         y = np.asarray(b[role], dtype=np.float64).reshape(-1)
@@ -155,7 +157,9 @@ def _compare_pair(
     for role in out_a:
         if role not in out_b:
             continue
-        comparison, row_score = compare_output(role, out_a[role], out_b[role], tolerances.get(role))
+        comparison, row_score = compare_output(
+            role, out_a[role], out_b[role], role_tolerance(tolerances, role)
+        )
         mismatched = row_score > 0
         if mismatched.any():
             bad_rows |= mismatched
@@ -166,7 +170,9 @@ def _compare_pair(
                     "inputs": {str(k): _value(v) for k, v in frame.iloc[int(i)].items()},
                     "a": _row_values(out_a[role], int(i)),
                     "b": _row_values(out_b[role], int(i)),
-                    "abs_diff": _value(float(row_score[i])) if role != "label" else None,
+                    "abs_diff": None
+                    if role_parts(role)[0] == "label"
+                    else _value(float(row_score[i])),
                 }
                 for i in order
             ]

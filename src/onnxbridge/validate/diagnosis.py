@@ -26,7 +26,7 @@ import pandas as pd
 
 from onnxbridge.errors import OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
-from onnxbridge.validate.compare import Tolerance, compare_output
+from onnxbridge.validate.compare import Tolerance, compare_output, role_tolerance
 from onnxbridge.validate.probes import SplitThreshold, tree_thresholds
 from onnxbridge.validate.report import Diagnosis
 from onnxbridge.validate.runtimes import (
@@ -311,7 +311,9 @@ def _recheck_double(
     still = 0
     for role in onnx_out:
         if role in sk_out:
-            _, score = compare_output(role, sk_out[role], onnx_out[role], tolerances.get(role))
+            _, score = compare_output(
+                role, sk_out[role], onnx_out[role], role_tolerance(tolerances, role)
+            )
             still = max(still, int((score > 0).sum()))
     fixed = still == 0
     return {

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.bundle import Bundle, atomic_write_path, file_sha256, library_versions, now_iso
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import BundleError
 from onnxbridge.runtime import Predictor
-from onnxbridge.validate.compare import Tolerance, compare_output
+from onnxbridge.validate.compare import Tolerance, compare_output, role_tolerance
 from onnxbridge.validate.probes import ProbeSpec, build_probe_sets
 from onnxbridge.validate.runtimes import OnnxRuntime
 
@@ -86,7 +87,8 @@ def _columns_to_outputs(frame: pd.DataFrame) -> dict[str, np.ndarray]:
     for role, columns in roles.items():
         columns = sorted(columns, key=lambda c: int(c.rsplit(":", 1)[1]))
         values = frame[columns].to_numpy()
-        out[role] = values[:, 0] if role == "label" or len(columns) == 1 else values
+        label = role_parts(role)[0] == "label"
+        out[role] = values[:, 0] if label or len(columns) == 1 else values
     return out
 
 
@@ -196,7 +198,7 @@ def check_golden(
             if role not in actual:
                 continue
             got = np.asarray(actual[role])
-            comparison, _ = compare_output(role, values, got, (tolerances or {}).get(role))
+            comparison, _ = compare_output(role, values, got, role_tolerance(tolerances, role))
             exact, _ = compare_output(role, values, got, Tolerance(0.0, 0.0))
             outputs.append(
                 {

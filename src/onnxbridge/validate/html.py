@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge.convert.metadata import role_parts
 from onnxbridge.validate.report import ValidationReport
 
 __all__ = ["render_html"]
@@ -185,7 +186,7 @@ def render_html(report: ValidationReport, *, bench_png: str | Path | None = None
         else f"{name} (unavailable: {info.get('error')})"
         for name, info in report.runtimes.items()
     )
-    shown = {c.name for c in report.outputs} or set(report.tolerances)
+    shown = {role_parts(c.name)[0] for c in report.outputs} or set(report.tolerances)
     tolerances = ", ".join(
         f"{role}: |Δ| ≤ {t['atol']:g} + {t['rtol']:g}·|a|"
         for role, t in report.tolerances.items()
