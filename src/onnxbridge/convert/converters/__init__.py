@@ -33,6 +33,7 @@ _MODULES: tuple[str, ...] = (
     "manifold",
     "multiclass",
     "neighbors_centroid",
+    "neighbors_knn",
     "neighbors_radius",
     "neighbors_search",
     "neural_network",
