@@ -54,6 +54,8 @@ __all__ = [
 # Elements of one [B, M] float64 block tensor: 2**22 is 32 MB; a few are alive at once.
 BLOCK_ELEMENTS = 2**22
 MAX_BLOCK_ROWS = 1024
+# Nearest rows taken as candidates (at least 4 k): more makes the heap's sequence start shorter.
+CANDIDATES = 256
 
 
 def block_rows(n_train: int) -> int:
@@ -89,6 +91,8 @@ class _Tree:
         left: ``[D, L]`` 1 where the path to the leaf goes to the left child.
         leaf_of_row: ``[M]`` the leaf (0..L-1) holding each training row.
         position: ``[M]`` each training row's position inside its leaf.
+        rows_by_leaf: ``[L, span]`` the training rows of each leaf in the tree's order, padded
+            with M (no row).
         span: more than any leaf's size.
     """
 
@@ -100,6 +104,7 @@ class _Tree:
     left: np.ndarray
     leaf_of_row: np.ndarray
     position: np.ndarray
+    rows_by_leaf: np.ndarray
     span: int
 
 
@@ -141,6 +146,10 @@ def _tree(model: Any) -> _Tree | None:
         leaf_of_row[rows] = leaf_index
         position[rows] = np.arange(end - start)
     span = int((node_data["idx_end"] - node_data["idx_start"])[leaves].max()) + 1
+    rows_by_leaf = np.full((len(leaves), span), n_train, dtype=np.int64)
+    for leaf_index, node_index in enumerate(leaves):
+        start, end = int(node_data["idx_start"][node_index]), int(node_data["idx_end"][node_index])
+        rows_by_leaf[leaf_index, : end - start] = idx_array[start:end]
     return _Tree(
         kind=method,
         low=np.asarray(bounds[0], dtype=np.float64),
@@ -150,6 +159,7 @@ def _tree(model: Any) -> _Tree | None:
         left=left,
         leaf_of_row=leaf_of_row,
         position=position,
+        rows_by_leaf=rows_by_leaf,
         span=span,
     )
 
@@ -162,6 +172,7 @@ class _Body:
         self.opset = opset
         self.nodes: list[Any] = []
         self.count = 0
+        self.n_train = 0
         self._ints: dict[str, list[int]] = {}
 
     def name(self, hint: str) -> str:
@@ -271,13 +282,15 @@ def _node_bounds(body: _Body, x: str, tree: _Tree, p: float) -> str:
     return total
 
 
-def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> str:
-    """``[B, F] -> [B, M]``: the rank at which the tree's depth-first query visits each
-    training row (nearer child first, ``<=`` going left, as scikit-learn)."""
+def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> tuple[str, str]:
+    """``[B, F] -> ([B, M], [B, L])``: where the tree's depth-first query visits each training
+    row (``leaf rank * span + position in the leaf``; nearer child first, ``<=`` going left, as
+    scikit-learn) and the rank of each leaf."""
     position = body.const(tree.position.reshape(1, -1))
     depth, n_leaves = tree.ancestors.shape
     if depth == 0:
-        return position
+        zero = body.node("Mul", [body.node("Slice", [x, *_span(body, 0, 1)]), body.const(0.0)])
+        return body.node("Add", [zero, position]), zero
     bounds = _node_bounds(body, x, tree, p)
     n_internal = n_leaves - 1
     children = np.arange(n_internal)
@@ -305,35 +318,228 @@ def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> str:
     leaf_rank = body.node("ReduceSum", [shaped, body.const([1], np.int64)], keepdims=0)
     per_row = body.node("Gather", [leaf_rank, body.const(tree.leaf_of_row, np.int64)], axis=1)
     scaled = body.node("Mul", [per_row, body.const(float(tree.span))])
-    return body.node("Add", [scaled, position])
+    return body.node("Add", [scaled, position]), leaf_rank
 
 
-def _select(body: _Body, rdist: str, k: int, order: str | None) -> tuple[str, str]:
-    """The k smallest reduced distances ``[B, k]`` and their training indices; at the k-th
-    distance, the rows first in ``order`` (training order when None)."""
-    kk = body.const([k], np.int64)
-    values, indices = body.node("TopK", [rdist, kk], n_out=2, axis=1, largest=0, sorted=1)
-    if order is None:  # TopK breaks ties by the lower index: the training order
-        return values, indices
-    kth = body.node(
-        "Slice",
+def _span(body: _Body, start: int, end: int) -> list[str]:
+    """Slice inputs for columns ``start:end``."""
+    return [body.const([start], np.int64), body.const([end], np.int64), body.const([1], np.int64)]
+
+
+def _sequence(
+    body: _Body, rdist: str, k: int, tree: _Tree | None, key: str | None, leaf_rank: str | None
+) -> tuple[str, str]:
+    """``[B, W]`` reduced distances and training indices of every row that scikit-learn's heap
+    can accept, in the order its search visits them (padding: index M, distance +inf).
+
+    A row is accepted only while fewer than k rows visited before it are as near. So with
+    ``S`` the ``c`` nearest rows, a row outside ``S`` can only be accepted before the k-th row
+    of ``S`` is visited: the sequence is every row visited before that point (in visiting
+    order), then the rest of ``S`` (in visiting order).
+    """
+    n_train = int(body.n_train)
+    c = int(min(n_train, max(4 * k, CANDIDATES)))
+    inf = body.const(np.inf)
+    near_rdist, near = body.node(
+        "TopK", [rdist, body.const([c], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
+    if tree is None:
+        near_key = body.node("Cast", [near], to=TensorProto.DOUBLE)  # the training order
+    else:
+        near_key = body.node("GatherElements", [key, near], axis=1)
+    kth_keys, _ = body.node(
+        "TopK", [near_key, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
+    kth_key = body.node("Slice", [kth_keys, *_span(body, k - 1, k)])
+    last = body.node("ReduceMax", [kth_key], keepdims=0)  # the latest k-th visit of the block
+    end = body.node("Cast", [body.node("Add", [last, body.const(1.0)])], to=TensorProto.INT64)
+    padded = body.node("Concat", [rdist, body.node("Add", [kth_key, inf])], axis=1)  # [B, M+1]
+    if tree is None:
+        ids = body.node(
+            "Slice",
+            [
+                body.const(np.arange(n_train), np.int64),
+                body.const([0], np.int64),
+                body.node("Reshape", [end, body.const([1], np.int64)]),
+                body.const([0], np.int64),
+            ],
+        )
+        first_ids = body.node(
+            "Expand",
+            [
+                body.node("Unsqueeze", [ids, body.const([0], np.int64)]),
+                body.node("Shape", [body.node("Gather", [rdist, ids], axis=1)]),
+            ],
+        )
+        covered = body.node("Cast", [end], to=TensorProto.DOUBLE)
+    else:
+        span = int(tree.span)
+        n_leaves = body.node(
+            "Div",
+            [body.node("Add", [end, body.const(span - 1, np.int64)]), body.const(span, np.int64)],
+        )
+        order = body.node(
+            "ScatterElements",
+            [
+                body.node(
+                    "Cast", [body.node("Mul", [leaf_rank, body.const(0.0)])], to=TensorProto.INT64
+                ),
+                body.node("Cast", [leaf_rank], to=TensorProto.INT64),
+                body.node(
+                    "Add",
+                    [
+                        body.node(
+                            "Cast",
+                            [body.node("Mul", [leaf_rank, body.const(0.0)])],
+                            to=TensorProto.INT64,
+                        ),
+                        body.const(np.arange(tree.ancestors.shape[1]).reshape(1, -1), np.int64),
+                    ],
+                ),
+            ],
+            axis=1,
+        )  # [B, L]: the leaves in visiting order
+        first_leaves = body.node(
+            "Slice",
+            [
+                order,
+                body.const([0], np.int64),
+                body.node("Reshape", [n_leaves, body.const([1], np.int64)]),
+                body.const([1], np.int64),
+            ],
+        )
+        first_ids = body.node(
+            "Reshape",
+            [
+                body.node(
+                    "Gather", [body.const(tree.rows_by_leaf, np.int64), first_leaves], axis=0
+                ),
+                body.const([0, -1], np.int64),
+            ],
+        )
+        covered = body.node(
+            "Cast",
+            [body.node("Mul", [n_leaves, body.const(span, np.int64)])],
+            to=TensorProto.DOUBLE,
+        )
+    first = body.node("GatherElements", [padded, first_ids], axis=1)
+    # The rest of S, in visiting order; rows of S already in the first part are dropped.
+    seen = body.node("Less", [near_key, covered])
+    later_key = body.node("Where", [seen, inf, near_key])
+    _, later = body.node(
+        "TopK", [later_key, body.const([c], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
+    later_ids = body.node("GatherElements", [near, later], axis=1)
+    later_rdist = body.node(
+        "Where",
         [
-            values,
-            body.const([k - 1], np.int64),
-            body.const([k], np.int64),
-            body.const([1], np.int64),
+            body.node("GatherElements", [seen, later], axis=1),
+            inf,
+            body.node("GatherElements", [near_rdist, later], axis=1),
         ],
     )
-    nearer = body.node("Less", [rdist, kth])
-    tied = body.node("Equal", [rdist, kth])
-    key = body.node(
-        "Where",
-        [nearer, body.const(-1.0), body.node("Where", [tied, order, body.const(np.inf)])],
+    return (
+        body.node("Concat", [first, later_rdist], axis=1),
+        body.node("Concat", [first_ids, later_ids], axis=1),
     )
-    _, chosen = body.node("TopK", [key, kk], n_out=2, axis=1, largest=0, sorted=1)
-    chosen_rdist = body.node("GatherElements", [rdist, chosen], axis=1)
-    ordered, where = body.node("TopK", [chosen_rdist, kk], n_out=2, axis=1, largest=0, sorted=1)
-    return ordered, body.node("GatherElements", [chosen, where], axis=1)
+
+
+def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
+    """scikit-learn's ``heap_push`` of each column of ``values`` / ``ids`` ``[B, W]``, in
+    order, into a max-heap of size k per row; returns the heap ``([B, k], [B, k])``."""
+    loop = _Body(body.name("heap"), body.opset)
+    step, cond = loop.name("step"), loop.name("cond")
+    heap_in, ids_in = loop.name("heap"), loop.name("ids")
+    at = loop.node("Unsqueeze", [step, loop.const([0], np.int64)])
+    val = loop.node("Gather", [values, at], axis=1)  # [B, 1]
+    idx = loop.node("Gather", [ids, at], axis=1)
+    accept = loop.node("Less", [val, loop.node("Slice", [heap_in, *_span(loop, 0, 1)])])
+    cur = loop.node("Sub", [idx, idx])  # the root, for every row
+    active = accept
+    heap, where = heap_in, ids_in
+    level = 0
+    while 2 ** (level + 1) - 1 < k:  # some node of this level has a child
+        left = loop.node(
+            "Add", [loop.node("Mul", [cur, loop.const(2, np.int64)]), loop.const(1, np.int64)]
+        )
+        right = loop.node("Add", [left, loop.const(1, np.int64)])
+        last = loop.const(k - 1, np.int64)
+        v_left = loop.node("GatherElements", [heap, loop.node("Min", [left, last])], axis=1)
+        v_right = loop.node("GatherElements", [heap, loop.node("Min", [right, last])], axis=1)
+        has_left = loop.node("Less", [left, loop.const(k, np.int64)])
+        has_right = loop.node("Less", [right, loop.const(k, np.int64)])
+        left_ge = loop.node("GreaterOrEqual", [v_left, v_right])
+        only_left = loop.node("And", [has_left, loop.node("Not", [has_right])])
+        go_left = loop.node(
+            "Or",
+            [
+                loop.node("And", [only_left, loop.node("Greater", [v_left, val])]),
+                loop.node(
+                    "And",
+                    [loop.node("And", [has_right, left_ge]), loop.node("Less", [val, v_left])],
+                ),
+            ],
+        )
+        go_right = loop.node(
+            "And",
+            [
+                loop.node("And", [has_right, loop.node("Not", [left_ge])]),
+                loop.node("Less", [val, v_right]),
+            ],
+        )
+        move = loop.node("And", [active, loop.node("Or", [go_left, go_right])])
+        child = loop.node("Where", [go_left, left, loop.node("Min", [right, last])])
+        child = loop.node("Where", [move, child, cur])
+        heap = loop.node(
+            "ScatterElements",
+            [heap, cur, loop.node("GatherElements", [heap, child], axis=1)],
+            axis=1,
+        )
+        where = loop.node(
+            "ScatterElements",
+            [where, cur, loop.node("GatherElements", [where, child], axis=1)],
+            axis=1,
+        )
+        cur, active = child, move
+        level += 1
+    kept = loop.node("Where", [accept, val, loop.node("GatherElements", [heap, cur], axis=1)])
+    kept_id = loop.node("Where", [accept, idx, loop.node("GatherElements", [where, cur], axis=1)])
+    heap_out = loop.node("ScatterElements", [heap, cur, kept], axis=1)
+    ids_out = loop.node("ScatterElements", [where, cur, kept_id], axis=1)
+    cond_out = loop.node("Identity", [cond])
+    graph = helper.make_graph(
+        loop.nodes,
+        loop.prefix,
+        [
+            helper.make_tensor_value_info(step, TensorProto.INT64, []),
+            helper.make_tensor_value_info(cond, TensorProto.BOOL, []),
+            helper.make_tensor_value_info(heap_in, TensorProto.DOUBLE, None),
+            helper.make_tensor_value_info(ids_in, TensorProto.INT64, None),
+        ],
+        [
+            helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+            helper.make_tensor_value_info(heap_out, TensorProto.DOUBLE, None),
+            helper.make_tensor_value_info(ids_out, TensorProto.INT64, None),
+        ],
+    )
+    first = body.node("Slice", [values, *_span(body, 0, k)])
+    start_heap = body.node("Add", [body.node("Mul", [first, body.const(0.0)]), body.const(np.inf)])
+    start_ids = body.node(
+        "Sub",
+        [
+            body.node("Slice", [ids, *_span(body, 0, k)]),
+            body.node("Slice", [ids, *_span(body, 0, k)]),
+        ],
+    )
+    steps = body.node("Gather", [body.node("Shape", [values]), body.const(1, np.int64)], axis=0)
+    final_heap, final_ids = body.node(
+        "Loop", [steps, body.const(True, bool), start_heap, start_ids], n_out=2, body=graph
+    )
+    # Sorted as scikit-learn returns them: ascending distances.
+    ordered, position = body.node(
+        "TopK", [final_heap, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
+    return ordered, body.node("GatherElements", [final_ids, position], axis=1)
 
 
 def reduced_to_distance(g: Graph, rdist: str, model: Any) -> str:
@@ -365,8 +571,10 @@ def kneighbors(g: Graph, model: Any, x: str, k: int) -> tuple[str, str]:
     body = _Body(prefix, g.opset)
     block = body.name("rows")
     rdist = _reduced(body, block, train, p)
-    order = None if tree is None else _visit_order(body, block, tree, p)
-    values, indices = _select(body, rdist, k, order)
+    body.n_train = n_train
+    key, leaf_rank = (None, None) if tree is None else _visit_order(body, block, tree, p)
+    sequence, sequence_ids = _sequence(body, rdist, k, tree, key, leaf_rank)
+    values, indices = _heap(body, sequence, sequence_ids, k)
     out_values = body.node("Identity", [values])
     out_indices = body.node("Identity", [indices])
     graph = helper.make_graph(
