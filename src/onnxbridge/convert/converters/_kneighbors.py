@@ -19,8 +19,8 @@ converters share (KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors).
   computes that visiting order for every query row (the same node bounds, in the same float64
   arithmetic) and keeps, at the k-th distance, the rows visited first.
 - **Bounded memory.** Query rows go through a ``Scan`` in blocks of ``B`` rows (the last block
-  padded), so the largest tensor is ``[B, M]`` for ``M`` training rows, whatever ``N``:
-  ``B = clamp(BLOCK_ELEMENTS // M, 1, MAX_BLOCK_ROWS)``.
+  padded), so the largest tensor is ``[B, M, F]`` for ``M`` training rows, whatever ``N``:
+  ``B = clamp(BLOCK_ELEMENTS // (M F), 1, MAX_BLOCK_ROWS)``.
 
 What cannot be reproduced: when a row strictly nearer than the k-th distance is visited *after*
 the heap is full (it then evicts one of the tied rows, chosen by the heap's layout), and
@@ -51,16 +51,17 @@ __all__ = [
     "reduced_to_distance",
 ]
 
-# Elements of one [B, M] float64 block tensor: 2**22 is 32 MB; a few are alive at once.
-BLOCK_ELEMENTS = 2**22
+# Elements of the [B, M, F] float64 differences of one block: 2**23 is 64 MB.
+BLOCK_ELEMENTS = 2**23
 MAX_BLOCK_ROWS = 1024
 # Nearest rows taken as candidates (at least 4 k): more makes the heap's sequence start shorter.
 CANDIDATES = 256
 
 
-def block_rows(n_train: int) -> int:
-    """Query rows per block for ``n_train`` training rows."""
-    return int(min(MAX_BLOCK_ROWS, max(1, BLOCK_ELEMENTS // max(1, n_train))))
+def block_rows(n_train: int, n_features: int) -> int:
+    """Query rows per block for ``n_train`` training rows of ``n_features`` features."""
+    per_row = max(1, n_train * n_features)
+    return int(min(MAX_BLOCK_ROWS, max(1, BLOCK_ELEMENTS // per_row)))
 
 
 def check_k(model: Any, k: int) -> int:
@@ -89,11 +90,10 @@ class _Tree:
         radius: ``[n_nodes]`` ball radii, unused for a KD tree.
         ancestors: ``[D, L]`` the internal node at each depth above each leaf.
         left: ``[D, L]`` 1 where the path to the leaf goes to the left child.
-        leaf_of_row: ``[M]`` the leaf (0..L-1) holding each training row.
-        position: ``[M]`` each training row's position inside its leaf.
         rows_by_leaf: ``[L, span]`` the training rows of each leaf in the tree's order, padded
             with M (no row).
         span: more than any leaf's size.
+        first_leaves: how many leaves surely hold k rows.
     """
 
     kind: str
@@ -102,13 +102,12 @@ class _Tree:
     radius: np.ndarray
     ancestors: np.ndarray
     left: np.ndarray
-    leaf_of_row: np.ndarray
-    position: np.ndarray
     rows_by_leaf: np.ndarray
     span: int
+    first_leaves: int
 
 
-def _tree(model: Any) -> _Tree | None:
+def _tree(model: Any, k: int) -> _Tree | None:
     """The tree scikit-learn searches, or None for a brute-force search (training order)."""
     method = model._fit_method
     if method == "brute":
@@ -138,14 +137,8 @@ def _tree(model: Any) -> _Tree | None:
         left[level] = (node == 2 * parent + 1).astype(np.float64)
         node = parent
     n_train = len(idx_array)
-    leaf_of_row = np.zeros(n_train, dtype=np.int64)
-    position = np.zeros(n_train, dtype=np.float64)
-    for leaf_index, node_index in enumerate(leaves):
-        start, end = int(node_data["idx_start"][node_index]), int(node_data["idx_end"][node_index])
-        rows = np.asarray(idx_array[start:end])
-        leaf_of_row[rows] = leaf_index
-        position[rows] = np.arange(end - start)
-    span = int((node_data["idx_end"] - node_data["idx_start"])[leaves].max()) + 1
+    counts = (node_data["idx_end"] - node_data["idx_start"])[leaves]
+    span = int(counts.max())
     rows_by_leaf = np.full((len(leaves), span), n_train, dtype=np.int64)
     for leaf_index, node_index in enumerate(leaves):
         start, end = int(node_data["idx_start"][node_index]), int(node_data["idx_end"][node_index])
@@ -157,10 +150,9 @@ def _tree(model: Any) -> _Tree | None:
         radius=np.asarray(node_data["radius"], dtype=np.float64),
         ancestors=ancestors,
         left=left,
-        leaf_of_row=leaf_of_row,
-        position=position,
         rows_by_leaf=rows_by_leaf,
         span=span,
+        first_leaves=int(np.searchsorted(np.cumsum(np.sort(counts)), k) + 1),
     )
 
 
@@ -173,6 +165,7 @@ class _Body:
         self.nodes: list[Any] = []
         self.count = 0
         self.n_train = 0
+        self.n_features = 0
         self._ints: dict[str, list[int]] = {}
 
     def name(self, hint: str) -> str:
@@ -201,7 +194,22 @@ class _Body:
 
 def _reduced(body: _Body, x: str, points: np.ndarray, p: float) -> str:
     """``[B, F] -> [B, P]``: scikit-learn's reduced distance to each row of ``points``, summed
-    feature by feature in scikit-learn's order (so equal rows give equal sums)."""
+    feature by feature in scikit-learn's order (so equal rows give equal sums).
+
+    Euclidean, manhattan and chebyshev go through one ``[B, P, F]`` difference and
+    ``ReduceSumSquare`` / ``ReduceL1`` / ``ReduceMax``, which ONNX Runtime sums along the last
+    axis in order (the same float64 numbers as scikit-learn's loop; a test checks it); other
+    exponents add one feature at a time.
+    """
+    if p in (1.0, 2.0) or np.isinf(p):
+        rows = body.node("Unsqueeze", [x, body.const([1], np.int64)])  # [B, 1, F]
+        diff = body.node("Sub", [rows, body.const(points[np.newaxis])])  # [B, P, F]
+        axis = body.const([2], np.int64)
+        if p == 2.0:
+            return body.node("ReduceSumSquare", [diff, axis], keepdims=0)
+        if p == 1.0:
+            return body.node("ReduceL1", [diff, axis], keepdims=0)
+        return body.node("ReduceMax", [body.node("Abs", [diff]), axis], keepdims=0)
     total = ""
     for feature in range(points.shape[1]):
         column = body.node(
@@ -282,15 +290,14 @@ def _node_bounds(body: _Body, x: str, tree: _Tree, p: float) -> str:
     return total
 
 
-def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> tuple[str, str]:
-    """``[B, F] -> ([B, M], [B, L])``: where the tree's depth-first query visits each training
-    row (``leaf rank * span + position in the leaf``; nearer child first, ``<=`` going left, as
-    scikit-learn) and the rank of each leaf."""
-    position = body.const(tree.position.reshape(1, -1))
+def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> tuple[str, str | None]:
+    """``[B, F] -> [B, L]``: the rank at which the tree's depth-first query visits each leaf
+    (nearer child first, ``<=`` going left, as scikit-learn), and the node bounds
+    ``[B, n_nodes]`` (None for a tree of one leaf)."""
     depth, n_leaves = tree.ancestors.shape
     if depth == 0:
         zero = body.node("Mul", [body.node("Slice", [x, *_span(body, 0, 1)]), body.const(0.0)])
-        return body.node("Add", [zero, position]), zero
+        return zero, None
     bounds = _node_bounds(body, x, tree, p)
     n_internal = n_leaves - 1
     children = np.arange(n_internal)
@@ -315,10 +322,7 @@ def _visit_order(body: _Body, x: str, tree: _Tree, p: float) -> tuple[str, str]:
     weights = (2.0 ** np.arange(depth - 1, -1, -1)).reshape(-1, 1) * np.ones((1, n_leaves))
     ranked = body.node("Mul", [second, body.const(weights.reshape(1, -1))])
     shaped = body.node("Reshape", [ranked, body.const([0, depth, n_leaves], np.int64)])
-    leaf_rank = body.node("ReduceSum", [shaped, body.const([1], np.int64)], keepdims=0)
-    per_row = body.node("Gather", [leaf_rank, body.const(tree.leaf_of_row, np.int64)], axis=1)
-    scaled = body.node("Mul", [per_row, body.const(float(tree.span))])
-    return body.node("Add", [scaled, position]), leaf_rank
+    return body.node("ReduceSum", [shaped, body.const([1], np.int64)], keepdims=0), bounds
 
 
 def _span(body: _Body, start: int, end: int) -> list[str]:
@@ -326,16 +330,13 @@ def _span(body: _Body, start: int, end: int) -> list[str]:
     return [body.const([start], np.int64), body.const([end], np.int64), body.const([1], np.int64)]
 
 
-def _sequence(
-    body: _Body, rdist: str, k: int, tree: _Tree | None, key: str | None, leaf_rank: str | None
-) -> tuple[str, str]:
-    """``[B, W]`` reduced distances and training indices of every row that scikit-learn's heap
-    can accept, in the order its search visits them (padding: index M, distance +inf).
+def _sequence(body: _Body, rdist: str, k: int) -> tuple[str, str]:
+    """``[B, W]`` reduced distances and training indices of every row that scikit-learn's
+    brute-force heap can accept, in training order.
 
-    A row is accepted only while fewer than k rows visited before it are as near. So with
-    ``S`` the ``c`` nearest rows, a row outside ``S`` can only be accepted before the k-th row
-    of ``S`` is visited: the sequence is every row visited before that point (in visiting
-    order), then the rest of ``S`` (in visiting order).
+    A row is accepted only while fewer than k rows before it are as near. So with ``S`` the
+    ``c`` nearest rows, a row outside ``S`` can only be accepted before the k-th row of ``S``:
+    the sequence is every row up to that point, then the rest of ``S`` (in training order).
     """
     n_train = int(body.n_train)
     c = int(min(n_train, max(4 * k, CANDIDATES)))
@@ -343,93 +344,31 @@ def _sequence(
     near_rdist, near = body.node(
         "TopK", [rdist, body.const([c], np.int64)], n_out=2, axis=1, largest=0, sorted=1
     )
-    if tree is None:
-        near_key = body.node("Cast", [near], to=TensorProto.DOUBLE)  # the training order
-    else:
-        near_key = body.node("GatherElements", [key, near], axis=1)
-    kth_keys, _ = body.node(
-        "TopK", [near_key, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    kth_rows, _ = body.node(
+        "TopK", [near, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
     )
-    kth_key = body.node("Slice", [kth_keys, *_span(body, k - 1, k)])
-    last = body.node("ReduceMax", [kth_key], keepdims=0)  # the latest k-th visit of the block
-    end = body.node("Cast", [body.node("Add", [last, body.const(1.0)])], to=TensorProto.INT64)
-    padded = body.node("Concat", [rdist, body.node("Add", [kth_key, inf])], axis=1)  # [B, M+1]
-    if tree is None:
-        ids = body.node(
-            "Slice",
-            [
-                body.const(np.arange(n_train), np.int64),
-                body.const([0], np.int64),
-                body.node("Reshape", [end, body.const([1], np.int64)]),
-                body.const([0], np.int64),
-            ],
-        )
-        first_ids = body.node(
-            "Expand",
-            [
-                body.node("Unsqueeze", [ids, body.const([0], np.int64)]),
-                body.node("Shape", [body.node("Gather", [rdist, ids], axis=1)]),
-            ],
-        )
-        covered = body.node("Cast", [end], to=TensorProto.DOUBLE)
-    else:
-        span = int(tree.span)
-        n_leaves = body.node(
-            "Div",
-            [body.node("Add", [end, body.const(span - 1, np.int64)]), body.const(span, np.int64)],
-        )
-        order = body.node(
-            "ScatterElements",
-            [
-                body.node(
-                    "Cast", [body.node("Mul", [leaf_rank, body.const(0.0)])], to=TensorProto.INT64
-                ),
-                body.node("Cast", [leaf_rank], to=TensorProto.INT64),
-                body.node(
-                    "Add",
-                    [
-                        body.node(
-                            "Cast",
-                            [body.node("Mul", [leaf_rank, body.const(0.0)])],
-                            to=TensorProto.INT64,
-                        ),
-                        body.const(np.arange(tree.ancestors.shape[1]).reshape(1, -1), np.int64),
-                    ],
-                ),
-            ],
-            axis=1,
-        )  # [B, L]: the leaves in visiting order
-        first_leaves = body.node(
-            "Slice",
-            [
-                order,
-                body.const([0], np.int64),
-                body.node("Reshape", [n_leaves, body.const([1], np.int64)]),
-                body.const([1], np.int64),
-            ],
-        )
-        first_ids = body.node(
-            "Reshape",
-            [
-                body.node(
-                    "Gather", [body.const(tree.rows_by_leaf, np.int64), first_leaves], axis=0
-                ),
-                body.const([0, -1], np.int64),
-            ],
-        )
-        covered = body.node(
-            "Cast",
-            [body.node("Mul", [n_leaves, body.const(span, np.int64)])],
-            to=TensorProto.DOUBLE,
-        )
-    first = body.node("GatherElements", [padded, first_ids], axis=1)
-    # The rest of S, in visiting order; rows of S already in the first part are dropped.
-    seen = body.node("Less", [near_key, covered])
-    later_key = body.node("Where", [seen, inf, near_key])
-    _, later = body.node(
-        "TopK", [later_key, body.const([c], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    latest = body.node(
+        "ReduceMax", [body.node("Slice", [kth_rows, *_span(body, k - 1, k)])], keepdims=0
     )
-    later_ids = body.node("GatherElements", [near, later], axis=1)
+    end = body.node(
+        "Reshape", [body.node("Add", [latest, body.const(1, np.int64)]), body.const([1], np.int64)]
+    )  # [1]: past the latest k-th row of S in the block
+    first_ids = body.node(
+        "Slice",
+        [
+            body.const(np.arange(n_train).reshape(1, -1), np.int64),
+            body.const([0], np.int64),
+            end,
+            body.const([1], np.int64),
+        ],
+    )  # [1, P]
+    first = body.node("Slice", [rdist, body.const([0], np.int64), end, body.const([1], np.int64)])
+    first_ids = body.node("Expand", [first_ids, body.node("Shape", [first])])
+    seen = body.node("Less", [near, end])
+    later_rows = body.node("Where", [seen, body.const(np.iinfo(np.int64).max, np.int64), near])
+    later_ids, later = body.node(
+        "TopK", [later_rows, body.const([c], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
     later_rdist = body.node(
         "Where",
         [
@@ -438,22 +377,152 @@ def _sequence(
             body.node("GatherElements", [near_rdist, later], axis=1),
         ],
     )
+    later_ids = body.node("GatherElements", [near, later], axis=1)
     return (
         body.node("Concat", [first, later_rdist], axis=1),
         body.node("Concat", [first_ids, later_ids], axis=1),
     )
 
 
+def _gathered_reduced(body: _Body, x: str, train: str, ids: str, p: float) -> str:
+    """``[B, F], [M + 1, F], [B, W] -> [B, W]``: reduced distances to the training rows ``ids``
+    (row M is the padding row, at +inf)."""
+    points = body.node("Gather", [train, ids], axis=0)  # [B, W, F]
+    diff = body.node("Sub", [body.node("Unsqueeze", [x, body.const([1], np.int64)]), points])
+    axis = body.const([2], np.int64)
+    if p == 2.0:
+        return body.node("ReduceSumSquare", [diff, axis], keepdims=0)
+    if p == 1.0:
+        return body.node("ReduceL1", [diff, axis], keepdims=0)
+    if np.isinf(p):
+        return body.node("ReduceMax", [body.node("Abs", [diff]), axis], keepdims=0)
+    total = ""
+    for feature in range(int(body.n_features)):
+        column = body.node(
+            "Squeeze",
+            [
+                body.node(
+                    "Slice",
+                    [
+                        diff,
+                        body.const([feature], np.int64),
+                        body.const([feature + 1], np.int64),
+                        body.const([2], np.int64),
+                    ],
+                ),
+                axis,
+            ],
+        )
+        term = body.node("Pow", [body.node("Abs", [column]), body.const(p)])
+        total = body.node("Add", [total, term]) if total else term
+    return total
+
+
+def _tree_sequence(
+    body: _Body, x: str, train: str, tree: _Tree, k: int, p: float
+) -> tuple[str, str]:
+    """``[B, W]`` reduced distances and training indices of every row a tree query can accept,
+    in the order it visits them: the rows of the leaves it cannot prune.
+
+    The first leaves visited (enough to hold k rows) give an upper bound U of the k-th distance;
+    a leaf whose bounding box (ball) is farther than U holds no neighbour and is visited, if at
+    all, once k rows at most U away are in the heap, so none of its rows is accepted.
+    """
+    leaf_rank, bounds = _visit_order(body, x, tree, p)
+    n_leaves = tree.rows_by_leaf.shape[0]
+    zeros = body.node(
+        "Cast", [body.node("Mul", [leaf_rank, body.const(0.0)])], to=TensorProto.INT64
+    )
+    order = body.node(
+        "ScatterElements",
+        [
+            zeros,
+            body.node("Cast", [leaf_rank], to=TensorProto.INT64),
+            body.node("Add", [zeros, body.const(np.arange(n_leaves).reshape(1, -1), np.int64)]),
+        ],
+        axis=1,
+    )  # [B, L]: the leaves in visiting order
+    table = body.const(tree.rows_by_leaf, np.int64)
+    first_leaves = body.node("Slice", [order, *_span(body, 0, tree.first_leaves)])
+    first_ids = body.node(
+        "Reshape",
+        [body.node("Gather", [table, first_leaves], axis=0), body.const([0, -1], np.int64)],
+    )
+    first = _gathered_reduced(body, x, train, first_ids, p)
+    nearest, _ = body.node(
+        "TopK", [first, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
+    )
+    upper = body.node("Slice", [nearest, *_span(body, k - 1, k)])  # [B, 1]
+    if bounds is None:
+        kept = order
+    else:
+        n_internal = n_leaves - 1
+        leaf_bounds = body.node("Slice", [bounds, *_span(body, n_internal, n_internal + n_leaves)])
+        keep = body.node("LessOrEqual", [leaf_bounds, upper])
+        count = body.node(
+            "ReduceMax",
+            [
+                body.node(
+                    "ReduceSum",
+                    [body.node("Cast", [keep], to=TensorProto.INT64), body.const([1], np.int64)],
+                    keepdims=0,
+                )
+            ],
+            keepdims=1,
+        )  # [1]: the most leaves any row of the block keeps
+        key = body.node("Where", [keep, leaf_rank, body.const(np.inf)])
+        _, kept = body.node("TopK", [key, count], n_out=2, axis=1, largest=0, sorted=1)
+    ids = body.node(
+        "Reshape", [body.node("Gather", [table, kept], axis=0), body.const([0, -1], np.int64)]
+    )
+    return _gathered_reduced(body, x, train, ids, p), ids
+
+
 def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
     """scikit-learn's ``heap_push`` of each column of ``values`` / ``ids`` ``[B, W]``, in
-    order, into a max-heap of size k per row; returns the heap ``([B, k], [B, k])``."""
+    order, into a max-heap of size k per row; returns the heap ``([B, k], [B, k])``.
+
+    A column no nearer than the heap's root leaves the heap as it is, so each step jumps, in
+    every row, to the next column nearer than its root; the loop ends when no row has one.
+    """
     loop = _Body(body.name("heap"), body.opset)
     step, cond = loop.name("step"), loop.name("cond")
-    heap_in, ids_in = loop.name("heap"), loop.name("ids")
-    at = loop.node("Unsqueeze", [step, loop.const([0], np.int64)])
-    val = loop.node("Gather", [values, at], axis=1)  # [B, 1]
-    idx = loop.node("Gather", [ids, at], axis=1)
-    accept = loop.node("Less", [val, loop.node("Slice", [heap_in, *_span(loop, 0, 1)])])
+    heap_in, ids_in, seen_in = loop.name("heap"), loop.name("ids"), loop.name("seen")
+    columns = body.node(
+        "Unsqueeze",
+        [
+            body.node(
+                "Range",
+                [
+                    body.const(0, np.int64),
+                    body.node(
+                        "Gather", [body.node("Shape", [values]), body.const(1, np.int64)], axis=0
+                    ),
+                    body.const(1, np.int64),
+                ],
+            ),
+            body.const([0], np.int64),
+        ],
+    )  # [1, W]
+    root = loop.node("Slice", [heap_in, *_span(loop, 0, 1)])
+    ahead = loop.node(
+        "And", [loop.node("Greater", [columns, seen_in]), loop.node("Less", [values, root])]
+    )
+    flags = loop.node("Cast", [ahead], to=TensorProto.FLOAT)
+    accept = loop.node(
+        "Equal",
+        [
+            loop.node("ReduceMax", [flags, loop.const([1], np.int64)], keepdims=1),
+            loop.const(1.0, np.float32),
+        ],
+    )
+    at = loop.node("ArgMax", [flags], axis=1, keepdims=1, select_last_index=0)  # [B, 1]
+    val = loop.node("GatherElements", [values, at], axis=1)
+    idx = loop.node("GatherElements", [ids, at], axis=1)
+    seen_out = loop.node(
+        "Where", [accept, at, loop.node("Add", [seen_in, loop.const(0, np.int64)])]
+    )
+    cond_out = loop.node("Cast", [loop.node("ReduceMax", [flags], keepdims=0)], to=TensorProto.BOOL)
     cur = loop.node("Sub", [idx, idx])  # the root, for every row
     active = accept
     heap, where = heap_in, ids_in
@@ -506,7 +575,6 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
     kept_id = loop.node("Where", [accept, idx, loop.node("GatherElements", [where, cur], axis=1)])
     heap_out = loop.node("ScatterElements", [heap, cur, kept], axis=1)
     ids_out = loop.node("ScatterElements", [where, cur, kept_id], axis=1)
-    cond_out = loop.node("Identity", [cond])
     graph = helper.make_graph(
         loop.nodes,
         loop.prefix,
@@ -515,11 +583,13 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
             helper.make_tensor_value_info(cond, TensorProto.BOOL, []),
             helper.make_tensor_value_info(heap_in, TensorProto.DOUBLE, None),
             helper.make_tensor_value_info(ids_in, TensorProto.INT64, None),
+            helper.make_tensor_value_info(seen_in, TensorProto.INT64, None),
         ],
         [
             helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
             helper.make_tensor_value_info(heap_out, TensorProto.DOUBLE, None),
             helper.make_tensor_value_info(ids_out, TensorProto.INT64, None),
+            helper.make_tensor_value_info(seen_out, TensorProto.INT64, None),
         ],
     )
     first = body.node("Slice", [values, *_span(body, 0, k)])
@@ -531,9 +601,11 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
             body.node("Slice", [ids, *_span(body, 0, k)]),
         ],
     )
-    steps = body.node("Gather", [body.node("Shape", [values]), body.const(1, np.int64)], axis=0)
-    final_heap, final_ids = body.node(
-        "Loop", [steps, body.const(True, bool), start_heap, start_ids], n_out=2, body=graph
+    start_seen = body.node(
+        "Sub", [body.node("Slice", [start_ids, *_span(body, 0, 1)]), body.const(1, np.int64)]
+    )
+    final_heap, final_ids, _ = body.node(
+        "Loop", ["", body.const(True, bool), start_heap, start_ids, start_seen], n_out=3, body=graph
     )
     # Sorted as scikit-learn returns them: ascending distances.
     ordered, position = body.node(
@@ -563,17 +635,20 @@ def kneighbors(g: Graph, model: Any, x: str, k: int) -> tuple[str, str]:
     check_k(model, k)
     p = metric_p(model)
     train = np.asarray(model._fit_X, dtype=np.float64)
-    tree = _tree(model)
+    tree = _tree(model, k)
     n_train, n_features = train.shape
-    rows = block_rows(n_train)
+    rows = block_rows(n_train, n_features)
 
     prefix = g.name("knn_block")
     body = _Body(prefix, g.opset)
     block = body.name("rows")
-    rdist = _reduced(body, block, train, p)
-    body.n_train = n_train
-    key, leaf_rank = (None, None) if tree is None else _visit_order(body, block, tree, p)
-    sequence, sequence_ids = _sequence(body, rdist, k, tree, key, leaf_rank)
+    body.n_train, body.n_features = n_train, n_features
+    if tree is None:
+        sequence, sequence_ids = _sequence(body, _reduced(body, block, train, p), k)
+    else:
+        # Row M (no training row) pads the leaves: at +inf it is never accepted.
+        padded = np.vstack([train, np.full((1, n_features), np.inf)])
+        sequence, sequence_ids = _tree_sequence(body, block, body.const(padded), tree, k, p)
     values, indices = _heap(body, sequence, sequence_ids, k)
     out_values = body.node("Identity", [values])
     out_indices = body.node("Identity", [indices])
