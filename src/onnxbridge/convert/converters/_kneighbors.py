@@ -454,28 +454,72 @@ def _tree_sequence(
     )
     upper = body.node("Slice", [nearest, *_span(body, k - 1, k)])  # [B, 1]
     if bounds is None:
-        kept = order
-    else:
-        n_internal = n_leaves - 1
-        leaf_bounds = body.node("Slice", [bounds, *_span(body, n_internal, n_internal + n_leaves)])
-        keep = body.node("LessOrEqual", [leaf_bounds, upper])
-        count = body.node(
-            "ReduceMax",
-            [
-                body.node(
-                    "ReduceSum",
-                    [body.node("Cast", [keep], to=TensorProto.INT64), body.const([1], np.int64)],
-                    keepdims=0,
-                )
-            ],
-            keepdims=1,
-        )  # [1]: the most leaves any row of the block keeps
-        key = body.node("Where", [keep, leaf_rank, body.const(np.inf)])
-        _, kept = body.node("TopK", [key, count], n_out=2, axis=1, largest=0, sorted=1)
-    ids = body.node(
-        "Reshape", [body.node("Gather", [table, kept], axis=0), body.const([0, -1], np.int64)]
+        return first, first_ids
+    n_internal = n_leaves - 1
+    leaf_bounds = body.node("Slice", [bounds, *_span(body, n_internal, n_internal + n_leaves)])
+    first_ones = body.node("Less", [leaf_rank, body.const(float(tree.first_leaves))])
+    keep = body.node("Or", [body.node("LessOrEqual", [leaf_bounds, upper]), first_ones])
+    count = _row_max_count(body, keep)
+    key = body.node("Where", [keep, leaf_rank, body.const(np.inf)])
+    _, kept = body.node("TopK", [key, count], n_out=2, axis=1, largest=0, sorted=1)
+    # Past the first leaves the heap holds k rows at most U away: only nearer rows can enter.
+    later_leaves = body.node(
+        "Slice",
+        [kept, body.const([tree.first_leaves], np.int64), count, body.const([1], np.int64)],
     )
-    return _gathered_reduced(body, x, train, ids, p), ids
+    later_ids = body.node(
+        "Reshape",
+        [body.node("Gather", [table, later_leaves], axis=0), body.const([0, -1], np.int64)],
+    )
+    later = _gathered_reduced(body, x, train, later_ids, p)
+    nearer = body.node("Less", [later, upper])
+    columns = body.node(
+        "Cast",
+        [
+            body.node(
+                "CumSum",
+                [
+                    body.node("Cast", [body.node("Equal", [later, later])], to=TensorProto.INT64),
+                    body.const(1, np.int64),
+                ],
+            )
+        ],
+        to=TensorProto.DOUBLE,
+    )  # 1, 2, ... along each row: the visiting order of the later rows
+    _, picked = body.node(
+        "TopK",
+        [body.node("Where", [nearer, columns, body.const(np.inf)]), _row_max_count(body, nearer)],
+        n_out=2,
+        axis=1,
+        largest=0,
+        sorted=1,
+    )
+    picked_rdist = body.node(
+        "Where",
+        [
+            body.node("GatherElements", [nearer, picked], axis=1),
+            body.node("GatherElements", [later, picked], axis=1),
+            body.const(np.inf),
+        ],
+    )
+    return (
+        body.node("Concat", [first, picked_rdist], axis=1),
+        body.node(
+            "Concat", [first_ids, body.node("GatherElements", [later_ids, picked], axis=1)], axis=1
+        ),
+    )
+
+
+def _row_max_count(body: _Body, flags: str) -> str:
+    """``[B, W]`` booleans -> ``[1]``: the most True any row has."""
+    per_row = body.node(
+        "ReduceSum",
+        [body.node("Cast", [flags], to=TensorProto.INT64), body.const([1], np.int64)],
+        keepdims=0,
+    )
+    return body.node(
+        "Reshape", [body.node("ReduceMax", [per_row], keepdims=0), body.const([1], np.int64)]
+    )
 
 
 def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
