@@ -81,6 +81,21 @@ def test_regressor_keeps_sklearns_tied_neighbours(algorithm: str, weights: str) 
     np.testing.assert_allclose(got["value"].ravel(), expected, rtol=1e-12, atol=0, err_msg="value")
 
 
+@pytest.mark.parametrize(("metric", "p"), [("manhattan", 2), ("minkowski", 3)])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_more_neighbours_than_a_leaf_holds(algorithm: str, metric: str, p: int) -> None:
+    # k = 50 over leaves of 10 to 20 rows: the search starts from several leaves at once.
+    X, y, queries = _tied_table(5, n=400)
+    target = y + np.random.RandomState(5).rand(len(y))
+    model = KNeighborsRegressor(
+        n_neighbors=50, algorithm=algorithm, leaf_size=10, metric=metric, p=p
+    ).fit(X, target)
+    got = _onnx(model, X, queries)
+    with _sklearn_threads(algorithm):
+        expected = model.predict(queries)
+    np.testing.assert_allclose(got["value"].ravel(), expected, rtol=1e-12, atol=0, err_msg="value")
+
+
 @pytest.mark.parametrize("metric", ["euclidean", "manhattan", "chebyshev"])
 def test_nearest_neighbours_and_distances_are_sklearns(metric: str) -> None:
     # Real-valued features with duplicated rows: distances must be the same float64 numbers.

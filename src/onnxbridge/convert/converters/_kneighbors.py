@@ -637,7 +637,8 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         ],
     )
     first = body.node("Slice", [values, *_span(body, 0, k)])
-    start_heap = body.node("Add", [body.node("Mul", [first, body.const(0.0)]), body.const(np.inf)])
+    # An empty heap: +inf everywhere (not values * 0 + inf: a padding +inf would give NaN).
+    start_heap = body.node("Expand", [body.const([[np.inf]]), body.node("Shape", [first])])
     start_ids = body.node(
         "Sub",
         [
