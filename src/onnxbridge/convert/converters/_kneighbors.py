@@ -192,6 +192,19 @@ class _Body:
         return outputs[0] if n_out == 1 else outputs
 
 
+def _take(body: _Body, data: str, index: str) -> str:
+    """``data[i, index[i, j]]`` for ``[B, W]`` data and ``[B, J]`` indices (GatherElements on
+    axis 1, written as one Gather on the flattened data: onnx.reference's GatherElements fails
+    beyond 64 columns)."""
+    shape = body.node("Shape", [data])
+    rows = body.node("Gather", [shape, body.const(0, np.int64)], axis=0)
+    width = body.node("Gather", [shape, body.const(1, np.int64)], axis=0)
+    start = body.node("Range", [body.const(0, np.int64), rows, body.const(1, np.int64)])
+    offsets = body.node("Mul", [body.node("Unsqueeze", [start, body.const([1], np.int64)]), width])
+    flat = body.node("Reshape", [data, body.const([-1], np.int64)])
+    return body.node("Gather", [flat, body.node("Add", [index, offsets])], axis=0)
+
+
 def _reduced(body: _Body, x: str, points: np.ndarray, p: float) -> str:
     """``[B, F] -> [B, P]``: scikit-learn's reduced distance to each row of ``points``, summed
     feature by feature in scikit-learn's order (so equal rows give equal sums).
@@ -372,12 +385,12 @@ def _sequence(body: _Body, rdist: str, k: int) -> tuple[str, str]:
     later_rdist = body.node(
         "Where",
         [
-            body.node("GatherElements", [seen, later], axis=1),
+            _take(body, seen, later),
             inf,
-            body.node("GatherElements", [near_rdist, later], axis=1),
+            _take(body, near_rdist, later),
         ],
     )
-    later_ids = body.node("GatherElements", [near, later], axis=1)
+    later_ids = _take(body, near, later)
     return (
         body.node("Concat", [first, later_rdist], axis=1),
         body.node("Concat", [first_ids, later_ids], axis=1),
@@ -497,16 +510,14 @@ def _tree_sequence(
     picked_rdist = body.node(
         "Where",
         [
-            body.node("GatherElements", [nearer, picked], axis=1),
-            body.node("GatherElements", [later, picked], axis=1),
+            _take(body, nearer, picked),
+            _take(body, later, picked),
             body.const(np.inf),
         ],
     )
     return (
         body.node("Concat", [first, picked_rdist], axis=1),
-        body.node(
-            "Concat", [first_ids, body.node("GatherElements", [later_ids, picked], axis=1)], axis=1
-        ),
+        body.node("Concat", [first_ids, _take(body, later_ids, picked)], axis=1),
     )
 
 
@@ -561,8 +572,8 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         ],
     )
     at = loop.node("ArgMax", [flags], axis=1, keepdims=1, select_last_index=0)  # [B, 1]
-    val = loop.node("GatherElements", [values, at], axis=1)
-    idx = loop.node("GatherElements", [ids, at], axis=1)
+    val = _take(loop, values, at)
+    idx = _take(loop, ids, at)
     seen_out = loop.node(
         "Where", [accept, at, loop.node("Add", [seen_in, loop.const(0, np.int64)])]
     )
@@ -577,8 +588,8 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         )
         right = loop.node("Add", [left, loop.const(1, np.int64)])
         last = loop.const(k - 1, np.int64)
-        v_left = loop.node("GatherElements", [heap, loop.node("Min", [left, last])], axis=1)
-        v_right = loop.node("GatherElements", [heap, loop.node("Min", [right, last])], axis=1)
+        v_left = _take(loop, heap, loop.node("Min", [left, last]))
+        v_right = _take(loop, heap, loop.node("Min", [right, last]))
         has_left = loop.node("Less", [left, loop.const(k, np.int64)])
         has_right = loop.node("Less", [right, loop.const(k, np.int64)])
         left_ge = loop.node("GreaterOrEqual", [v_left, v_right])
@@ -605,18 +616,18 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         child = loop.node("Where", [move, child, cur])
         heap = loop.node(
             "ScatterElements",
-            [heap, cur, loop.node("GatherElements", [heap, child], axis=1)],
+            [heap, cur, _take(loop, heap, child)],
             axis=1,
         )
         where = loop.node(
             "ScatterElements",
-            [where, cur, loop.node("GatherElements", [where, child], axis=1)],
+            [where, cur, _take(loop, where, child)],
             axis=1,
         )
         cur, active = child, move
         level += 1
-    kept = loop.node("Where", [accept, val, loop.node("GatherElements", [heap, cur], axis=1)])
-    kept_id = loop.node("Where", [accept, idx, loop.node("GatherElements", [where, cur], axis=1)])
+    kept = loop.node("Where", [accept, val, _take(loop, heap, cur)])
+    kept_id = loop.node("Where", [accept, idx, _take(loop, where, cur)])
     heap_out = loop.node("ScatterElements", [heap, cur, kept], axis=1)
     ids_out = loop.node("ScatterElements", [where, cur, kept_id], axis=1)
     graph = helper.make_graph(
@@ -656,7 +667,7 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
     ordered, position = body.node(
         "TopK", [final_heap, body.const([k], np.int64)], n_out=2, axis=1, largest=0, sorted=1
     )
-    return ordered, body.node("GatherElements", [final_ids, position], axis=1)
+    return ordered, _take(body, final_ids, position)
 
 
 def reduced_to_distance(g: Graph, rdist: str, model: Any) -> str:
