@@ -7,27 +7,33 @@ converters share (KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors).
 
 - **Exact distances.** scikit-learn compares *reduced* distances (``sum (x - y)^2`` for
   euclidean, ``sum |x - y|`` for manhattan, ``sum |x - y|^p`` for minkowski, ``max |x - y|`` for
-  chebyshev), summed feature after feature in float64. The graph does the same, one feature at
-  a time in the same order, so every reduced distance is the same float64 number as
-  scikit-learn's: duplicate training rows give bit-identical distances, distinct ones stay
-  distinct (no ``|x|^2 - 2 x.y + |y|^2`` expansion, no float32).
-- **Ties broken as scikit-learn meets the rows.** scikit-learn keeps the k nearest rows in a
-  heap that refuses a row no nearer than the farthest kept one, so among rows at the k-th
-  distance the first ones it *visits* are kept. ``algorithm="brute"`` visits the training rows
-  in their order; a KD tree or ball tree visits its leaves depth first, the child whose bounding
-  box (ball) is nearer to the query first, and the rows of a leaf in the tree's order. The graph
-  computes that visiting order for every query row (the same node bounds, in the same float64
-  arithmetic) and keeps, at the k-th distance, the rows visited first.
+  chebyshev), summed feature after feature in float64. The graph sums in the same order
+  (``ReduceSumSquare`` / ``ReduceL1`` over the last axis, which ONNX Runtime sums in order, or
+  one feature at a time for other exponents), so each reduced distance is the same float64
+  number as scikit-learn's tree search computes: duplicate training rows give bit-identical
+  distances and distinct ones stay distinct (no ``|x|^2 - 2 x.y + |y|^2`` expansion, no float32).
+- **scikit-learn's heap, replayed.** scikit-learn keeps the k nearest rows in a max-heap
+  (``heap_push``): a row no nearer than the root is refused, a nearer one replaces the root and
+  sifts down. Which of several equally far rows stay depends on the order the rows arrive and
+  on the heap's layout, so the graph replays that heap on the rows in scikit-learn's order.
+  ``algorithm="brute"`` meets the training rows in their order; a KD tree or ball tree visits
+  its leaves depth first, nearer child first (its own node bounds, same float64 arithmetic),
+  and a leaf's rows in the tree's order. Only rows the heap could accept are replayed: for a
+  tree, the first leaves visited (enough for k rows) give an upper bound U of the k-th
+  distance, and after them only rows nearer than U in leaves within U; for brute force, the
+  rows up to the k-th of the ``c`` nearest, then the rest of those ``c``.
 - **Bounded memory.** Query rows go through a ``Scan`` in blocks of ``B`` rows (the last block
   padded), so the largest tensor is ``[B, M, F]`` for ``M`` training rows, whatever ``N``:
   ``B = clamp(BLOCK_ELEMENTS // (M F), 1, MAX_BLOCK_ROWS)``.
 
-What cannot be reproduced: when a row strictly nearer than the k-th distance is visited *after*
-the heap is full (it then evicts one of the tied rows, chosen by the heap's layout), and
-scikit-learn's brute search on few query rows (``algorithm="brute"``, more than 256 training
-rows, at most ``1024 x threads`` query rows, and not KNeighborsClassifier's uniform vote) splits
-the training rows between threads and merges the heaps. Both change the answer only when the
-tied rows disagree (labels, targets).
+What is not reproduced: scikit-learn's brute search (``algorithm="brute"``, also what
+``"auto"`` picks beyond 15 features) with more than 256 training rows and at most
+``1024 x threads`` query rows in one call splits the training rows between its threads and
+merges their heaps, so its own choice among equally far rows depends on its thread count and
+on the batch; the graph gives the one-thread answer. For euclidean distances that search also
+ranks rows by ``|x|^2 - 2 x.y + |y|^2`` computed with BLAS, whose rounding can order two rows
+at nearly equal distances otherwise on non-integer data. Both change an answer only when the
+rows concerned disagree (labels, targets).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ training rows: 17 GB for 20 000 rows against 58 000) with the ``|x|^2 - 2 x.y + 
 expansion, and let ``TopK`` pick among equal distances by training index, which is not the row
 scikit-learn keeps when it searches a KD tree or ball tree (``algorithm="auto"`` on up to 15
 features). Here the search is :func:`onnxbridge.convert.converters._kneighbors.kneighbors`:
-float64 distances summed as scikit-learn sums them, query rows in blocks, ties kept in the order
-scikit-learn visits the training rows. On the ``k`` neighbours ``[N, k]``:
+float64 distances summed as scikit-learn sums them, query rows in blocks, and scikit-learn's
+neighbour heap replayed in the order its search meets the training rows, so equally far rows
+are kept as scikit-learn keeps them. On the ``k`` neighbours ``[N, k]``:
 
 - weights: ``uniform`` = 1; ``distance`` = ``1 / d``, or, where a neighbour is at distance 0,
   1 for those neighbours and 0 for the others (scikit-learn's ``_get_weights``);

@@ -6,10 +6,10 @@ inference time (``radius`` only shapes ``radius_neighbors``, which has ragged ou
 
 - ``[N, F] -> indices [N, k]`` (int64) and ``distances [N, k]`` (ascending, the input's float
   type), ``k = n_neighbors``: the search of :mod:`onnxbridge.convert.converters._kneighbors`
-  (float64 distances summed as scikit-learn sums them, query rows in blocks, ties kept in the
-  order scikit-learn's search visits the training rows; ``euclidean``, ``manhattan``,
-  ``chebyshev``, ``minkowski`` with any ``p``). Among neighbours at equal distances the order of
-  the output follows that visiting order, where scikit-learn's own sort leaves it unspecified.
+  (float64 distances summed as scikit-learn sums them, query rows in blocks, scikit-learn's
+  neighbour heap replayed, so equally far rows are kept as it keeps them; ``euclidean``,
+  ``manhattan``, ``chebyshev``, ``minkowski`` with any ``p``). Neighbours at equal distances
+  come in the heap's order, where scikit-learn's own (unstable) sort leaves it unspecified.
 
 The output roles are ``indices`` and ``distances`` (task ``neighbors``, see
 :mod:`onnxbridge.convert.roles`).
