@@ -211,6 +211,12 @@ def _take(body: _Body, data: str, index: str) -> str:
     return body.node("Gather", [flat, body.node("Add", [index, offsets])], axis=0)
 
 
+def _column(body: _Body, data: str, index: str) -> str:
+    """``data[i, index[i, 0]]`` as ``[B, 1]``: one GatherElements (onnx.reference runs it for a
+    single column whatever the width, unlike :func:`_take`'s case)."""
+    return body.node("GatherElements", [data, index], axis=1)
+
+
 def _reduced(body: _Body, x: str, points: np.ndarray, p: float) -> str:
     """``[B, F] -> [B, P]``: scikit-learn's reduced distance to each row of ``points``, summed
     feature by feature in scikit-learn's order (so equal rows give equal sums).
@@ -578,8 +584,8 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         ],
     )
     at = loop.node("ArgMax", [flags], axis=1, keepdims=1, select_last_index=0)  # [B, 1]
-    val = _take(loop, values, at)
-    idx = _take(loop, ids, at)
+    val = _column(loop, values, at)
+    idx = _column(loop, ids, at)
     seen_out = loop.node(
         "Where", [accept, at, loop.node("Add", [seen_in, loop.const(0, np.int64)])]
     )
@@ -594,8 +600,8 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         )
         right = loop.node("Add", [left, loop.const(1, np.int64)])
         last = loop.const(k - 1, np.int64)
-        v_left = _take(loop, heap, loop.node("Min", [left, last]))
-        v_right = _take(loop, heap, loop.node("Min", [right, last]))
+        v_left = _column(loop, heap, loop.node("Min", [left, last]))
+        v_right = _column(loop, heap, loop.node("Min", [right, last]))
         has_left = loop.node("Less", [left, loop.const(k, np.int64)])
         has_right = loop.node("Less", [right, loop.const(k, np.int64)])
         left_ge = loop.node("GreaterOrEqual", [v_left, v_right])
@@ -622,18 +628,18 @@ def _heap(body: _Body, values: str, ids: str, k: int) -> tuple[str, str]:
         child = loop.node("Where", [move, child, cur])
         heap = loop.node(
             "ScatterElements",
-            [heap, cur, _take(loop, heap, child)],
+            [heap, cur, _column(loop, heap, child)],
             axis=1,
         )
         where = loop.node(
             "ScatterElements",
-            [where, cur, _take(loop, where, child)],
+            [where, cur, _column(loop, where, child)],
             axis=1,
         )
         cur, active = child, move
         level += 1
-    kept = loop.node("Where", [accept, val, _take(loop, heap, cur)])
-    kept_id = loop.node("Where", [accept, idx, _take(loop, where, cur)])
+    kept = loop.node("Where", [accept, val, _column(loop, heap, cur)])
+    kept_id = loop.node("Where", [accept, idx, _column(loop, where, cur)])
     heap_out = loop.node("ScatterElements", [heap, cur, kept], axis=1)
     ids_out = loop.node("ScatterElements", [where, cur, kept_id], axis=1)
     graph = helper.make_graph(
