@@ -1,5 +1,9 @@
 """``precision="auto"``: convert in float32 unless that flips a tree's decisions, then in float64.
 
+k-neighbours models (KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors) always convert
+in float64: their answer is which training rows are nearest, and float32 input merges or reorders
+distances that scikit-learn, computing in float64, keeps apart.
+
 A tree compares a feature with a threshold; ONNX Runtime's float path rounds the input to float32
 first, so a value within one float32 step of a threshold may take the other branch than in the
 source model (LightGBM and HistGradientBoosting compare in float64; around 1e6 a float32 step is
@@ -95,6 +99,15 @@ def _final_step(estimator: Any) -> Any:
     while hasattr(estimator, "steps"):
         estimator = estimator.steps[-1][1]
     return estimator
+
+
+def _compares_distances(estimator: Any) -> bool:
+    """Whether the model's answer is the ranking of training rows by distance (k neighbours)."""
+    from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor, NearestNeighbors
+
+    return isinstance(
+        _final_step(estimator), KNeighborsClassifier | KNeighborsRegressor | NearestNeighbors
+    )
 
 
 def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
@@ -435,6 +448,13 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
         float64 one; either way with a note saying what was found. When the float64 graph
         cannot be built the float32 one is returned with a note saying why.
     """
+    if _compares_distances(estimator):
+        double = convert("double")
+        double.notes.append(
+            "precision auto: double, as a neighbours model ranks training rows by distance and "
+            "float32 input would merge or reorder distances scikit-learn keeps apart"
+        )
+        return double
     result = convert("float")
     spec = find_tree_ensemble(estimator)
     if spec is None:

@@ -9,6 +9,10 @@
   the flipped rows re-checked, to show whether that fixes it.
 - **missing-values**: only the rows with NaN diverge: the converter lost the learned
   missing-value routing.
+- **neighbours**: a k-neighbours model whose diverging rows have several training rows at the
+  k-th neighbour's distance: which of the tied rows count decides the answer, and the ONNX graph
+  kept other ones than scikit-learn (scikit-learn's own choice among them is asked with
+  ``kneighbors(rows, k + 1)``).
 - **runtime**: ONNX Runtime and ``onnx.reference`` disagree: a runtime problem, not a conversion.
 - **batch**: a row's result depends on the rows scored with it.
 - **golden**: the stored golden predictions changed (see :mod:`onnxbridge.validate.golden`).
@@ -327,6 +331,88 @@ def _recheck_double(
     }
 
 
+# --------------------------------------------------------------------------------- neighbours
+def _k_neighbours(estimator: Any) -> Any | None:
+    """The final k-neighbours model of ``estimator`` (a pipeline's last step), or None."""
+    from sklearn.neighbors import (
+        KNeighborsClassifier,
+        KNeighborsRegressor,
+        KNeighborsTransformer,
+        NearestNeighbors,
+    )
+
+    final = _final_step(estimator)
+    kinds = KNeighborsClassifier | KNeighborsRegressor | KNeighborsTransformer | NearestNeighbors
+    return final if isinstance(final, kinds) else None
+
+
+def _tied_rows(estimator: Any, final: Any, rows: pd.DataFrame) -> np.ndarray | None:
+    """Per row, whether the k-th and (k+1)-th nearest training rows are equally far (scikit-
+    learn's own distances); None when scikit-learn cannot say (too few training rows)."""
+    from sklearn.pipeline import Pipeline
+
+    k = int(final.n_neighbors)
+    if k + 1 > int(final.n_samples_fit_):
+        return None
+    steps = list(getattr(estimator, "steps", []))
+    features = Pipeline(steps[:-1]).transform(rows) if len(steps) > 1 else rows
+    distances, _ = final.kneighbors(features, n_neighbors=k + 1)
+    return distances[:, k - 1] == distances[:, k]
+
+
+def _neighbours_diagnosis(estimator: Any, runs: Sequence[Any]) -> Diagnosis | None:
+    final = _k_neighbours(estimator)
+    if final is None:
+        return None
+    diverging = tied = 0
+    names = []
+    for run in runs:
+        if run.result.ok or not run.bad:
+            continue
+        bad = np.logical_or.reduce([np.asarray(mask, dtype=bool) for mask in run.bad.values()])
+        rows = run.frame[bad]
+        rows = rows[~rows.isna().any(axis=1)]  # scikit-learn refuses NaN in neighbour models
+        if rows.empty:
+            continue
+        flags = _tied_rows(estimator, final, rows)
+        if flags is None:
+            return None
+        names.append(run.result.name)
+        diverging += len(rows)
+        tied += int(flags.sum())
+    if tied == 0:
+        return None
+    k = int(final.n_neighbors)
+    method = getattr(final, "_fit_method", final.algorithm)
+    details = [
+        f"{tied} of {diverging} diverging rows (probe sets: {', '.join(names)}) have ties in "
+        f"neighbour distances: neighbours {k} and {k + 1} are equally far, "
+        "so which of the tied rows count changes the answer",
+        f"{type(final).__name__}(n_neighbors={k}, weights={getattr(final, 'weights', None)!r}) "
+        f"searches with {method!r}",
+    ]
+    next_step = (
+        "convert the model again with this version of onnxbridge (its k-neighbours converters "
+        "keep the tied rows scikit-learn keeps; see 'the neighbours' tie rule' in docs/convert.md)"
+    )
+    if method == "brute":
+        next_step += (
+            "; with algorithm='brute' scikit-learn itself picks among tied rows by thread count "
+            "and batch size when it has more than 256 training rows: compare with scikit-learn "
+            "on one thread (threadpoolctl.threadpool_limits(1)) or refit with "
+            "algorithm='kd_tree'"
+        )
+    return Diagnosis(
+        kind="neighbours",
+        summary=f"ties in neighbour distances: {tied} of {diverging} diverging rows have several "
+        f"training rows at the distance of neighbour {k}, and the ONNX graph kept other ones "
+        "than scikit-learn",
+        details=details,
+        next_step=next_step,
+        data={"tied_rows": tied, "diverging_rows": diverging, "probe_sets": names, "k": k},
+    )
+
+
 # ----------------------------------------------------------------------------- other patterns
 def _missing_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
     """Missing-value routing lost: every row that diverges holds a NaN, and some do."""
@@ -500,6 +586,9 @@ def diagnose_runs(
         tolerances: role → tolerance used.
     """
     found: list[Diagnosis] = []
+    neighbours = _neighbours_diagnosis(estimator, runs) if estimator is not None else None
+    if neighbours is not None:
+        found.append(neighbours)
     for diagnosis in (_runtime_diagnosis(runs), _batch_diagnosis(runs)):
         if diagnosis is not None:
             found.append(diagnosis)

@@ -104,8 +104,8 @@ class Diagnosis:
     """What a divergence is, the evidence, and what to do next.
 
     Attributes:
-        kind: ``pipeline``, ``trees``, ``missing-values``, ``runtime``, ``batch``, ``golden``
-            or ``unexplained``.
+        kind: ``pipeline``, ``trees``, ``missing-values``, ``neighbours``, ``runtime``,
+            ``batch``, ``golden`` or ``unexplained``.
         summary: one line.
         details: the evidence, one line each.
         next_step: the concrete next step.

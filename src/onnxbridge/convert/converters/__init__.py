@@ -37,6 +37,7 @@ _MODULES: tuple[str, ...] = (
     "multiclass",
     "multioutput",
     "neighbors_centroid",
+    "neighbors_knn",
     "neighbors_radius",
     "neighbors_search",
     "neighbors_transformer",

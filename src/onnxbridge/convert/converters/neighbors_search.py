@@ -5,9 +5,11 @@ defaults are (1.0 and 5). ``kneighbors(X)`` is what a fitted NearestNeighbors co
 inference time (``radius`` only shapes ``radius_neighbors``, which has ragged output):
 
 - ``[N, F] -> indices [N, k]`` (int64) and ``distances [N, k]`` (ascending, the input's float
-  type), ``k = n_neighbors``: a TopK of the smallest float64 distances to every training row
-  (``euclidean``, ``manhattan``, ``chebyshev``, ``minkowski`` with any ``p``); ties go to the
-  lower training index.
+  type), ``k = n_neighbors``: the search of :mod:`onnxbridge.convert.converters._kneighbors`
+  (float64 distances summed as scikit-learn sums them, query rows in blocks, scikit-learn's
+  neighbour heap replayed, so equally far rows are kept as it keeps them; ``euclidean``,
+  ``manhattan``, ``chebyshev``, ``minkowski`` with any ``p``). Neighbours at equal distances
+  come in the heap's order, where scikit-learn's own (unstable) sort leaves it unspecified.
 
 The output roles are ``indices`` and ``distances`` (task ``neighbors``, see
 :mod:`onnxbridge.convert.roles`).
@@ -17,24 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from sklearn.datasets import make_blobs
 from sklearn.neighbors import NearestNeighbors
 
-from onnxbridge.convert.converters._meta import Nodes, float_tensor_type
-from onnxbridge.convert.converters.neighbors_radius import distances
+from onnxbridge.convert.converters._graph import Graph, float_tensor_type
+from onnxbridge.convert.converters._kneighbors import kneighbors, reduced_to_distance
 from onnxbridge.convert.registry import ConverterSpec, register_converter
-from onnxbridge.errors import ConversionError
-
-
-def _k(model: Any) -> int:
-    k = int(model.n_neighbors)
-    if k > model.n_samples_fit_:
-        raise ConversionError(
-            f"NearestNeighbors(n_neighbors={k}) exceeds the {model.n_samples_fit_} training rows; "
-            "use n_neighbors <= the number of training rows"
-        )
-    return k
 
 
 def _shape(operator: Any) -> None:
@@ -47,20 +37,10 @@ def _shape(operator: Any) -> None:
 
 def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
-    g = Nodes(scope, operator, container)
-    k = _k(model)
-    dist = distances(g, model, operator.inputs[0].full_name)
-    nearest = g.name("nearest")
-    container.add_node(
-        "TopK",
-        [dist, g.const(np.array([k]))],
-        [nearest, operator.outputs[0].full_name],
-        name=scope.get_unique_operator_name("TopK"),
-        axis=1,
-        largest=0,
-        sorted=1,
-    )
-    g.op("Cast", [nearest], output=operator.outputs[1].full_name, to=g.onnx_float)
+    g = Graph(scope, operator, container)
+    rdist, indices = kneighbors(g, model, g.input, int(model.n_neighbors))
+    g.node("Identity", [indices], g.output(0))
+    g.node("Cast", [reduced_to_distance(g, rdist, model)], g.output(1), to=g.onnx_type)
 
 
 def _example() -> tuple[Any, Any]:
