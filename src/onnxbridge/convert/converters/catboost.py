@@ -218,7 +218,23 @@ def _category_hashes(model: Any, known: dict[int, list[str]]) -> dict[int, dict[
             "CatBoost's Python export lists no category hashes; onnxbridge cannot read the "
             "model's categories with this CatBoost version"
         )
-    return {j: {v: int(table[v]) for v in values} for j, values in known.items()}
+    return {j: {v: _listed_hash(table, v) for v in values} for j, values in known.items()}
+
+
+def _listed_hash(table: dict[str, int], text: str) -> int:
+    """The hash the Python export lists for ``text``.
+
+    CatBoost writes each key's UTF-8 bytes as ``\\xNN`` escapes in a ``str`` literal, so a
+    non-ASCII key reads back as its bytes taken for Latin-1 characters; a release that writes
+    the text itself is read too.
+    """
+    for key in (text, text.encode("utf-8").decode("latin-1")):
+        if key in table:
+            return int(table[key])
+    raise ConversionError(
+        f"CatBoost's Python export lists no hash for the category {text!r}; onnxbridge cannot "
+        "read this model's categories with this CatBoost version"
+    )
 
 
 @dataclass
