@@ -679,12 +679,14 @@ def fit_model(
                 "target into class labels (integers or strings)"
             )
         estimator = _encode_labels_if_needed(estimator, y_train)
+    fit_params: dict[str, Any] = {}
     if preprocess == "none" and takes_categories(estimator):
         X_fit = _as_categories(estimator, X_train)
+        estimator, fit_params = _catboost_categories_at_fit(estimator)
     else:
         X_fit = X_train
     try:
-        estimator.fit(X_fit, y_train)
+        estimator.fit(X_fit, y_train, **fit_params)
     except _library_errors() as exc:
         raise ModelSpecError(f"fitting {model!r} failed: {first_line(exc)}") from exc
     metrics = score_model(estimator, X_test, y_test)
@@ -935,6 +937,35 @@ def _catboost_fit_frame(model: Any, X: pd.DataFrame) -> pd.DataFrame:
         model.set_params(cat_features=[*listed, *extra])
         chosen = [*chosen, *text]
     return _catboost_frame(X, chosen)
+
+
+def _catboost_categories_at_fit(estimator: Any) -> tuple[Any, dict[str, Any]]:
+    """``estimator`` and its fit parameters: a CatBoost model inside a
+    :class:`LabelEncodedClassifier` is given ``cat_features`` at fit instead.
+
+    The wrapper fits a clone of the model, and scikit-learn cannot clone CatBoost with
+    ``cat_features`` set (CatBoost stores a copy of the list, which ``clone`` refuses).
+    """
+    from sklearn.pipeline import Pipeline
+
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    wrapper, prefix = estimator, ""
+    if isinstance(estimator, Pipeline):
+        wrapper, prefix = estimator.steps[-1][1], f"{estimator.steps[-1][0]}__"
+    if not isinstance(wrapper, LabelEncodedClassifier):
+        return estimator, {}
+    inner = wrapper.estimator
+    params = inner.get_params()
+    listed = params.pop("cat_features", None)
+    if type(inner).__module__.split(".")[0] != "catboost" or not listed:
+        return estimator, {}
+    rebuilt = LabelEncodedClassifier(type(inner)(**params))
+    if isinstance(estimator, Pipeline):
+        estimator = Pipeline([*estimator.steps[:-1], (estimator.steps[-1][0], rebuilt)])
+    else:
+        estimator = rebuilt
+    return estimator, {f"{prefix}cat_features": list(listed)}
 
 
 def training_categories(estimator: Any, X: pd.DataFrame) -> dict[str, list[Any]]:
