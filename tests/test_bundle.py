@@ -107,6 +107,11 @@ def _edit_card(bundle: Bundle, edit) -> None:
         (lambda c: c.__setitem__("task", "clustering"), r"'task' is 'clustering'; it must be"),
         (lambda c: c["features"].__setitem__(0, {}), r"features\[0\] should be an object"),
         (lambda c: c.pop("task"), r"it lacks the field task"),
+        (lambda c: c.__setitem__("categories", []), r"'categories' should be an object, got"),
+        (
+            lambda c: c.__setitem__("categories", {"city": "Paris"}),
+            r"'categories\.city' should be a list \(the column's training values\), got 'Paris'",
+        ),
         (
             lambda c: c.__setitem__("golden", {"versions": 7}),
             r"'golden\.versions' should be an object, got 7; .*re-run `onnxbridge convert`",

@@ -161,3 +161,34 @@ def test_source_frame_gives_boosters_their_categories(library: str) -> None:
     expected = model.predict_proba(as_missing.astype({"city": "category"}))
     np.testing.assert_array_equal(got[1:], expected[1:])
     np.testing.assert_array_equal(got[0], model.predict_proba(source_frame(model, as_missing))[0])
+
+
+def test_catboost_on_boolean_target_with_an_integer_category_column_with_gaps(tmp_path) -> None:
+    """CatBoost with cat_features behind the label encoding a boolean target needs: the
+    integer column (floats with NaN in a CSV) and the unlisted text column reach CatBoost as
+    text, and train -> convert -> validate is EQUIVALENT."""
+    from onnxbridge import convert_bundle, train_bundle, validate_bundle
+
+    rng = np.random.RandomState(5)
+    n = 300
+    frame = pd.DataFrame(
+        {
+            "grade": rng.randint(0, 4, n).astype(float),
+            "city": rng.choice(["Paris", "Lyon", "Nice", "Bern"], n).astype(object),
+            "x": rng.normal(size=n),
+        }
+    )
+    frame.loc[rng.rand(n) < 0.1, "grade"] = np.nan
+    frame.loc[rng.rand(n) < 0.1, "city"] = None
+    frame["flag"] = (frame["grade"].fillna(5) % 2 == 1) ^ (frame["x"] > 0.3)
+    path = tmp_path / "table.csv"
+    frame.to_csv(path, index=False)
+    spec = (
+        "CatBoostClassifier(iterations=15, depth=3, max_ctr_complexity=1, cat_features=['grade'])"
+    )
+    bundle, result = train_bundle(str(path), spec, tmp_path / "bundle", target="flag")
+    assert sorted(result.categories) == ["city", "grade"]
+    assert sorted(result.categories["grade"]) == [0.0, 1.0, 2.0, 3.0]
+    convert_bundle(bundle)
+    report = validate_bundle(bundle, html=False)
+    assert report.verdict == "EQUIVALENT", report.diagnoses

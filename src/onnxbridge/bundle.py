@@ -525,6 +525,7 @@ _CARD_FIELDS: dict[str, tuple[Any, str]] = {
     "task": (_TEXT, "train"),
     "classes": ((list, type(None)), "train"),
     "target_names": ((list, type(None)), "train"),
+    "categories": (_OBJECT, "train"),
     "model": (_OBJECT, "train"),
     "split": (_OBJECT, "train"),
     "metrics": (_OBJECT, "train"),
@@ -646,6 +647,12 @@ def read_card(card_path: Path) -> dict[str, Any]:
             raise damaged(
                 f"features[{index}] should be an object with a text name and dtype, got {item!r}"
             )
+    bad_values = [k for k, v in card.get("categories", {}).items() if not isinstance(v, list)]
+    if bad_values:
+        raise damaged(
+            f"the field 'categories.{bad_values[0]}' should be a list (the column's training "
+            f"values), got {card['categories'][bad_values[0]]!r}"
+        )
     bad_hash = [k for k, v in card.get("files", {}).items() if not isinstance(v, str)]
     if bad_hash:
         raise damaged(f"the field 'files.{bad_hash[0]}' should be a text (a sha256)")
@@ -723,6 +730,12 @@ class Bundle:
     def classes(self) -> list[Any] | None:
         """Class labels (classifiers) or None."""
         return self.card.get("classes")
+
+    @property
+    def categories(self) -> dict[str, list[Any]]:
+        """Column -> its training values, for models that keep no list of their categories
+        (CatBoost's ``cat_features``); empty when the card records none."""
+        return dict(self.card.get("categories") or {})
 
     # Opening and creating ----------------------------------------------------------------------
     @classmethod
@@ -941,6 +954,8 @@ def train_bundle(
     }
     if dataset.target_names is not None:
         card["target_names"] = dataset.target_names
+    if result.categories:
+        card["categories"] = result.categories
     holdout = result.X_test.copy()
     holdout[target_name] = result.y_test.to_numpy()
     bundle = Bundle.create(

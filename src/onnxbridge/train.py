@@ -20,7 +20,7 @@ import importlib
 import inspect
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "PREPROCESS_MODES",
     "TrainResult",
     "build_preprocessor",
+    "catboost_text",
     "class_labels",
     "estimator_task",
     "fit_model",
@@ -42,6 +43,7 @@ __all__ = [
     "score_model",
     "source_frame",
     "takes_categories",
+    "training_categories",
     "unwrap_label_encoding",
 ]
 
@@ -475,6 +477,8 @@ class TrainResult:
     seed: int
     stratify: bool
     preprocess: str = "none"
+    # Column -> training values, for models that keep only hashes of their categories.
+    categories: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def classes(self) -> list[Any] | None:
@@ -675,12 +679,14 @@ def fit_model(
                 "target into class labels (integers or strings)"
             )
         estimator = _encode_labels_if_needed(estimator, y_train)
+    fit_params: dict[str, Any] = {}
     if preprocess == "none" and takes_categories(estimator):
         X_fit = _as_categories(estimator, X_train)
+        estimator, fit_params = _catboost_categories_at_fit(estimator)
     else:
         X_fit = X_train
     try:
-        estimator.fit(X_fit, y_train)
+        estimator.fit(X_fit, y_train, **fit_params)
     except _library_errors() as exc:
         raise ModelSpecError(f"fitting {model!r} failed: {first_line(exc)}") from exc
     metrics = score_model(estimator, X_test, y_test)
@@ -698,6 +704,7 @@ def fit_model(
         seed=seed,
         stratify=stratify and task == "classification",
         preprocess=preprocess,
+        categories=training_categories(estimator, X_train),
     )
 
 
@@ -727,7 +734,8 @@ def takes_categories(estimator: Any) -> bool:
 
     HistGradientBoosting with ``categorical_features="from_dtype"`` (scikit-learn's default),
     LightGBM (``categorical_feature="auto"``, its default) and XGBoost with
-    ``enable_categorical=True``; such a model is fitted on text columns as categories.
+    ``enable_categorical=True``; such a model is fitted on text columns as categories. CatBoost
+    with ``cat_features``: fitted on its categorical columns as text (see :func:`source_frame`).
     """
     model = _bare_model(estimator)
     if model is None:
@@ -740,6 +748,8 @@ def takes_categories(estimator: Any) -> bool:
         return params.get("categorical_feature", "auto") == "auto"
     if library == "xgboost":
         return bool(params.get("enable_categorical"))
+    if library == "catboost":
+        return bool(params.get("cat_features"))
     return False
 
 
@@ -821,12 +831,16 @@ def source_frame(
     LightGBM and XGBoost get their category columns as pandas categories with the categories
     they were fitted on; a value they never saw becomes missing, which is how LightGBM routes it
     and what XGBoost is given instead of an error. HistGradientBoosting gets a category column
-    of numbers back as numbers. Every other column, and every other model, is unchanged.
+    of numbers back as numbers. CatBoost gets its ``cat_features`` columns as the text
+    :func:`catboost_text` gives (a missing value as ``""``, as the ONNX graph is fed it). Every
+    other column, and every other model, is unchanged.
     ``like`` (default: ``frame``) tells which columns hold text, see :func:`native_categories`.
     """
     model = _bare_model(estimator)
     if model is None or not isinstance(frame, pd.DataFrame):
         return frame
+    if type(model).__module__.split(".")[0] == "catboost":
+        return _catboost_frame(frame, _catboost_columns(model, frame))
     frame = _numbers_back(model, frame)
     categories = native_categories(model, frame if like is None else like)
     if not categories:
@@ -845,8 +859,129 @@ def source_frame(
 
 
 def _as_categories(estimator: Any, X: pd.DataFrame) -> pd.DataFrame:
-    """Text columns as pandas categories, for a model that splits on them natively."""
+    """Text columns as pandas categories, for a model that splits on them natively; for
+    CatBoost, its categorical columns as text (:func:`_catboost_fit_frame`)."""
+    model = _bare_model(estimator)
+    if model is not None and type(model).__module__.split(".")[0] == "catboost":
+        return _catboost_fit_frame(model, X)
     text = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
     if not text:
         return X
     return X.astype({c: "category" for c in text})
+
+
+# -- CatBoost's categorical features ---------------------------------------------------------------
+
+
+def catboost_text(value: Any) -> str:
+    """The text CatBoost is given for one value of a categorical column.
+
+    A missing value is ``""``, as onnxbridge feeds it to an ONNX graph (CatBoost refuses NaN in a
+    categorical column, so the two must agree on one text); an integral number is written as an
+    integer (``"3"`` for 3.0: a column of integers with missing values arrives as floats, and
+    CatBoost writes an integer column that way); anything else is ``str(value)``.
+    """
+    if value is None or (isinstance(value, float | np.floating) and np.isnan(value)):
+        return ""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    if isinstance(value, np.generic):
+        value = value.item()
+    return str(value)
+
+
+def _catboost_columns(model: Any, frame: pd.DataFrame) -> list[str]:
+    """The columns of ``frame`` a CatBoost model takes as categorical (by name or position)."""
+    if model.is_fitted():
+        listed: list[Any] = [int(j) for j in model.get_cat_feature_indices()]
+    else:
+        listed = list(model.get_params().get("cat_features") or [])
+    columns = [str(c) for c in frame.columns]
+    found = []
+    for item in listed:
+        if isinstance(item, str) and item in columns:
+            found.append(item)
+        elif isinstance(item, int | np.integer) and 0 <= int(item) < len(columns):
+            found.append(columns[int(item)])
+    return found
+
+
+def _catboost_frame(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame`` with ``columns`` as CatBoost's text (:func:`catboost_text`)."""
+    if not columns:
+        return frame
+    frame = frame.copy()
+    for name in columns:
+        values = frame[name].astype(object).map(catboost_text)
+        frame[name] = pd.Series(values.to_numpy(dtype=object), index=frame.index, dtype=object)
+    return frame
+
+
+def _catboost_fit_frame(model: Any, X: pd.DataFrame) -> pd.DataFrame:
+    """The training rows for an unfitted CatBoost model with ``cat_features``.
+
+    Text columns the spec did not list join ``cat_features`` (CatBoost reads any other column
+    as numbers and fails on text); the categorical columns become CatBoost's text.
+    """
+    listed = list(model.get_params().get("cat_features") or [])
+    chosen = _catboost_columns(model, X)
+    text = [
+        str(c)
+        for c in X.columns
+        if not pd.api.types.is_numeric_dtype(X[c]) and str(c) not in chosen
+    ]
+    if text:
+        by_name = all(isinstance(item, str) for item in listed)
+        columns = [str(c) for c in X.columns]
+        extra = text if by_name else [columns.index(c) for c in text]
+        model.set_params(cat_features=[*listed, *extra])
+        chosen = [*chosen, *text]
+    return _catboost_frame(X, chosen)
+
+
+def _catboost_categories_at_fit(estimator: Any) -> tuple[Any, dict[str, Any]]:
+    """``estimator`` and its fit parameters: a CatBoost model inside a
+    :class:`LabelEncodedClassifier` is given ``cat_features`` at fit instead.
+
+    The wrapper fits a clone of the model, and scikit-learn cannot clone CatBoost with
+    ``cat_features`` set (CatBoost stores a copy of the list, which ``clone`` refuses).
+    """
+    from sklearn.pipeline import Pipeline
+
+    from onnxbridge._labels import LabelEncodedClassifier
+
+    wrapper, prefix = estimator, ""
+    if isinstance(estimator, Pipeline):
+        wrapper, prefix = estimator.steps[-1][1], f"{estimator.steps[-1][0]}__"
+    if not isinstance(wrapper, LabelEncodedClassifier):
+        return estimator, {}
+    inner = wrapper.estimator
+    params = inner.get_params()
+    listed = params.pop("cat_features", None)
+    if type(inner).__module__.split(".")[0] != "catboost" or not listed:
+        return estimator, {}
+    rebuilt = LabelEncodedClassifier(type(inner)(**params))
+    if isinstance(estimator, Pipeline):
+        estimator = Pipeline([*estimator.steps[:-1], (estimator.steps[-1][0], rebuilt)])
+    else:
+        estimator = rebuilt
+    return estimator, {f"{prefix}cat_features": list(listed)}
+
+
+def training_categories(estimator: Any, X: pd.DataFrame) -> dict[str, list[Any]]:
+    """Column -> its distinct training values, for a fitted model that keeps no list of its
+    categories: CatBoost with ``cat_features`` (it keeps hashes of them only, and its graph
+    can recognise only categories it is given). Empty for every other model.
+
+    The values are plain Python (JSON-ready) and leave missing values out.
+    """
+    model = _bare_model(estimator)
+    if model is None or type(model).__module__.split(".")[0] != "catboost":
+        return {}
+    if not model.is_fitted():
+        return {}
+    found: dict[str, list[Any]] = {}
+    for name in _catboost_columns(model, X):
+        values = pd.unique(X[name].dropna())
+        found[name] = [v.item() if isinstance(v, np.generic) else v for v in values]
+    return found

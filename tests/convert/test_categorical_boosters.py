@@ -1,4 +1,5 @@
-"""LightGBM and XGBoost native categorical splits: converted, run in ONNX Runtime, compared.
+"""LightGBM, XGBoost and CatBoost native categorical splits: converted, run in ONNX Runtime,
+compared.
 
 Every model is fitted on pandas ``category`` columns (and, for LightGBM, an integer column
 named in ``categorical_feature``) and compared with its own ``predict`` / ``predict_proba`` on
@@ -239,9 +240,11 @@ def test_a_category_named_by_the_empty_string_is_refused() -> None:
 
 # -- CatBoost ------------------------------------------------------------------------------------
 #
-# A fitted CatBoost model keeps its categories only as hashes, so convert_estimator refuses it;
-# its reader, given every category's value, is checked here by evaluating the spec it reads
-# (a plain walk of the trees) against CatBoost's own raw predictions.
+# A fitted CatBoost model keeps its categories only as hashes: convert_estimator hands its
+# converter the sample's values (and any ``categories=``). The reader is checked by evaluating
+# the spec it reads (a plain walk of the trees) against CatBoost's own raw predictions, and the
+# conversion end to end in ONNX Runtime; CatBoost is given a missing category as "", as onnxbridge
+# gives it.
 
 
 def _feed(frame: pd.DataFrame) -> list[np.ndarray]:
@@ -376,15 +379,114 @@ def test_catboost_reader_refuses_a_sample_missing_categories_and_feature_pairs()
         catboost_categorical_spec(model, {0: list("abcdefgh"), 1: list("klmnopqr")})
 
 
-def test_catboost_with_categorical_features_is_refused_with_the_reason() -> None:
-    from catboost import CatBoostClassifier
+def _catboost_text(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The rows as CatBoost takes them: categorical columns as text, a missing value as "",
+    an integral number as an integer ("3" for 3.0)."""
 
-    frame, target = _catboost_table(200, seed=2)
-    model = CatBoostClassifier(
-        iterations=5, verbose=0, thread_count=1, allow_writing_files=False, cat_features=["colour"]
-    ).fit(frame[["colour", "x"]], (target > 0).astype(int))
-    with pytest.raises(
-        ConversionError,
-        match=r"cat features \[0\] cannot be converted: the model keeps only hashes of its",
-    ):
-        convert_estimator(model, frame[["colour", "x"]].head(20), precision="float")
+    def text(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return ""
+        return str(int(value)) if isinstance(value, float) else str(value)
+
+    out = frame.copy()
+    for name in columns:
+        out[name] = [text(v) for v in frame[name].astype(object)]
+    return out
+
+
+_CAT_COLUMNS = ["colour", "size", "grade"]
+_CATBOOST = {
+    "iterations": 12,
+    "depth": 4,
+    "verbose": 0,
+    "thread_count": 1,
+    "allow_writing_files": False,
+    "random_seed": 0,
+    "max_ctr_complexity": 1,
+    "one_hot_max_size": 3,  # size one-hot, colour and grade by CTRs
+}
+
+
+def _catboost_training_rows(n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """_catboost_table with missing values: text (None) in colour, NaN in grade (a float column
+    of integer codes) and in x."""
+    frame, target = _catboost_table(n, seed)
+    rng = np.random.RandomState(seed + 10)
+    frame["colour"] = frame["colour"].astype(object)
+    frame.loc[rng.rand(n) < 0.1, "colour"] = None
+    frame["grade"] = frame["grade"].astype(float)
+    frame.loc[rng.rand(n) < 0.1, "grade"] = np.nan
+    return frame, target
+
+
+def _catboost_new_rows() -> pd.DataFrame:
+    """Rows no model saw: every known value, an unseen colour and grade, missing values in each
+    column, duplicates."""
+    held = _catboost_held_out()
+    held["colour"] = held["colour"].astype(object)
+    held["grade"] = held["grade"].astype(float)
+    extra = pd.DataFrame(
+        {
+            "colour": [None, None, "teal", "red"],
+            "x": [0.1, np.nan, 0.3, 0.1],
+            "size": ["S", "M", "L", "S"],
+            "grade": [1.0, np.nan, 2.0, np.nan],
+        }
+    )
+    return pd.concat([held, extra, extra], ignore_index=True)
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+@pytest.mark.parametrize("task", ["regression", "binary-text-labels", "multiclass"])
+def test_catboost_categorical_model_converts_exactly(task: str, precision: str) -> None:
+    """convert_estimator gives the converter the sample's categories: ONNX Runtime on raw rows
+    (text, None, NaN) answers as CatBoost does on the same rows given as it takes them."""
+    from catboost import CatBoostClassifier, CatBoostRegressor
+
+    frame, target = _catboost_training_rows(400, seed=0)
+    fit_rows = _catboost_text(frame, _CAT_COLUMNS)
+    params = {**_CATBOOST, "cat_features": _CAT_COLUMNS}
+    if task == "regression":
+        model = CatBoostRegressor(**params).fit(fit_rows, target)
+    elif task == "multiclass":
+        model = CatBoostClassifier(**params).fit(
+            fit_rows, np.digitize(target, np.quantile(target, [0.33, 0.66]))
+        )
+    else:
+        labels = np.where(target > np.median(target), "high", "low")
+        model = CatBoostClassifier(**params).fit(fit_rows, labels)
+    result = convert_estimator(model, frame, precision=precision)
+    rows = _catboost_new_rows()
+    got = _run(result, rows)
+    given = _catboost_text(rows, _CAT_COLUMNS)
+    if task == "regression":
+        np.testing.assert_allclose(
+            got["value"].ravel(), model.predict(given), atol=TOLERANCE, err_msg="value"
+        )
+        return
+    np.testing.assert_array_equal(got["label"], model.predict(given).ravel(), err_msg="label")
+    np.testing.assert_allclose(
+        got["probabilities"], model.predict_proba(given), atol=TOLERANCE, err_msg="probabilities"
+    )
+
+
+def test_catboost_sample_missing_a_category_is_refused_and_categories_complete_it() -> None:
+    from catboost import CatBoostRegressor
+
+    frame, target = _catboost_training_rows(400, seed=3)
+    model = CatBoostRegressor(**_CATBOOST, cat_features=_CAT_COLUMNS)
+    model.fit(_catboost_text(frame, _CAT_COLUMNS), target)
+    few = frame[frame["colour"].isin(COLOURS[:6])].head(40)
+    with pytest.raises(ConversionError) as caught:
+        convert_estimator(model, few, precision="float")
+    message = str(caught.value)
+    assert "hold 6 value(s) of column 'colour' but miss" in message
+    assert "pass --sample rows that hold every category of column 'colour'" in message
+    assert "\n" not in message
+    result = convert_estimator(model, few, precision="float", categories={"colour": COLOURS})
+    rows = _catboost_new_rows()
+    np.testing.assert_allclose(
+        _run(result, rows)["value"].ravel(),
+        model.predict(_catboost_text(rows, _CAT_COLUMNS)),
+        atol=TOLERANCE,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from onnxbridge.bundle import (
     now_iso,
 )
 from onnxbridge.convert.folding import fold_scaling_into_linear
+from onnxbridge.convert.given_rows import conversion_rows
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
@@ -305,6 +306,7 @@ def convert_estimator(
     target: str | None = None,
     description: str | None = None,
     fold: bool = True,
+    categories: Mapping[str, Sequence[Any]] | None = None,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
 
@@ -325,6 +327,10 @@ def convert_estimator(
         description: how the estimator was specified (e.g. the ``--model`` spec).
         fold: fold a scaler before a linear model into its coefficients
             (:mod:`onnxbridge.convert.folding`); False keeps one node per pipeline step.
+        categories: column -> values that column can hold, added to the sample's. A CatBoost
+            model with ``cat_features`` keeps only hashes of its categories, so the graph knows
+            exactly the categories found in ``sample`` and here: give every training category
+            (or pass the training rows as ``sample``).
 
     Returns:
         The converted model, its metadata and the choices made.
@@ -368,6 +374,7 @@ def convert_estimator(
                 target=target,
                 description=description,
                 fold=fold,
+                categories=categories,
             )
 
         return convert_auto(estimator, frame, convert_as)
@@ -375,13 +382,15 @@ def convert_estimator(
     load_converters()
     float_name = "float64" if precision == "double" else "float32"
     inputs = graph_inputs(schema, float_name)
-    model, choice = _convert_with_opsets(
-        estimator,
-        inputs,
-        opset,
-        ml_opset,
-        zipmap=zipmap and task == "classification",
-    )
+    # Converters that need the data's values (CatBoost's categories) read them from here.
+    with conversion_rows(frame, categories):
+        model, choice = _convert_with_opsets(
+            estimator,
+            inputs,
+            opset,
+            ml_opset,
+            zipmap=zipmap and task == "classification",
+        )
     if precision == "double":
         from onnxbridge.convert.precision import fix_double_graph
 
@@ -579,6 +588,8 @@ def convert_bundle(
         target=bundle.target,
         description=bundle.card.get("model", {}).get("spec"),
         fold=fold,
+        # The held-out rows may miss training categories a CatBoost model knows by hash only.
+        categories=bundle.categories,
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)

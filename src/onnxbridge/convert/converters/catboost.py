@@ -7,11 +7,17 @@ skl2onnx and onnxmltools have no converter for CatBoost; CatBoost exports ONNX i
 onnxbridge's input naming, output roles, metadata and precisions, also at the end of a numeric
 Pipeline. ``[N, F] -> label [N], probabilities [N, C]`` / ``value [N, 1]``. CatBoost compares
 ``float32(x) > border`` and sends NaN below every border (its default ``nan_mode="Min"``).
-Models with categorical or text features are refused: CatBoost's export takes only numeric
-features, and a fitted model keeps its categories only as 32-bit hashes of their text (one-hot
-splits compare them, CTR tables are keyed by them). :func:`catboost_categorical_spec` reads such
-a model exactly when it is given every category's value (from the training data); it is not
-reachable from ``convert_estimator`` yet, which hands converters no data.
+
+Categorical features (``cat_features``): CatBoost's export takes only numeric features, and a
+fitted model keeps its categories only as 32-bit hashes of their text (one-hot splits compare
+them, CTR tables are keyed by them). :func:`catboost_categorical_spec` reads such a model from
+its JSON form exactly when it is given every category's value: the converter takes them from the
+rows of the conversion (:mod:`onnxbridge.convert.given_rows`: the sample, plus the training
+categories a bundle records) and refuses, naming the column, when a category the model knows is
+not among them. A value is given to CatBoost as :func:`onnxbridge.train.catboost_text` writes it
+(a missing value as ``""``), so a missing value goes where CatBoost sends ``""``, and a category
+it never saw where its CTR prior (or no one-hot match) sends it. Text and embedding features are
+refused.
 """
 
 from __future__ import annotations
@@ -38,9 +44,11 @@ from onnxbridge.convert.converters._tree_heads import (
     write_classifier,
     write_regressor,
 )
+from onnxbridge.convert.given_rows import find_conversion_rows
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.convert.tree_ensemble import TreeEnsembleSpec
 from onnxbridge.errors import ConversionError
+from onnxbridge.train import catboost_text
 
 
 def _exported_node(model: Any) -> onnx.NodeProto:
@@ -52,9 +60,9 @@ def _exported_node(model: Any) -> onnx.NodeProto:
             special.append(f"{kind} features {list(getter())}")
     if special:
         # Categorical features: the fitted model holds 32-bit hashes of its categories, never
-        # their text, so no graph can recognise them from the model alone
-        # (catboost_categorical_spec needs every category's value from data). Text and
-        # embedding features go through CatBoost's own tokenizers and estimators.
+        # their text, so its own export cannot take them (the converters read such a model with
+        # catboost_categorical_spec instead). Text and embedding features go through
+        # CatBoost's own tokenizers and estimators.
         why = (
             "the model keeps only hashes of its categories, not their values"
             if special[0].startswith("cat")
@@ -163,6 +171,7 @@ def catboost_spec(model: Any) -> tuple[TreeEnsembleSpec, str, list[Any]]:
 _MAGIC = 0x4906BA494954CB65
 _UINT64 = (1 << 64) - 1
 _EMPTY_SLOT = _UINT64  # a free slot in a CTR hash table
+_MISSING = catboost_text(None)  # "": how a missing value reaches CatBoost (and the graph)
 
 
 def _projection_key(category_hash: int) -> int:
@@ -177,9 +186,9 @@ def _model_json(model: Any) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _category_hashes(model: Any, known: dict[int, list[Any]]) -> dict[int, dict[Any, int]]:
-    """Column -> value -> CatBoost's hash of it, computed by CatBoost (its Python export of
-    the model with a Pool of the values lists each value's hash)."""
+def _category_hashes(model: Any, known: dict[int, list[str]]) -> dict[int, dict[str, int]]:
+    """Column -> text -> CatBoost's hash of it, computed by CatBoost (its Python export of
+    the model with a Pool of the texts lists each one's hash)."""
     from catboost import Pool
 
     names = list(model.feature_names_)
@@ -192,7 +201,7 @@ def _category_hashes(model: Any, known: dict[int, list[Any]]) -> dict[int, dict[
         if values is None:
             columns[name] = [0.0] * width
         else:
-            columns[name] = [str(values[i % len(values)]) for i in range(width)]
+            columns[name] = [values[i % len(values)] for i in range(width)]
     pool = Pool(pd.DataFrame(columns), cat_features=sorted(known))
     with tempfile.TemporaryDirectory(prefix="onnxbridge-catboost-") as folder:
         path = Path(folder) / "model.py"
@@ -209,7 +218,23 @@ def _category_hashes(model: Any, known: dict[int, list[Any]]) -> dict[int, dict[
             "CatBoost's Python export lists no category hashes; onnxbridge cannot read the "
             "model's categories with this CatBoost version"
         )
-    return {j: {v: int(table[str(v)]) for v in values} for j, values in known.items()}
+    return {j: {v: _listed_hash(table, v) for v in values} for j, values in known.items()}
+
+
+def _listed_hash(table: dict[str, int], text: str) -> int:
+    """The hash the Python export lists for ``text``.
+
+    CatBoost writes each key's UTF-8 bytes as ``\\xNN`` escapes in a ``str`` literal, so a
+    non-ASCII key reads back as its bytes taken for Latin-1 characters; a release that writes
+    the text itself is read too.
+    """
+    for key in (text, text.encode("utf-8").decode("latin-1")):
+        if key in table:
+            return int(table[key])
+    raise ConversionError(
+        f"CatBoost's Python export lists no hash for the category {text!r}; onnxbridge cannot "
+        "read this model's categories with this CatBoost version"
+    )
 
 
 @dataclass
@@ -292,8 +317,9 @@ def _check_covered(name: str, needed: set[int], given: set[int], n_values: int, 
         raise ConversionError(
             f"the sample rows hold {n_values} value(s) of column {name!r} but miss "
             f"{len(missing)} of the categories the CatBoost model {what}; CatBoost keeps only "
-            "hashes of its categories, so pass sample rows that hold every category of the "
-            "training data (e.g. the training rows themselves)"
+            f"hashes of its categories, so pass --sample rows that hold every category of "
+            f"column {name!r} (the training rows; Python: convert_estimator(model, "
+            "training_rows) or categories={column: values})"
         )
 
 
@@ -306,13 +332,16 @@ def catboost_categorical_spec(
     ``nan_mode`` sends it), a one-hot feature's ``value == category``, and a CTR's
     ``ctr(category) > border``, where the CTR of each given category is computed from the
     model's tables as CatBoost does (float32); a category the model never saw gets the
-    prior's CTR and is never equal to a one-hot category. A missing value goes where an unseen
-    category goes (CatBoost refuses missing categorical values). The oblivious trees are
+    prior's CTR and is never equal to a one-hot category. A missing value (NaN, or ``""`` in a
+    text input) goes where CatBoost sends the text ``""``, which is how onnxbridge gives it a
+    missing value (:func:`onnxbridge.train.catboost_text`; CatBoost refuses NaN there): where
+    a known category ``""`` goes, else where an unseen one goes. The oblivious trees are
     written out as ordinary binary trees.
 
     Args:
         model: the fitted model.
-        known: input column -> the values of that categorical column in the sample rows.
+        known: input column -> the values of that categorical column in the sample rows
+            (each is given to CatBoost as :func:`onnxbridge.train.catboost_text` writes it).
 
     Returns:
         The spec (raw formula value, ``[N, K]``) and the loss function's name.
@@ -327,23 +356,34 @@ def catboost_categorical_spec(
     cat_info = info.get("categorical_features") or []
     cat_columns = [int(c["flat_feature_index"]) for c in cat_info]
     float_info = info.get("float_features") or []
-    hashes = _category_hashes(model, {j: list(known.get(j, [])) for j in cat_columns})
+    # Each column's values by the text CatBoost is given (one value per text); "" is the text
+    # of a missing value, hashed too: the model may know it as a category (onnxbridge train
+    # fits on it) and sends it somewhere either way.
+    values_of: dict[int, list[Any]] = {}
+    texts_of: dict[int, list[str]] = {}
+    for j in cat_columns:
+        by_text: dict[str, Any] = {}
+        for value in known.get(j, []):
+            by_text.setdefault(catboost_text(value), value)
+        by_text.pop(_MISSING, None)
+        values_of[j] = list(by_text.values())
+        texts_of[j] = list(by_text)
+    hashes = _category_hashes(model, {j: [*texts_of[j], _MISSING] for j in cat_columns})
     ctrs = _read_ctrs(document, cat_columns)
     for ctr in ctrs:
         given = {_projection_key(h) for h in hashes[ctr.feature].values()}
         _check_covered(
-            names[ctr.feature], set(ctr.table), given, len(hashes[ctr.feature]), "counts"
+            names[ctr.feature], set(ctr.table), given, len(texts_of[ctr.feature]), "counts"
         )
     for entry, column in zip(cat_info, cat_columns, strict=True):
         given = {h & 0xFFFFFFFF for h in hashes[column].values()}
         needed = {int(v) & 0xFFFFFFFF for v in entry.get("values") or []}
-        _check_covered(names[column], needed, given, len(hashes[column]), "splits on")
+        _check_covered(names[column], needed, given, len(texts_of[column]), "splits on")
     # The binary features in CatBoost's order: float borders, one-hot values, CTR borders.
     ctr_of_split: list[tuple[_Ctr, float]] = [(c, b) for c in ctrs for b in c.borders]
     first_ctr = sum(len(f["borders"]) for f in float_info) + sum(
         len(c.get("values") or []) for c in cat_info
     )
-    values_of = {j: list(hashes[j]) for j in cat_columns}
     categories = {j: np.array(values_of[j], dtype=object) for j in cat_columns}
 
     def decision(split: dict[str, Any]) -> tuple[int, float, bool, np.ndarray | None, bool]:
@@ -357,8 +397,12 @@ def catboost_categorical_spec(
         if kind == "OneHotFeature":
             column = cat_columns[int(split["cat_feature_index"])]
             target = int(split["value"]) & 0xFFFFFFFF
-            equal = np.array([hashes[column][v] & 0xFFFFFFFF == target for v in values_of[column]])
-            return column, 0.0, True, np.flatnonzero(~equal), True
+
+            def equal(text: str) -> bool:
+                return hashes[column][text] & 0xFFFFFFFF == target
+
+            hits = np.array([equal(t) for t in texts_of[column]], dtype=bool)
+            return column, 0.0, not equal(_MISSING), np.flatnonzero(~hits), True
         if kind == "OnlineCtr":
             ctr, border = ctr_of_split[int(split["split_index"]) - first_ctr]
             if not np.isclose(border, float(split["border"]), rtol=0, atol=1e-6):
@@ -368,12 +412,13 @@ def catboost_categorical_spec(
                 )
             edge = np.float32(split["border"])
             column = ctr.feature
-            above = np.array(
-                [ctr.value(_projection_key(hashes[column][v])) > edge for v in values_of[column]],
-                dtype=bool,
-            )
+
+            def above(text: str) -> bool:
+                return bool(ctr.value(_projection_key(hashes[column][text])) > edge)
+
+            goes_right = np.array([above(t) for t in texts_of[column]], dtype=bool)
             unknown_left = not bool(ctr.value(None) > edge)
-            return column, 0.0, unknown_left, np.flatnonzero(~above), unknown_left
+            return column, 0.0, not above(_MISSING), np.flatnonzero(~goes_right), unknown_left
         raise ConversionError(
             f"CatBoost split type {kind!r} cannot be converted; onnxbridge converts float, "
             "one-hot and CTR splits"
@@ -465,9 +510,84 @@ def _check_label_type(model: Any) -> None:
         )
 
 
+def _refuse_text_features(model: Any) -> None:
+    """Text and embedding features go through CatBoost's own tokenizers and estimators."""
+    for kind in ("text", "embedding"):
+        getter = getattr(model, f"get_{kind}_feature_indices", None)
+        if getter is not None and list(getter()):
+            raise ConversionError(
+                f"{type(model).__name__} with {kind} features {list(getter())} cannot be "
+                "converted: CatBoost's text and embedding features have no ONNX form; encode "
+                "those columns in a Pipeline before the model (e.g. TfidfVectorizer) and fit "
+                "without them as text_features / embedding_features"
+            )
+
+
+def _category_columns(model: Any) -> list[int]:
+    getter = getattr(model, "get_cat_feature_indices", None)
+    return [int(j) for j in getter()] if getter is not None else []
+
+
+def _known_values(model: Any) -> dict[int, list[Any]]:
+    """Categorical feature -> its values in the rows of this conversion (by column name, or by
+    position when the model was fitted on an array)."""
+    name = type(model).__name__
+    rows = find_conversion_rows()
+    if rows is None:
+        raise ConversionError(
+            f"{name} with cat features {_category_columns(model)} needs the values of its "
+            "categories (it keeps only hashes of them): convert it with "
+            "onnxbridge.convert_estimator(model, training_rows) or `onnxbridge convert MODEL "
+            "--sample TRAINING.csv`"
+        )
+    features = [str(n) for n in model.feature_names_]
+    columns = rows.columns
+    if set(features) <= set(columns):
+        column_of = {j: features[j] for j in range(len(features))}
+    elif len(features) == len(columns):
+        column_of = dict(enumerate(columns))
+    else:
+        raise ConversionError(
+            f"{name} with cat features takes the columns {features[:10]}, but the model's input "
+            f"has {columns[:10]}; convert a CatBoost model with categorical features on its own "
+            "(not after other pipeline steps), given rows of its training columns"
+        )
+    return {j: rows.values(column_of[j]) for j in _category_columns(model)}
+
+
+# CatBoost losses whose prediction is the raw formula value (regressors) and the head that turns
+# a classifier's raw scores into its predict_proba.
+_IDENTITY_LOSSES = ("RMSE", "MAE", "Quantile", "MAPE", "Huber", "Expectile", "Lq")
+_CLASSIFIER_LOSSES = {
+    "Logloss": "logistic",
+    "CrossEntropy": "logistic",
+    "MultiClass": "softmax",
+    "MultiClassOneVsAll": "ova",
+}
+
+
+def _categorical_spec(model: Any) -> tuple[TreeEnsembleSpec, str] | None:
+    """The spec and loss of a model with categorical features, or None when it has none."""
+    _refuse_text_features(model)
+    if not _category_columns(model):
+        return None
+    return catboost_categorical_spec(model, _known_values(model))
+
+
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_label_type(model)
+    categorical = _categorical_spec(model)
+    if categorical is not None:
+        spec, loss = categorical
+        if loss not in _CLASSIFIER_LOSSES:
+            raise ConversionError(
+                f"CatBoostClassifier(loss_function={loss!r}) with cat features cannot be "
+                f"converted; use one of {', '.join(_CLASSIFIER_LOSSES)}"
+            )
+        transform = _CLASSIFIER_LOSSES[loss]
+        write_classifier(scope, operator, container, spec, transform=transform)
+        return
     spec, post, labels = catboost_spec(model)
     classes = [str(c) for c in np.asarray(model.classes_)]
     if [str(c) for c in labels] != classes:
@@ -485,6 +605,16 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
 
 
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
+    categorical = _categorical_spec(operator.raw_operator)
+    if categorical is not None:
+        spec, loss = categorical
+        if loss not in _IDENTITY_LOSSES:
+            raise ConversionError(
+                f"CatBoostRegressor(loss_function={loss!r}) with cat features cannot be "
+                f"converted; use one of {', '.join(_IDENTITY_LOSSES)}"
+            )
+        write_regressor(scope, operator, container, spec)
+        return
     spec, post, _ = catboost_spec(operator.raw_operator)
     if post != "NONE":
         raise ConversionError(

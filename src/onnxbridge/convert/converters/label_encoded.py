@@ -41,7 +41,8 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _inner_classes(model)
     g = Nodes(scope, operator, container)
-    index, probabilities = g.classifier_outputs(model.estimator_, [operator.inputs[0]], "inner")
+    # Every input: a table with text columns has one input per column.
+    index, probabilities = g.classifier_outputs(model.estimator_, list(operator.inputs), "inner")
     g.identity(probabilities, operator.outputs[1].full_name)
     g.labels(model.classes_, index, output=operator.outputs[0].full_name)
 
