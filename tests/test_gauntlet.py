@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_support import run
+from cli_support import assert_one_line_error, run
 from onnxbridge import (
     Predictor,
     convert_bundle,
@@ -134,9 +134,19 @@ def _native(kind: str):
     )
 
 
+def _ascii(frame: pd.DataFrame) -> pd.DataFrame:
+    """XGBoost 3.2 keeps non-ASCII category text damaged: its tables use ASCII names."""
+    spelled = {"Zürich": "Zurich", "Köln": "Koeln"}
+    frame = frame.copy()
+    frame["city"] = frame["city"].cat.rename_categories(lambda c: spelled.get(c, c))
+    return frame
+
+
 @pytest.mark.parametrize("kind", ["hgb", "lightgbm", "xgboost", "catboost"])
 def test_native_categorical_model_brought_as_skops(capsys, tmp_path, kind: str) -> None:
     frame = _category_frame(400, seed=0)
+    if kind == "xgboost":
+        frame = _ascii(frame)
     X, y = frame.drop(columns=["churn"]), (frame["churn"] == "yes").astype(int)
     if kind == "catboost":  # CatBoost takes text categories, not pandas categories
         X = X.astype({"city": object, "job": object}).fillna({"city": "missing"})
@@ -144,6 +154,8 @@ def test_native_categorical_model_brought_as_skops(capsys, tmp_path, kind: str) 
     save_estimator(model, tmp_path / "model.skops")
     # New rows: categories never seen in training, missing ones, every known one.
     rows = _category_frame(200, seed=1).drop(columns=["churn"])
+    if kind == "xgboost":
+        rows = _ascii(rows)
     rows.loc[::7, "city"] = None
     rows["city"] = rows["city"].astype(object)
     rows.loc[3::11, "city"] = "Genève"
@@ -217,3 +229,23 @@ def test_neighbours_with_ties(tmp_path, algorithm: str, task: str) -> None:
         np.testing.assert_allclose(
             np.ravel(predicted.values), model.predict(X[held]), rtol=1e-6, atol=1e-9
         )
+
+
+def test_xgboost_damaged_categories_are_refused(capsys, tmp_path) -> None:
+    """XGBoost 3.2 keeps non-ASCII categories cut apart ("Zürich" as "Züric"): refused, named."""
+    frame = _category_frame(300, seed=0)
+    X, y = frame.drop(columns=["churn"]), (frame["churn"] == "yes").astype(int)
+    model = _native("xgboost").fit(X, y)
+    save_estimator(model, tmp_path / "model.skops")
+    X.head(50).to_csv(tmp_path / "sample.csv", index=False)
+    code, _, err = run(
+        capsys,
+        "convert",
+        tmp_path / "model.skops",
+        "--sample",
+        tmp_path / "sample.csv",
+        "--out",
+        tmp_path / "model.onnx",
+    )
+    assert_one_line_error(code, err, "categories of column 'city' damaged: they hold non-ASCII")
+    assert not (tmp_path / "model.onnx").exists()

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.data import Dataset, load_dataset, split_dataset
-from onnxbridge.errors import DataError, ModelSpecError, first_line
+from onnxbridge.errors import ConversionError, DataError, ModelSpecError, first_line
 
 __all__ = [
     "PREPROCESS_MODES",
@@ -45,6 +45,7 @@ __all__ = [
     "takes_categories",
     "training_categories",
     "unwrap_label_encoding",
+    "xgboost_categories",
 ]
 
 
@@ -788,9 +789,53 @@ def native_categories(estimator: Any, like: pd.DataFrame | None = None) -> dict[
         booster = model.get_booster()
         if "c" not in (booster.feature_types or []):
             return {}
-        found = booster.get_categories(export_to_arrow=True).to_arrow()
-        return {str(name): values.to_pylist() for name, values in found if values is not None}
+        import json
+
+        try:
+            found = xgboost_categories(json.loads(bytes(booster.save_raw("json"))))
+        except ConversionError:
+            return {}  # damaged categories: the model is refused where it is converted
+        names = booster.feature_names or [f"f{j}" for j in range(booster.num_features())]
+        return {str(names[j]): known for j, known in found.items()}
     return {}
+
+
+def xgboost_categories(document: dict[str, Any]) -> dict[int, list[Any]]:
+    """The categories an XGBoost model (3.1 and later) stored per feature, from its JSON model.
+
+    ``learner.gradient_booster.model.cats.enc`` has one entry per feature: numbers as
+    ``values``, or text as the UTF-8 bytes of every category one after the other (signed) cut
+    by ``offsets``. Position ``k`` is code ``k``.
+
+    Raises:
+        ConversionError: non-ASCII category text. XGBoost 3.2 counts the offsets in characters
+            but keeps only that many bytes, so such categories come back cut apart and the
+            last ones lost ("Zürich" as "Züric"; its own ``get_categories()`` shows the same):
+            no reader can recover them.
+    """
+    from itertools import pairwise
+
+    model = document["learner"]["gradient_booster"]["model"]
+    names = document["learner"].get("feature_names") or []
+    found: dict[int, list[Any]] = {}
+    for j, entry in enumerate((model.get("cats") or {}).get("enc") or []):
+        values = entry.get("values") or []
+        if not values:
+            continue
+        offsets = [int(v) for v in entry.get("offsets") or []]
+        if not offsets:
+            found[j] = list(values)
+            continue
+        data = bytes(int(v) & 0xFF for v in values)
+        if any(b >= 0x80 for b in data):
+            raise ConversionError(
+                f"XGBoost stored the categories of column "
+                f"{names[j] if j < len(names) else j!r} damaged: they hold non-ASCII text, "
+                "which this XGBoost release keeps cut apart; rename the categories to ASCII text "
+                "(or ordinal-encode the column) and refit"
+            )
+        found[j] = [data[a:b].decode("ascii") for a, b in pairwise(offsets)]
+    return found
 
 
 def _numbers_back(model: Any, frame: pd.DataFrame) -> pd.DataFrame:

@@ -206,6 +206,26 @@ def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
     return expected
 
 
+def _one_thread_if_it_matters(estimator: Any) -> Any:
+    """One thread for a brute-force neighbours search, else nothing.
+
+    scikit-learn's brute search splits the training rows among its threads when a call has few
+    query rows, and which of several equally distant rows it keeps then depends on the thread
+    count. Its one-thread answer keeps them in training order, the rule the ONNX graph
+    reproduces (``converters/_kneighbors.py``), so that is the answer compared.
+    """
+    import contextlib
+
+    final = estimator
+    while hasattr(final, "steps"):
+        final = final.steps[-1][1]
+    if getattr(final, "_fit_method", None) != "brute":
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
 def expected_outputs(
     estimator: Any,
     X: Any,
@@ -233,7 +253,8 @@ def expected_outputs(
     for role in roles:
         name = reference_method(estimator, role)
         if name not in computed:
-            computed[name] = getattr(estimator, name)(X)
+            with _one_thread_if_it_matters(estimator):
+                computed[name] = getattr(estimator, name)(X)
         value = computed[name]
         base, target = role_parts(role)
         if base in ("indices", "distances"):

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -403,25 +402,12 @@ def _parse_base_score(text: str) -> np.ndarray:
 def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray]:
     """The categories XGBoost (3.1 and later) stores for each DataFrame category column.
 
-    ``gradient_booster.model.cats.enc`` has one entry per feature: text categories as UTF-8
-    bytes cut by ``offsets``, numbers as ``values``; position ``k`` is code ``k``. XGBoost
+    Read by :func:`onnxbridge.train.xgboost_categories` (position ``k`` is code ``k``); XGBoost
     re-codes a DataFrame's categories by these at predict time.
     """
-    learner = document["learner"]
-    cats = learner["gradient_booster"]["model"].get("cats") or {}
-    found: dict[int, np.ndarray] = {}
-    for j, entry in enumerate(cats.get("enc") or []):
-        values = entry.get("values") or []
-        if not values:
-            continue
-        offsets = entry.get("offsets")
-        if offsets:
-            data = bytes(int(v) for v in values)
-            known = [data[int(a) : int(b)].decode("utf-8") for a, b in pairwise(offsets)]
-        else:
-            known = list(values)
-        found[j] = _known_categories(known)
-    return found
+    from onnxbridge.train import xgboost_categories
+
+    return {j: _known_categories(known) for j, known in xgboost_categories(document).items()}
 
 
 def from_xgboost(

@@ -160,22 +160,12 @@ def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
                 )
         return found
     if name.startswith("XGB") and hasattr(estimator, "get_booster"):
-        frame = estimator.get_booster().trees_to_dataframe()
-        frame = frame[frame["Feature"] != "Leaf"]
-        if "Category" in frame.columns:  # categorical splits have no threshold
-            frame = frame[frame["Category"].isna()]
-        fitted_names = getattr(estimator, "feature_names_in_", None)
-        names = [] if fitted_names is None else [str(n) for n in fitted_names]
-        found = []
-        for feature, split in zip(frame["Feature"], frame["Split"], strict=True):
-            if feature in names:
-                index = names.index(feature)
-            elif str(feature).startswith("f") and str(feature)[1:].isdigit():
-                index = int(str(feature)[1:])
-            else:
-                continue
-            found.append(SplitThreshold(index, float(split), left_is_le=False))
-        return found
+        # The JSON model, as the converter reads it (XGBoost's trees_to_dataframe cannot parse
+        # a text dump with non-ASCII categories); categorical splits have no threshold.
+        from onnxbridge.convert.tree_ensemble import from_xgboost
+
+        spec, _ = from_xgboost(estimator)
+        return [SplitThreshold(f, t, left_is_le=spec.rule == "leq") for f, t in spec.splits()]
     if name.startswith("LGBM") and hasattr(estimator, "booster_"):
         found = []
 

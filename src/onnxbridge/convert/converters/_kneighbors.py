@@ -262,6 +262,43 @@ def _reduced(body: _Body, x: str, points: np.ndarray, p: float) -> str:
     return total
 
 
+def _expanded_euclidean(model: Any) -> bool:
+    """Whether scikit-learn's brute search ranks rows by ``|x|² - 2x·y + |y|²`` (its euclidean
+    ``ArgKmin``: the euclidean metric, or minkowski with p=2, on dense rows)."""
+    return getattr(model, "effective_metric_", None) in ("euclidean", "sqeuclidean") or (
+        getattr(model, "effective_metric_", None) == "minkowski"
+        and float((getattr(model, "effective_metric_params_", None) or {}).get("p", 2)) == 2.0
+    )
+
+
+def _row_norms(points: np.ndarray) -> np.ndarray:
+    """``|y|²`` of each training row, computed by scikit-learn's own routine where it has one
+    (so the numbers are the ones its search adds), else row by row."""
+    try:
+        from sklearn.metrics._pairwise_distances_reduction._dispatcher import (
+            sqeuclidean_row_norms,
+        )
+    except ImportError:
+        return np.einsum("ij,ij->i", points, points)
+    return np.asarray(sqeuclidean_row_norms(points, num_threads=1), dtype=np.float64)
+
+
+def _expanded(body: _Body, x: str, points: np.ndarray) -> str:
+    """``[B, F] -> [B, P]``: the squared euclidean distance as scikit-learn's brute search
+    computes it, ``max((|x|² + (-2 x·yᵀ)) + |y|², 0)``: the middle term one matrix product (each
+    entry summed over the features in order, as BLAS's kernels sum it), so rows that tie for
+    scikit-learn tie here and rounding breaks near-ties the same way."""
+    middle = body.node(
+        "Mul", [body.node("MatMul", [x, body.const(points.T.copy())]), body.const(-2.0)]
+    )
+    norms = body.node("ReduceSumSquare", [x, body.const([1], np.int64)], keepdims=1)
+    total = body.node(
+        "Add",
+        [body.node("Add", [norms, middle]), body.const(_row_norms(points).reshape(1, -1))],
+    )
+    return body.node("Max", [total, body.const(0.0)])
+
+
 def _rdist_to_dist(body: _Body, rdist: str, p: float) -> str:
     if p == 2.0:
         return body.node("Sqrt", [rdist])
@@ -711,7 +748,9 @@ def kneighbors(g: Graph, model: Any, x: str, k: int) -> tuple[str, str]:
     body = _Body(prefix, g.opset)
     block = body.name("rows")
     body.n_train, body.n_features = n_train, n_features
-    if tree is None:
+    if tree is None and _expanded_euclidean(model):
+        sequence, sequence_ids = _sequence(body, _expanded(body, block, train), k)
+    elif tree is None:
         sequence, sequence_ids = _sequence(body, _reduced(body, block, train, p), k)
     else:
         # Row M (no training row) pads the leaves: at +inf it is never accepted.
