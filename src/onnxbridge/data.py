@@ -154,6 +154,24 @@ def _object_kind(values: pd.Series) -> str:
     return "unsupported"
 
 
+def category_spellings(value: Any) -> list[str]:
+    """Every text under which a category value may reach a graph's text input.
+
+    onnxbridge feeds a category column as ``str(value)`` of however pandas holds the value: a
+    text category is itself; a number is ``"3"`` from an integer column and ``"3.0"`` from a
+    float one (a column of integers with a missing value is float), so an integral number
+    answers to both spellings.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return [str(value)]
+    if isinstance(value, float) and not (value.is_integer() and abs(value) < 2**63):
+        return [str(value)]
+    whole = int(value)
+    return [str(whole), str(float(whole))]
+
+
 def normalize_features(X: pd.DataFrame) -> pd.DataFrame:
     """Give every feature column one of the two kinds models take, the same way everywhere.
 

@@ -244,3 +244,33 @@ def test_cli_refuses_numeric_categories_below_opset_11_in_one_line(
     )
     assert_one_line_error(code, err, r"needs opset 11 or later.*target is 10")
     assert not out_path.exists()
+
+
+@pytest.mark.parametrize("library", ["hgb", "lightgbm", "xgboost"])
+def test_integer_categories_given_as_floats_are_the_same_categories(library: str) -> None:
+    """A CSV column of integer categories with a gap arrives as floats: 3.0 is category 3."""
+    rng = np.random.RandomState(0)
+    size = rng.choice([1, 2, 3, 5, 8], 400)
+    num = rng.normal(size=400)
+    X = pd.DataFrame({"size": pd.Categorical(size), "num": num})
+    y = ((size == 3) | (num > 1)).astype(int)
+    if library == "hgb":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        model = HistGradientBoostingClassifier(max_iter=5).fit(X, y)
+    elif library == "lightgbm":
+        from lightgbm import LGBMClassifier
+
+        model = LGBMClassifier(n_estimators=5, min_data_per_group=5, verbose=-1).fit(X, y)
+    else:
+        from xgboost import XGBClassifier
+
+        model = XGBClassifier(n_estimators=5, enable_categorical=True).fit(X, y)
+    predictor = Predictor(convert_estimator(model, X.head(50)).model.SerializeToString())
+    rows = pd.DataFrame({"size": [3.0, np.nan, 3.0, 5.0], "num": [0.0, 0.0, 2.0, 0.0]})
+    as_categories = rows.astype({"size": pd.CategoricalDtype(X["size"].cat.categories)})
+    np.testing.assert_allclose(
+        predictor.predict(rows).probabilities,
+        model.predict_proba(as_categories),
+        atol=1e-5,
+    )

@@ -279,8 +279,8 @@ def _hgb_categories(model: Any) -> dict[int, np.ndarray]:
     """Input column -> the values HistGradientBoosting knows there, in code order.
 
     The model's OrdinalEncoder gives code ``k`` to ``categories_[k]`` (sorted values seen in
-    fit, missing values left out); text and integer values are given as the text onnxbridge
-    feeds for them, float values as float64.
+    fit, missing values left out), as the values they are (:func:`_known_categories`); the
+    graph spells them as onnxbridge feeds them (:func:`category_texts`).
     """
     categorical = getattr(model, "is_categorical_", None)
     preprocessor = getattr(model, "_preprocessor", None)
@@ -293,11 +293,7 @@ def _hgb_categories(model: Any) -> dict[int, np.ndarray]:
     ):
         values = np.asarray(values)
         known = np.array([not _is_missing(v) for v in values], dtype=bool)
-        values = values[known]
-        if values.dtype.kind == "f":
-            found[int(column)] = values.astype(np.float64)
-        else:
-            found[int(column)] = np.array([str(v) for v in values], dtype=object)
+        found[int(column)] = _known_categories(values[known].tolist())
     return found
 
 
@@ -751,23 +747,16 @@ def category_keys(values: np.ndarray) -> np.ndarray:
 
 
 def category_texts(values: np.ndarray) -> list[tuple[str, int]]:
-    """``(text, code)`` for a categorical feature's known values, for a text input.
+    """``(text, code)`` for a categorical feature's known values, for a text input: every
+    spelling under which onnxbridge may feed each value (:func:`onnxbridge.data.category_spellings`:
+    an integral number answers to ``"3"`` and ``"3.0"``)."""
+    from onnxbridge.data import category_spellings
 
-    onnxbridge feeds a category column as ``str(value)``: a text category is itself; a number
-    is written as pandas holds it, ``"3"`` for an integer category and ``"3.0"`` for a float
-    one, and a model's encoder may keep integer categories as floats (when the column had
-    missing values), so an integral number answers to both spellings.
-    """
-    values = np.asarray(values)
-    pairs: list[tuple[str, int]] = []
-    for code, value in enumerate(values.tolist()):
-        if isinstance(value, float):
-            pairs.append((str(value), code))
-            if value.is_integer() and abs(value) < 2**63:
-                pairs.append((str(int(value)), code))
-        else:
-            pairs.append((str(value), code))
-    return pairs
+    return [
+        (text, code)
+        for code, value in enumerate(np.asarray(values).tolist())
+        for text in category_spellings(value)
+    ]
 
 
 def _categorical_rows(spec: TreeEnsembleSpec) -> dict[int, list[int]]:
