@@ -176,3 +176,20 @@ def test_auto_prefers_double_when_thresholds_cannot_be_probed() -> None:
     assert result.precision == "double"
     assert "threshold probes skipped: the model's input has text columns" in result.notes[0]
     assert "float32 could not be shown to keep the trees' decisions" in result.notes[0]
+
+
+@pytest.mark.parametrize("labels", ["bool", "float"])
+def test_boolean_and_float_labels_are_not_counted_as_flips(labels: str) -> None:
+    """The graph writes True / 2.0 classes as int64; they are the same labels, not flips."""
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier
+
+    from onnxbridge import convert_estimator
+
+    rng = np.random.RandomState(0)
+    X = pd.DataFrame({"a": rng.rand(300), "b": rng.rand(300)})
+    y = X["a"] > 0.3 if labels == "bool" else (X["a"] > 0.3).astype(float) + 1.0
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    result = convert_estimator(model, X.head(50))
+    assert result.precision == "float"
+    assert any(note.startswith("kept float precision: 0 of") for note in result.notes)

@@ -317,6 +317,7 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     # machine for a few thousand rows.
     with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
+        from onnxbridge.convert.roles import same_labels
         from onnxbridge.train import source_frame
 
         source = estimator
@@ -324,7 +325,7 @@ def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
         if "label" in by_role:
             expected = np.asarray(source.predict(frame)).reshape(len(frame), -1)
             got = np.asarray(by_role["label"]).reshape(len(frame), -1)
-            bad = np.any(got.astype(str) != expected.astype(str), axis=1)
+            bad = np.any(~same_labels(expected, got), axis=1)
             if "probabilities" in by_role and by_role["probabilities"].dtype.kind == "f":
                 proba = np.asarray(source.predict_proba(frame), dtype=np.float64)
                 onnx_proba = by_role["probabilities"].reshape(proba.shape)

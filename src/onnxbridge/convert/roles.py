@@ -40,6 +40,7 @@ __all__ = [
     "model_task",
     "output_roles",
     "reference_method",
+    "same_labels",
     "target_classes",
 ]
 
@@ -204,6 +205,20 @@ def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
     if expected.ndim == 2 and expected.shape[1] == 1 and len(like_shape) == 1:
         return expected.reshape(-1)
     return expected
+
+
+def same_labels(expected: Any, actual: Any) -> np.ndarray:
+    """Element-wise: is each ONNX label the source model's? The one rule for comparing labels.
+
+    Numbers and booleans compare as numbers (a graph writes boolean and integral float classes
+    as int64: ``1`` is ``True`` and ``1.0``), anything else as text.
+    """
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if expected.dtype.kind in "iub" and actual.dtype.kind in "iub":
+        return expected.astype(np.int64) == actual.astype(np.int64)
+    if expected.dtype.kind in "iufb" and actual.dtype.kind in "iufb":
+        return expected.astype(np.float64) == actual.astype(np.float64)
+    return expected.astype(str) == actual.astype(str)
 
 
 def _one_thread_if_it_matters(estimator: Any) -> Any:

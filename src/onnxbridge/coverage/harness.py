@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from onnxbridge.convert.metadata import role_parts
+from onnxbridge.convert.roles import same_labels
 from onnxbridge.coverage.cases import CoverageCase, all_cases
 from onnxbridge.coverage.datasets import make_data
 from onnxbridge.coverage.report import (
@@ -96,10 +97,7 @@ def _compare_labels(role: str, expected: np.ndarray, actual: np.ndarray) -> Role
         return RoleComparison(
             role, "labels", ok=False, note=f"shape {actual.shape} != sklearn {expected.shape}"
         )
-    if expected.dtype.kind in "iufb" and actual.dtype.kind in "iufb":
-        same = expected.astype(np.float64) == actual.astype(np.float64)
-    else:
-        same = expected.astype(str) == actual.astype(str)
+    same = same_labels(expected, actual)
     bad = int((~same).sum())
     return RoleComparison(
         role,

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from onnxbridge.convert.metadata import role_parts
+from onnxbridge.convert.roles import same_labels
 from onnxbridge.errors import DataError
 
 __all__ = [
@@ -135,12 +136,7 @@ def _labels(
             OutputComparison(name, "labels", n, n, 0.0, False, status="big-diff"),
             np.ones(n),
         )
-    if expected.dtype.kind in "iub" and actual.dtype.kind in "iub":
-        same = expected.astype(np.int64) == actual.astype(np.int64)
-    elif expected.dtype.kind == "f" or actual.dtype.kind == "f":
-        same = expected.astype(np.float64) == actual.astype(np.float64)
-    else:
-        same = expected.astype(str) == actual.astype(str)
+    same = same_labels(expected, actual)
     n = len(same)
     bad = int((~same).sum())
     worst = int(np.argmin(same)) if bad else None
