@@ -109,6 +109,15 @@ def test_booster_parameters_reach_the_fitted_model(small_csv: Path) -> None:
             r"names of one parameter\); keep one",
         ),
         (
+            "XGBRegressor(eta=0.9, learning_rate=0.01)",
+            r"XGBRegressor sets 'learning_rate' twice \('learning_rate' and 'eta' are XGBoost "
+            r"names of one parameter",
+        ),
+        (
+            "XGBClassifier(seed=1, random_state=2)",
+            r"XGBClassifier sets 'random_state' twice",
+        ),
+        (
             "CatBoostClassifier(silent=True, verbose=True)",
             r"cannot create CatBoostClassifier .*Only one of parameters",
         ),

@@ -261,11 +261,30 @@ def _config_names(config: Any) -> set[str]:
     return names
 
 
+# XGBoost's native names of parameters its scikit-learn estimators declare under another name
+# (its parameter documentation lists them as aliases).
+_XGBOOST_ALIASES = {
+    "eta": "learning_rate",
+    "min_split_loss": "gamma",
+    "alpha": "reg_alpha",
+    "seed": "random_state",
+    "nthread": "n_jobs",
+}
+
+
 def _resolve_xgboost_keywords(
     name: str, cls: type, kwargs: dict[str, Any], extra: list[str], allowed: set[str]
 ) -> dict[str, Any]:
     """Check XGBoost keywords with XGBoost's own parameter validation (aliases included)."""
     import xgboost
+
+    for keyword in extra:
+        declared = _XGBOOST_ALIASES.get(keyword)
+        if declared is not None and declared in kwargs:
+            raise ModelSpecError(
+                f"{name} sets {declared!r} twice ({declared!r} and {keyword!r} are XGBoost names "
+                "of one parameter, and XGBoost would silently use only one); keep one of them"
+            )
 
     try:
         params = cls(**kwargs).get_xgb_params()
