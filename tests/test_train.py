@@ -192,3 +192,12 @@ def test_catboost_on_boolean_target_with_an_integer_category_column_with_gaps(tm
     convert_bundle(bundle)
     report = validate_bundle(bundle, html=False)
     assert report.verdict == "EQUIVALENT", report.diagnoses
+
+
+def test_too_many_categories_for_histgradientboosting_say_what_to_do(tmp_path) -> None:
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"x": rng.rand(600), "id": [f"customer {i}" for i in range(600)]})
+    frame["y"] = np.where(frame["x"] > 0.5, "a", "b")
+    frame.to_csv(tmp_path / "ids.csv", index=False)
+    with pytest.raises(DataError, match=r"text column 'id' has \d+ distinct values, but .*255"):
+        fit_model(str(tmp_path / "ids.csv"), "HistGradientBoostingClassifier()", target="y")

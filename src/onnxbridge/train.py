@@ -931,6 +931,16 @@ def _as_categories(estimator: Any, X: pd.DataFrame) -> pd.DataFrame:
     text = [c for c in X.columns if not pd.api.types.is_numeric_dtype(X[c])]
     if not text:
         return X
+    if type(model).__name__.startswith("HistGradientBoosting"):
+        # scikit-learn's limit: at most 255 categories per column (one bin is for missing).
+        wide = {c: int(X[c].nunique()) for c in text if X[c].nunique() > 255}
+        if wide:
+            column, count = next(iter(wide.items()))
+            raise DataError(
+                f"text column {column!r} has {count} distinct values, but "
+                f"{type(model).__name__} splits on at most 255 categories per column; drop or "
+                "group that column, or pass --preprocess auto to one-hot encode text columns"
+            )
     return X.astype({c: "category" for c in text})
 
 
