@@ -317,14 +317,20 @@ def test_xgboost_with_another_missing_value_is_refused() -> None:
         convert_estimator(model, X.head(5), precision="float")
 
 
-def test_catboost_with_categorical_features_is_refused() -> None:
+def test_catboost_with_categorical_features_converts_from_rows_holding_its_categories() -> None:
     X = pd.DataFrame({"colour": ["red", "blue", "green", "red"] * 25, "x": np.arange(100.0)})
     model = CatBoostClassifier(
         iterations=5, verbose=0, cat_features=["colour"], allow_writing_files=False
     )
     model.fit(X, (X.x > 50).astype(int))
-    with pytest.raises(ConversionError, match=r"cat features \[0\] cannot be converted"):
-        convert_estimator(model, X.head(5), precision="float")
+    # The first rows hold every colour: CatBoost keeps only hashes, the rows give the values.
+    result = convert_estimator(model, X.head(5), precision="float")
+    rows = pd.DataFrame({"colour": ["green", "blue", "pink"], "x": [10.0, 70.0, 60.0]})
+    np.testing.assert_allclose(
+        Predictor(result.model.SerializeToString()).predict(rows).probabilities,
+        model.predict_proba(rows),
+        atol=1e-5,
+    )
 
 
 def test_float_trees_load_at_ml_opset_1_and_double_ones_need_3() -> None:
