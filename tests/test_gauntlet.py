@@ -249,3 +249,20 @@ def test_xgboost_damaged_categories_are_refused(capsys, tmp_path) -> None:
     )
     assert_one_line_error(code, err, "categories of column 'city' damaged: they hold non-ASCII")
     assert not (tmp_path / "model.onnx").exists()
+
+
+def test_xgboost_trained_on_non_ascii_categories_is_refused(capsys, people_csv, tmp_path) -> None:
+    code, _, err = run(
+        capsys,
+        "train",
+        "--data",
+        people_csv,
+        "--target",
+        "churn",
+        "--model",
+        "XGBClassifier(n_estimators=5, enable_categorical=True)",
+        "--out",
+        tmp_path / "b",
+    )
+    assert_one_line_error(code, err, "categories of column 'city' damaged: they hold non-ASCII")
+    assert not (tmp_path / "b").exists()

@@ -810,10 +810,8 @@ def native_categories(estimator: Any, like: pd.DataFrame | None = None) -> dict[
             return {}
         import json
 
-        try:
-            found = xgboost_categories(json.loads(bytes(booster.save_raw("json"))))
-        except ConversionError:
-            return {}  # damaged categories: the model is refused where it is converted
+        # Damaged categories (non-ASCII text) raise: XGBoost could not score text rows right.
+        found = xgboost_categories(json.loads(bytes(booster.save_raw("json"))))
         names = booster.feature_names or [f"f{j}" for j in range(booster.num_features())]
         return {str(names[j]): known for j, known in found.items()}
     return {}
