@@ -370,3 +370,23 @@ def test_hist_gradient_boosting_writes_ints_not_bools(monkeypatch, precision: st
     ):
         convert_estimator(model, X[:10], precision=precision)
     assert seen == []
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_lightgbm_reads_values_near_zero_as_zero(tmp_path, precision: str) -> None:
+    """LightGBM turns |x| <= 1e-35 into 0 and splits negatives from zero at -1e-35."""
+    rng = np.random.RandomState(0)
+    X = pd.DataFrame(rng.normal(size=(300, 4)), columns=list("abcd"))
+    model = LGBMClassifier(n_estimators=5, verbose=-1).fit(X, rng.randint(0, 3, 300))
+    result = convert_estimator(model, X.head(50), precision=precision)
+    predictor = Predictor(result.model.SerializeToString())
+    near_zero = [-1.0000000180025095e-35, -5e-36, 5e-36, 1.0000000180025095e-35, -2e-35, 0.0]
+    for column in X.columns:
+        rows = X.head(len(near_zero)).copy()
+        rows[column] = near_zero
+        np.testing.assert_allclose(
+            predictor.predict(rows).probabilities, model.predict_proba(rows), atol=1e-5
+        )
+    if precision == "double":  # LightGBM compares in float64: float32 flips its thresholds
+        path = result.save(tmp_path / "lgbm.onnx")
+        assert validate_model(path, model, X.tail(100)).verdict == "EQUIVALENT"

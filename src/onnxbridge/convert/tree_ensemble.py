@@ -666,6 +666,24 @@ class _LightGBMCategorical:
         spec.unknown_left = unknown
 
 
+# LightGBM reads an input value within 1e-35 of zero (its kZeroThreshold, a float) as 0.
+_LIGHTGBM_ZERO = float(np.float32(1e-35))
+
+
+def _lightgbm_threshold(threshold: float) -> float:
+    """A LightGBM threshold for the raw input: ``x <= t`` as LightGBM decides it.
+
+    LightGBM turns every value with ``|x| <= 1e-35`` into 0 before its trees see it, and puts
+    splits between negative values and zero at -1e-35: there ``x <= t`` holds for LightGBM only
+    when ``x < -1e-35``. A threshold within that band compares 0 for the whole band.
+    """
+    if -_LIGHTGBM_ZERO <= threshold < 0.0:
+        return float(np.nextafter(-_LIGHTGBM_ZERO, -np.inf))
+    if 0.0 <= threshold < _LIGHTGBM_ZERO:
+        return _LIGHTGBM_ZERO
+    return threshold
+
+
 def _lightgbm_node(
     builder: _Builder,
     tree: int,
@@ -697,7 +715,7 @@ def _lightgbm_node(
         codes.category_split(position, feature, node["threshold"])
         threshold, nan_left = 0.0, False
     else:
-        threshold = float(node["threshold"])
+        threshold = _lightgbm_threshold(float(node["threshold"]))
         if missing == "NaN":
             nan_left = bool(node.get("default_left", True))
         else:
