@@ -19,6 +19,7 @@ __all__ = [
     "KERNELS",
     "Graph",
     "LoopBody",
+    "SubgraphBody",
     "add_loop",
     "class_constant",
     "float_tensor_type",
@@ -360,22 +361,19 @@ def label_output_parser(
     return operator.outputs
 
 
-class LoopBody:
-    """An ONNX ``Loop`` body under construction: its inputs, nodes and constants.
+class SubgraphBody:
+    """The body of a ``Loop`` or ``Scan`` under construction: its nodes and constants.
 
-    The carried values are float64 tensors; the body's own constants are ``Constant`` nodes, so
-    it reads nothing from the outer graph but what it is given.
+    Its own constants are ``Constant`` nodes, so it reads nothing from the outer graph but what
+    it is given; ``node`` moves axes given as an input to the attribute for older opsets.
     """
 
-    def __init__(self, prefix: str, carried: list[str], opset: int = 22) -> None:
+    def __init__(self, prefix: str, opset: int = 22) -> None:
         self.prefix = prefix
         self.nodes: list[Any] = []
         self.count = 0
         self.opset = opset
         self._int_values: dict[str, list[int]] = {}
-        self.iteration = self.name("iteration")
-        self.cond_in = self.name("cond_in")
-        self.inputs = [self.name(hint) for hint in carried]
 
     def name(self, hint: str) -> str:
         self.count += 1
@@ -390,15 +388,25 @@ class LoopBody:
             self._int_values[out] = array.ravel().tolist()
         return out
 
-    def node(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
-        """Add one node (axes given as an input move to the attribute for older opsets)."""
-        output = self.name(op_type.lower())
+    def node(self, op_type: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
+        """Add one node; its output name, or the list of ``n_out`` names."""
+        outputs = [self.name(op_type.lower()) for _ in range(n_out)]
         since = _AXES_AS_INPUT.get(op_type)
         if since is not None and self.opset < since and len(inputs) == 2:
             attrs = {**attrs, "axes": self._int_values[inputs[1]]}
             inputs = inputs[:1]
-        self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
-        return output
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, **attrs))
+        return outputs[0] if n_out == 1 else outputs
+
+
+class LoopBody(SubgraphBody):
+    """An ONNX ``Loop`` body under construction: its carried float64 inputs, nodes, constants."""
+
+    def __init__(self, prefix: str, carried: list[str], opset: int = 22) -> None:
+        super().__init__(prefix, opset)
+        self.iteration = self.name("iteration")
+        self.cond_in = self.name("cond_in")
+        self.inputs = [self.name(hint) for hint in carried]
 
     def graph(self, cond_out: str, outputs: list[str]) -> Any:
         def value(name: str, elem_type: int) -> Any:

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from onnxbridge.convert.converters._graph import _AXES_AS_INPUT, Graph
+from onnxbridge.convert.converters._graph import Graph, SubgraphBody
 from onnxbridge.convert.converters.neighbors_radius import metric_p
 from onnxbridge.errors import ConversionError
 
@@ -162,40 +162,13 @@ def _tree(model: Any, k: int) -> _Tree | None:
     )
 
 
-class _Body:
-    """The ``Scan`` body under construction: nodes and ``Constant`` nodes, opset-aware."""
+class _Body(SubgraphBody):
+    """The ``Scan`` body under construction, with the training set's size its parts read."""
 
     def __init__(self, prefix: str, opset: int) -> None:
-        self.prefix = prefix
-        self.opset = opset
-        self.nodes: list[Any] = []
-        self.count = 0
+        super().__init__(prefix, opset)
         self.n_train = 0
         self.n_features = 0
-        self._ints: dict[str, list[int]] = {}
-
-    def name(self, hint: str) -> str:
-        self.count += 1
-        return f"{self.prefix}_{hint}_{self.count}"
-
-    def const(self, value: Any, dtype: Any = np.float64) -> str:
-        out = self.name("c")
-        array = np.asarray(value, dtype=dtype)
-        self.nodes.append(
-            helper.make_node("Constant", [], [out], value=numpy_helper.from_array(array, out))
-        )
-        if array.dtype == np.int64:
-            self._ints[out] = array.ravel().tolist()
-        return out
-
-    def node(self, op_type: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
-        outputs = [self.name(op_type.lower()) for _ in range(n_out)]
-        since = _AXES_AS_INPUT.get(op_type)
-        if since is not None and self.opset < since and len(inputs) == 2:
-            attrs = {**attrs, "axes": self._ints[inputs[1]]}
-            inputs = inputs[:1]
-        self.nodes.append(helper.make_node(op_type, inputs, outputs, **attrs))
-        return outputs[0] if n_out == 1 else outputs
 
 
 def _take(body: _Body, data: str, index: str) -> str:
