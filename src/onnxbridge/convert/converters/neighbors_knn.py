@@ -33,6 +33,7 @@ from onnxbridge.convert.converters._graph import (
     label_tensor_type,
 )
 from onnxbridge.convert.converters._kneighbors import kneighbors, reduced_to_distance
+from onnxbridge.convert.converters.neighbors_radius import regressor_shape
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
@@ -96,12 +97,6 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     gather_labels(g, best, model.classes_, "KNeighborsClassifier", g.output(0))
 
 
-def _regressor_shape(operator: Any) -> None:
-    model = operator.raw_operator
-    targets = 1 if np.ndim(model._y) == 1 else np.shape(model._y)[1]
-    operator.outputs[0].type = float_tensor_type(operator)([None, targets])
-
-
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     g = Graph(scope, operator, container)
@@ -154,7 +149,7 @@ register_converter(
 register_converter(
     ConverterSpec(
         KNeighborsRegressor,
-        _regressor_shape,
+        regressor_shape,
         _regressor_convert,
         _regressor_example,
         replaces=_WHY,

@@ -168,7 +168,8 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     g.labels(_label_table(model), index, output=operator.outputs[0].full_name)
 
 
-def _regressor_shape(operator: Any) -> None:
+def regressor_shape(operator: Any) -> None:
+    """A neighbours regressor's output: ``[N, T]`` float, one column per target of ``_y``."""
     model = operator.raw_operator
     targets = 1 if np.ndim(model._y) == 1 else np.shape(model._y)[1]
     operator.outputs[0].type = float_tensor_type(operator)([None, targets])
@@ -216,7 +217,7 @@ register_converter(
 register_converter(
     ConverterSpec(
         RadiusNeighborsRegressor,
-        _regressor_shape,
+        regressor_shape,
         _regressor_convert,
         _regressor_example,
         replaces="skl2onnx's graph fails at run time (index -1) on rows without a neighbour in "
