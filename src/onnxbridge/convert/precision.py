@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.convert.input_map import ColumnSource, column_sources
 from onnxbridge.convert.tree_ensemble import (
     TreeEnsembleSpec,
     category_keys,
@@ -43,11 +44,13 @@ from onnxbridge.train import unwrap_label_encoding
 
 __all__ = [
     "PrecisionProbeReport",
+    "ThresholdProbes",
     "convert_auto",
     "find_tree_ensemble",
     "fix_double_graph",
     "probe_float_precision",
     "threshold_probe_rows",
+    "threshold_probes",
 ]
 
 # Probe rows per conversion at most (three per threshold): a few seconds for the largest forests.
@@ -65,13 +68,23 @@ class PrecisionProbeReport:
         rows: probe rows run.
         threshold_rows: of which built at split thresholds.
         flipped: rows whose decision differs from the source model's.
-        skipped: why threshold probes were not built (None when they were).
+        skipped: why threshold probes were not run (None when they were).
+        coverage: ``N of M thresholds probed`` (see :meth:`ThresholdProbes.summary`).
+        not_inverted: thresholds behind steps that cannot be inverted (not probed).
     """
 
     rows: int
     threshold_rows: int
     flipped: int
     skipped: str | None = None
+    coverage: str | None = None
+    not_inverted: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every threshold could be probed (the probes ran, none sat behind a step
+        that cannot be inverted)."""
+        return self.skipped is None and self.not_inverted == 0
 
     def note(self, switched: bool) -> str:
         """One sentence for :attr:`ConversionResult.notes`."""
@@ -81,15 +94,18 @@ class PrecisionProbeReport:
             if self.threshold_rows
             else ""
         )
-        if switched and not self.flipped and self.skipped:
+        if switched and not self.flipped and not self.complete:
             text = (
-                f"switched to double precision: {what} flipped in float32, but without "
-                "threshold probes float32 could not be shown to keep the trees' decisions"
+                f"switched to double precision: {what}{where} flipped in float32, but without "
+                "threshold probes on every split float32 could not be shown to keep the trees' "
+                "decisions"
             )
         elif switched:
             text = f"switched to double precision: {what}{where} flipped in float32"
         else:
             text = f"kept float precision: {what}{where} flipped in float32"
+        if self.coverage and self.skipped is None:
+            text += f"; {self.coverage}"
         if self.skipped:
             text += f"; threshold probes skipped: {self.skipped}"
         return text
@@ -258,29 +274,342 @@ def threshold_probe_rows(
     return np.vstack(rows) if rows else np.zeros((0, base.shape[1]))
 
 
-_IDENTITY_ON_COMPLETE_ROWS = ("SimpleImputer", "KNNImputer", "IterativeImputer", "MissingIndicator")
+@dataclass
+class ThresholdProbes:
+    """Rows at a tree model's split thresholds, in the model's input columns.
+
+    Attributes:
+        frame: the rows, as the source model takes them (columns moved to a number are
+            float64).
+        meta: per row: ``feature`` (the input column set), ``threshold`` (as the trees hold
+            it, in the columns the trees see), ``where`` and ``value`` (the input value).
+            ``where`` is ``below`` / ``on`` / ``above`` (the trees' column one float32 step
+            below, on and above the threshold), ``below32`` / ``above32`` (the float32
+            neighbours of the input value that lands on it), ``category`` / ``other`` (an
+            encoded column: its category, another one), ``missing`` / ``present`` (a
+            missing-value indicator).
+        thresholds: distinct numeric split thresholds in the trees.
+        probed: of which rows were built for.
+        behind: class name of a step that cannot be inverted -> thresholds on the columns it
+            makes (no row can be built for them).
+    """
+
+    frame: pd.DataFrame
+    meta: list[dict[str, Any]]
+    thresholds: int
+    probed: int
+    behind: dict[str, int]
+
+    @property
+    def not_inverted(self) -> int:
+        """Thresholds behind steps that cannot be inverted."""
+        return sum(self.behind.values())
+
+    def summary(self) -> str:
+        """``N of M thresholds probed`` and, if any, how many sit behind which steps."""
+        text = f"{self.probed:,} of {self.thresholds:,} thresholds probed".replace(",", " ")
+        if self.not_inverted:
+            names = ", ".join(sorted(self.behind))
+            text += (
+                f"; {self.not_inverted:,} behind steps that cannot be inverted ({names})".replace(
+                    ",", " ", 1
+                )
+            )
+        return text
 
 
-def _to_input_space(estimator: Any, rows: np.ndarray) -> tuple[np.ndarray | None, str | None]:
-    """Map rows of the final step's input back to the model's input (None + why if impossible)."""
-    steps = list(getattr(estimator, "steps", []))[:-1]
-    for name, step in reversed(steps):
-        if step is None or step == "passthrough":
-            continue
-        if type(step).__name__ in _IDENTITY_ON_COMPLETE_ROWS and not getattr(
-            step, "add_indicator", False
-        ):
-            continue
-        if hasattr(step, "inverse_transform") and type(step).__name__.endswith("Scaler"):
-            rows = np.asarray(step.inverse_transform(rows), dtype=np.float64)
-            continue
-        return None, f"pipeline step {name!r} ({type(step).__name__}) cannot be inverted"
-    return rows, None
+def _rows_per_threshold(source: ColumnSource) -> int:
+    if source.kind == "numeric":
+        return 3 if source.raw else 5
+    return 2
+
+
+def _tree_space(estimator: Any, frame: pd.DataFrame, sources: list[ColumnSource]) -> np.ndarray:
+    """``frame`` as the trees see it (``[N, F]`` float64); NaN where it cannot be computed."""
+    values = _final_inputs(estimator, frame)
+    if values is not None and values.ndim == 2 and values.shape[1] == len(sources):
+        return values
+    out = np.full((len(frame), len(sources)), np.nan)
+    records = frame.to_dict("records")
+    names = list(frame.columns)
+    for j, source in enumerate(sources):
+        if source.kind != "opaque" and 0 <= source.column < len(names):
+            for i, record in enumerate(records):
+                out[i, j] = _forward(source, record[names[source.column]])
+    return out
+
+
+def _forward(source: ColumnSource, value: Any) -> float:
+    try:
+        return source.forward(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _native_category(spec: TreeEnsembleSpec, row: int, left: bool) -> Any:
+    """A known category (as the input holds it) that categorical node ``row`` sends ``left``."""
+    feature = int(spec.feature[row])
+    known = np.asarray(spec.categories.get(feature, []))
+    if known.dtype.kind not in "OUS":
+        return _category_value(spec, row, left)
+    goes_left = np.zeros(len(known), dtype=bool)
+    goes_left[np.asarray(spec.left_codes[row], dtype=np.int64)] = True
+    side = [k for k in np.flatnonzero(goes_left == left) if str(known[k]) != ""]
+    return known[side[0]] if side else None
+
+
+def _other_category(source: ColumnSource, current: Any) -> Any:
+    """A category of ``source``'s input column other than ``source.category`` (None if none)."""
+    if not source.categories or source.forward(current) == 0.0:
+        return current
+    others = [c for c in source.categories if not (c == source.category) and c is not None]
+    others = [c for c in others if not (isinstance(c, float) and np.isnan(c))]
+    return others[0] if others else None
+
+
+def _ordinal_code(source: ColumnSource, threshold: float, left: bool, rule: str) -> int | None:
+    codes = np.arange(len(source.categories), dtype=np.float64)
+    if left:
+        side = codes[codes <= threshold] if rule == "leq" else codes[codes < threshold]
+        return int(side.max()) if len(side) else None
+    side = codes[codes > threshold] if rule == "leq" else codes[codes >= threshold]
+    return int(side.min()) if len(side) else None
+
+
+def _move(
+    record: dict[Any, Any],
+    tx: np.ndarray,
+    names: list[Any],
+    sources: list[ColumnSource],
+    by_column: dict[int, list[int]],
+    feature: int,
+    target: float,
+    left: bool,
+    threshold: float,
+    rule: str,
+) -> None:
+    """Set the input column behind tree column ``feature`` so that it reads ``target``."""
+    source = sources[feature]
+    column = source.column
+    if source.kind == "opaque" or not 0 <= column < len(names):
+        return
+    name = names[column]
+    if source.kind == "numeric":
+        record[name] = source.inverse(target)
+    elif source.kind == "onehot":
+        if not left:
+            record[name] = source.category
+        else:
+            other = _other_category(source, record[name])
+            if other is not None:
+                record[name] = other
+    elif source.kind == "ordinal":
+        code = _ordinal_code(source, threshold, left, rule)
+        if code is not None:
+            record[name] = source.categories[code]
+    elif source.kind == "indicator" and not left:
+        record[name] = np.nan
+    for j in by_column.get(column, []):
+        tx[j] = _forward(sources[j], record[name])
+
+
+def _satisfied(value: float, threshold: float, left: bool, rule: str) -> bool:
+    if np.isnan(value):
+        return False
+    if left:
+        return value <= threshold if rule == "leq" else value < threshold
+    return value > threshold if rule == "leq" else value >= threshold
+
+
+def _probe_values(
+    source: ColumnSource, threshold: float, current: Any, rule: str
+) -> list[tuple[str, Any]]:
+    """``(where, input value)`` for the rows that probe ``threshold`` on ``source``."""
+    step = _float32_step(threshold)
+    if source.kind == "numeric" and source.raw:
+        return [("below", threshold - step), ("on", threshold), ("above", threshold + step)]
+    if source.kind == "numeric":
+        # float32 rounds the graph's input and again the transformed column: land on the
+        # threshold and one float32 step either side of it in the trees' column, and on the
+        # float32 neighbours of the input value that lands on it.
+        on = source.inverse(threshold)
+        near = np.float32(on)
+        return [
+            ("below", source.inverse(threshold - step)),
+            ("on", on),
+            ("above", source.inverse(threshold + step)),
+            ("below32", float(np.nextafter(near, np.float32(-np.inf)))),
+            ("above32", float(np.nextafter(near, np.float32(np.inf)))),
+        ]
+    if source.kind == "onehot":
+        values = [("category", source.category)]
+        other = _other_category(source, source.category if current is None else current)
+        if other is not None and not (other == source.category):
+            values.append(("other", other))
+        return values
+    if source.kind == "ordinal":
+        found = []
+        for where, left in (("below", True), ("above", False)):
+            code = _ordinal_code(source, threshold, left, rule)
+            if code is not None:
+                found.append((where, source.categories[code]))
+        return found
+    if source.kind == "indicator":
+        return [("missing", np.nan), ("present", current)]
+    return []
+
+
+def _as_frame(rows: list[dict[Any, Any]], like: pd.DataFrame, moved: set[Any]) -> pd.DataFrame:
+    """``rows`` with ``like``'s columns and dtypes; numeric columns that were moved are float64."""
+    out = pd.DataFrame.from_records(rows, columns=list(like.columns))
+    for name in like.columns:
+        dtype = like[name].dtype
+        numeric = pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+        try:
+            if name in moved and numeric:
+                out[name] = pd.to_numeric(out[name], errors="coerce").astype(np.float64)
+            else:
+                out[name] = out[name].astype(dtype)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def threshold_probes(
+    estimator: Any,
+    frame: pd.DataFrame,
+    spec: TreeEnsembleSpec | None = None,
+    *,
+    max_rows: int = MAX_PROBE_ROWS,
+    seed: int = 0,
+) -> ThresholdProbes | None:
+    """Rows at the split thresholds of the trees at the end of ``estimator``, as input rows.
+
+    For each distinct ``(feature, threshold)`` of the trees one node testing it is chosen; a row
+    of ``frame`` is moved into the region that reaches that node, and rows are made with the
+    trees' column on the threshold and one float32 step either side. The trees' columns are
+    carried back to the input through the steps in front of them (see
+    :func:`~onnxbridge.convert.input_map.column_sources`): a scaled column lands on each value
+    as closely as float64 allows (and the float32 neighbours of the input value on the threshold
+    are added), an encoded column gets a row with its category and one with another category.
+    Thresholds on columns made by a step that cannot be inverted (PCA, polynomial features,
+    binning, ...) get no rows and are counted in :attr:`ThresholdProbes.behind`.
+
+    Args:
+        estimator: the fitted model or Pipeline.
+        frame: rows in the model's input columns (complete rows are used when there are any).
+        spec: the trees (default: :func:`find_tree_ensemble`).
+        max_rows: at most this many rows (a random choice of thresholds, fixed ``seed``).
+        seed: seed of that choice.
+
+    Returns:
+        The rows, or None when ``estimator`` has no readable tree ensemble at its end.
+    """
+    spec = spec if spec is not None else find_tree_ensemble(estimator)
+    if spec is None:
+        return None
+    names = list(frame.columns)
+    sources = column_sources(estimator, names)
+    width = max(spec.n_features, int(spec.feature.max(initial=-1)) + 1)
+    if len(sources) < width:
+        sources = sources + [ColumnSource("opaque", step="unknown step")] * (width - len(sources))
+    complete = frame.dropna()
+    base = (complete if len(complete) else frame).reset_index(drop=True)
+    largest = float(np.finfo(np.float32).max) / 2
+    categorical = spec.is_categorical
+    inner = np.flatnonzero(~spec.is_leaf & ~categorical & (np.abs(spec.threshold) < largest))
+    chosen = np.zeros(0, dtype=np.int64)
+    if len(inner):
+        pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
+        _, first = np.unique(pairs, axis=0, return_index=True)
+        chosen = inner[np.sort(first)]
+    behind: dict[str, int] = {}
+    usable = []
+    for row in chosen:
+        source = sources[int(spec.feature[row])]
+        if source.kind == "opaque":
+            behind[source.step] = behind.get(source.step, 0) + 1
+        else:
+            usable.append(int(row))
+    cost = [_rows_per_threshold(sources[int(spec.feature[r])]) for r in usable]
+    if sum(cost) > max_rows:
+        order = np.random.RandomState(seed).permutation(len(usable))
+        keep, total = [], 0
+        for k in order:
+            if total + cost[k] <= max_rows:
+                keep.append(int(k))
+                total += cost[k]
+        usable = [usable[k] for k in sorted(keep)]
+    if not usable or len(base) == 0:
+        empty = base.iloc[:0].copy()
+        return ThresholdProbes(empty, [], len(chosen), 0, behind)
+    records = base.to_dict("records")
+    tree_base = _tree_space(estimator, base, sources)
+    by_column: dict[int, list[int]] = {}
+    for j, source in enumerate(sources):
+        if source.kind != "opaque":
+            by_column.setdefault(source.column, []).append(j)
+    parent, is_left = _parents(spec)
+    rows: list[dict[Any, Any]] = []
+    meta: list[dict[str, Any]] = []
+    moved: set[Any] = set()
+    for number, node_row in enumerate(usable):
+        record = dict(records[number % len(records)])
+        tx = tree_base[number % len(records)].copy()
+        for up, went_left in _path(spec, parent, is_left, node_row):
+            feature = int(spec.feature[up])
+            source = sources[feature]
+            if categorical[up]:
+                if source.raw and 0 <= source.column < len(names):
+                    record[names[source.column]] = _native_category(spec, up, went_left)
+                    moved.add(names[source.column])
+                continue
+            threshold = float(spec.threshold[up])
+            if not abs(threshold) < largest or _satisfied(
+                tx[feature], threshold, went_left, spec.rule
+            ):
+                continue
+            step = _float32_step(threshold)
+            if went_left:
+                target = threshold if spec.rule == "leq" else threshold - step
+            else:
+                target = threshold + step
+            _move(
+                record,
+                tx,
+                names,
+                sources,
+                by_column,
+                feature,
+                target,
+                went_left,
+                threshold,
+                spec.rule,
+            )
+            if 0 <= source.column < len(names):
+                moved.add(names[source.column])
+        feature = int(spec.feature[node_row])
+        threshold = float(spec.threshold[node_row])
+        source = sources[feature]
+        name = names[source.column]
+        moved.add(name)
+        for where, value in _probe_values(source, threshold, record[name], spec.rule):
+            probe = dict(record)
+            probe[name] = value
+            rows.append(probe)
+            meta.append(
+                {"feature": str(name), "threshold": threshold, "where": where, "value": value}
+            )
+    frame_out = _as_frame(rows, base, moved)
+    return ThresholdProbes(frame_out, meta, len(chosen), len(usable), behind)
 
 
 def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
     if not hasattr(estimator, "steps"):
-        return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+        try:
+            return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -289,7 +618,10 @@ def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
         return None
     if hasattr(values, "toarray"):
         values = values.toarray()
-    return np.asarray(values, dtype=np.float64)
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
 
 
 def _run_onnx(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> list[np.ndarray]:
@@ -352,28 +684,37 @@ def probe_float_precision(
         spec: the trees at the end of ``estimator``.
     """
     skipped = None
-    probes = np.zeros((0, frame.shape[1]))
-    numeric = all(i["dtype"] != "string" for i in result.metadata.inputs)
-    # Text columns (categories) are not numbers: no threshold row can be built from them.
-    base = _final_inputs(estimator, frame) if numeric else None
-    if base is None or not numeric:
-        skipped = "the model's input has text columns" if not numeric else "no transformed rows"
-    else:
-        rows = threshold_probe_rows(spec, base)
-        mapped, skipped = _to_input_space(estimator, rows)
-        if mapped is not None:
-            probes = mapped
-    probe_frame = pd.DataFrame(probes, columns=frame.columns)
-    combined = pd.concat([frame, probe_frame], ignore_index=True) if len(probes) else frame
+    probes = threshold_probes(estimator, frame, spec)
+    rows = probes.frame if probes is not None else frame.iloc[:0]
+    coverage = probes.summary() if probes is not None else None
+    not_inverted = probes.not_inverted if probes is not None else 0
+    combined = _stack(frame, rows) if len(rows) else frame
     try:
         flipped = _flipped(estimator, result, combined)
     except Exception as exc:  # a model that refuses the probe rows: judge the sample rows only
         flipped = _flipped(estimator, result, frame)
         skipped = f"the model refused them ({first_line(exc)})"
-        probes = np.zeros((0, frame.shape[1]))
+        rows = frame.iloc[:0]
     return PrecisionProbeReport(
-        rows=len(frame) + len(probes), threshold_rows=len(probes), flipped=flipped, skipped=skipped
+        rows=len(frame) + len(rows),
+        threshold_rows=len(rows),
+        flipped=flipped,
+        skipped=skipped,
+        coverage=coverage,
+        not_inverted=not_inverted,
     )
+
+
+def _stack(frame: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
+    """The sample rows and the probe rows in one frame (moved numeric columns as float64)."""
+    frame = frame.copy()
+    for name in frame.columns:
+        if probes[name].dtype == np.float64 and frame[name].dtype != np.float64:
+            if pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(
+                frame[name]
+            ):
+                frame[name] = frame[name].astype(np.float64)
+    return pd.concat([frame, probes], ignore_index=True)
 
 
 def _imputer_statistics(estimator: Any) -> list[np.ndarray]:
@@ -461,7 +802,7 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
     if spec is None:
         return result
     report = probe_float_precision(estimator, result, frame, spec)
-    if report.flipped == 0 and report.skipped is None:
+    if report.flipped == 0 and report.complete:
         result.notes.append(report.note(switched=False))
         return result
     try:
