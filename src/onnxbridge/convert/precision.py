@@ -37,6 +37,7 @@ from onnxbridge.convert.tree_ensemble import (
     category_keys,
     from_hist_gradient_boosting,
     from_lightgbm,
+    from_sklearn_trees,
     from_xgboost,
 )
 from onnxbridge.errors import ConversionError, first_line
@@ -49,6 +50,7 @@ __all__ = [
     "find_tree_ensemble",
     "fix_double_graph",
     "probe_float_precision",
+    "probe_tree_ensemble",
     "threshold_probe_rows",
     "threshold_probes",
 ]
@@ -152,6 +154,37 @@ def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
     except (ConversionError, AttributeError, KeyError, ValueError):
         return None
     return None
+
+
+def probe_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
+    """The splits of the trees at the end of ``estimator``, for building probe rows.
+
+    :func:`find_tree_ensemble`, and for the other scikit-learn ensembles of trees that
+    skl2onnx converts (bagging, AdaBoost, IsolationForest, RandomTreesEmbedding, forests
+    onnxbridge leaves to skl2onnx) a spec of their splits only (leaf values unused), with each
+    tree's features mapped to the model's through ``estimators_features_``.
+    """
+    spec = find_tree_ensemble(estimator)
+    if spec is not None:
+        return spec
+    model = unwrap_label_encoding(_final_step(estimator))
+    members = getattr(model, "estimators_", None)
+    if members is None or not type(model).__module__.startswith("sklearn."):
+        return None
+    trees = list(np.asarray(members, dtype=object).reshape(-1))
+    if not trees or not all(hasattr(t, "tree_") for t in trees):
+        return None
+    spec = from_sklearn_trees(trees, lambda v: np.zeros((len(v), 1)), 1, np.zeros(1))
+    subsets = getattr(model, "estimators_features_", None)
+    if subsets is not None and len(subsets) == len(trees):
+        inner = ~spec.is_leaf
+        columns = [np.asarray(c, dtype=np.int64) for c in subsets]
+        spec.feature[inner] = [
+            columns[int(t)][int(f)]
+            for t, f in zip(spec.tree[inner], spec.feature[inner], strict=True)
+        ]
+    spec.n_features = int(getattr(model, "n_features_in_", spec.n_features))
+    return spec
 
 
 def _float32_step(value: float) -> float:

@@ -126,8 +126,8 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
     """Every numeric split of a tree model, carried to the input columns, deduplicated.
 
     The trees are read as convert reads them
-    (:func:`~onnxbridge.convert.precision.find_tree_ensemble`: scikit-learn trees, forests and
-    gradient boosting, HistGradientBoosting, XGBoost, LightGBM, CatBoost). Behind steps in a
+    (:func:`~onnxbridge.convert.precision.probe_tree_ensemble`: scikit-learn trees, forests,
+    gradient boosting, bagging and AdaBoost, HistGradientBoosting, XGBoost, LightGBM, CatBoost). Behind steps in a
     Pipeline a split on a scaled (or passed-through, imputed) column becomes the input value that
     lands on it (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded
     columns or on columns made by a step that cannot be inverted have no input threshold and
@@ -138,9 +138,9 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
         onnxbridge reads.
     """
     from onnxbridge.convert.input_map import column_sources
-    from onnxbridge.convert.precision import find_tree_ensemble
+    from onnxbridge.convert.precision import probe_tree_ensemble
 
-    spec = find_tree_ensemble(estimator) if estimator is not None else None
+    spec = probe_tree_ensemble(estimator) if estimator is not None else None
     if spec is None:
         return None
     names_in = getattr(estimator, "feature_names_in_", None)
@@ -368,13 +368,14 @@ def _category_rows(
 
 def _thresholds_set(estimator: Any, base: pd.DataFrame, spec: ProbeSpec) -> ProbeSet:
     """Rows on every split threshold, carried back through the steps before the trees."""
-    from onnxbridge.convert.precision import threshold_probes
+    from onnxbridge.convert.precision import probe_tree_ensemble, threshold_probes
 
     name, what = "thresholds", "rows on every split threshold"
     empty = base.iloc[:0]
+    trees = probe_tree_ensemble(estimator) if estimator is not None else None
     probes = (
-        threshold_probes(estimator, base, max_rows=spec.max_threshold_rows, seed=spec.seed)
-        if estimator is not None
+        threshold_probes(estimator, base, trees, max_rows=spec.max_threshold_rows, seed=spec.seed)
+        if trees is not None
         else None
     )
     if probes is None:
