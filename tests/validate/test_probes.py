@@ -106,7 +106,7 @@ def test_threshold_rows_sit_on_and_beside_each_split(data) -> None:
         below, on, above = probe.frame[name].iloc[i : i + 3]
         assert (below, on, above) == (threshold - step, threshold, threshold + step)
         # The row on the threshold reaches a node that tests it.
-        (node,) = [
+        (_node,) = [
             n
             for n in np.flatnonzero(paths[i + 1])
             if tree.tree_.threshold[n] == threshold

@@ -127,9 +127,9 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
 
     The trees are read as convert reads them
     (:func:`~onnxbridge.convert.precision.probe_tree_ensemble`: scikit-learn trees, forests,
-    gradient boosting, bagging and AdaBoost, HistGradientBoosting, XGBoost, LightGBM, CatBoost). Behind steps in a
-    Pipeline a split on a scaled (or passed-through, imputed) column becomes the input value that
-    lands on it (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded
+    gradient boosting, bagging and AdaBoost, HistGradientBoosting, XGBoost, LightGBM,
+    CatBoost). Behind steps in a Pipeline a split on a scaled (or passed-through, imputed)
+    column becomes the input value that lands on it (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded
     columns or on columns made by a step that cannot be inverted have no input threshold and
     are left out.
 
