@@ -109,8 +109,7 @@ def test_threshold_rows_sit_on_and_beside_each_split(data) -> None:
         (_node,) = [
             n
             for n in np.flatnonzero(paths[i + 1])
-            if tree.tree_.threshold[n] == threshold
-            and X.columns[tree.tree_.feature[n]] == name
+            if tree.tree_.threshold[n] == threshold and X.columns[tree.tree_.feature[n]] == name
         ]
         probed.add((list(X.columns).index(name), threshold))
     assert probed == {(s.feature, s.threshold) for s in splits}

@@ -129,9 +129,9 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
     (:func:`~onnxbridge.convert.precision.probe_tree_ensemble`: scikit-learn trees, forests,
     gradient boosting, bagging and AdaBoost, HistGradientBoosting, XGBoost, LightGBM,
     CatBoost). Behind steps in a Pipeline a split on a scaled (or passed-through, imputed)
-    column becomes the input value that lands on it (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded
-    columns or on columns made by a step that cannot be inverted have no input threshold and
-    are left out.
+    column becomes the input value that lands on it
+    (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded columns or on
+    columns made by a step that cannot be inverted have no input threshold and are left out.
 
     Returns:
         The splits in a stable order, or None when the model is not a tree ensemble that
