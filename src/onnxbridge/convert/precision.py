@@ -16,9 +16,13 @@ float32 rounding), saying so in :attr:`ConversionResult.notes`.
 The trees are read (:func:`find_tree_ensemble`) from scikit-learn's ``tree_`` (trees, forests,
 extra-trees, gradient boosting), HistGradientBoosting's ``_predictors``, XGBoost's JSON model,
 LightGBM's ``dump_model()`` and CatBoost's ONNX export (see
-:mod:`onnxbridge.convert.tree_ensemble`). When the trees sit at the end of a Pipeline, probe rows
-are mapped back through the steps before them (scalers are inverted, imputers are the identity on
-rows without missing values); when a step cannot be inverted only the sample rows are probed.
+:mod:`onnxbridge.convert.tree_ensemble`). When the trees sit at the end of a Pipeline, each
+threshold is carried back to the input column feeding the split column
+(:mod:`onnxbridge.convert.input_map`: ColumnTransformer branches, scalers inverted, imputers the
+identity on complete rows, encoded columns as categories) and the probe rows are input rows
+(:func:`threshold_probes`, which validate's ``thresholds`` probe set uses too). Thresholds on
+columns made by a step that cannot be inverted (PCA, ...) get no rows and are counted; float32
+cannot be shown to keep those decisions, so ``auto`` then converts in float64.
 """
 
 from __future__ import annotations

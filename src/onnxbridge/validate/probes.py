@@ -5,8 +5,8 @@ probe set      rows
 =============  ===========================================================================
 ``holdout``    the held-out rows (or the ``--data`` rows), as given
 ``range``      random rows, each feature uniform in its training range (from the holdout)
-``thresholds`` tree models: rows placed exactly on every split threshold and one float32
-               step either side, one feature at a time, on top of held-out rows
+``thresholds`` tree models: held-out rows moved to reach each split, on its threshold and
+               one float32 step either side (carried back through a Pipeline's steps)
 ``edge``       0, -0.0, tiny (±1e-38), large (±1e9, ±1e30) per feature, and rows of each
 ``missing``    held-out rows with NaN injected per column (only when the model accepts NaN)
 ``strings``    unseen, empty and non-ASCII values per string column (string inputs only)
