@@ -19,7 +19,7 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from onnxbridge import convert_bundle, train_bundle, validate_bundle
+from onnxbridge import check_golden, convert_bundle, train_bundle, validate_bundle, write_golden
 from onnxbridge.data import FeatureSchema
 from onnxbridge.validate.probes import ProbeSpec, build_probe_sets, tree_thresholds
 
@@ -181,3 +181,26 @@ def test_bagging_on_feature_subsets_keeps_its_thresholds() -> None:
         if left >= 0
     }
     assert {(s.feature, s.threshold) for s in splits} == expected
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "LGBMClassifier(n_estimators=20, verbose=-1)",
+        "HistGradientBoostingClassifier(max_iter=20, random_state=0)",
+    ],
+)
+def test_native_text_categories_are_threshold_probed(
+    spec: str, mixed_csv: Path, tmp_path: Path
+) -> None:
+    # The models split on the text column themselves: threshold rows keep it text.
+    bundle, _ = train_bundle(str(mixed_csv), spec, tmp_path / "b", target="y")
+    result = convert_bundle(bundle)
+    (note,) = [n for n in result.notes if "probe rows" in n]
+    assert "at split thresholds" in note and "skipped" not in note, note
+    write_golden(bundle)
+    assert check_golden(bundle).ok
+    report = validate_bundle(bundle, write_report=False)
+    thresholds = report.probe_set("thresholds")
+    assert thresholds.skipped is None and thresholds.n_rows > 0
+    assert report.verdict == "EQUIVALENT", report.failing_probe_sets

@@ -384,7 +384,11 @@ def _forward(source: ColumnSource, value: Any) -> float:
 
 
 def _native_category(spec: TreeEnsembleSpec, row: int, left: bool) -> Any:
-    """A known category (as the input holds it) that categorical node ``row`` sends ``left``."""
+    """A known category (as the input holds it) that categorical node ``row`` sends ``left``.
+
+    None when no known text category goes that way (NaN for a numeric column, as
+    :func:`_category_value` gives).
+    """
     feature = int(spec.feature[row])
     known = np.asarray(spec.categories.get(feature, []))
     if known.dtype.kind not in "OUS":
@@ -581,6 +585,12 @@ def threshold_probes(
         empty = base.iloc[:0].copy()
         return ThresholdProbes(empty, [], len(chosen), 0, behind)
     records = base.to_dict("records")
+    # A model may know a text column's categories by their codes (LightGBM on pandas
+    # categories): such categories cannot be written into the text column.
+    text = [
+        not (pd.api.types.is_numeric_dtype(base[n]) or pd.api.types.is_bool_dtype(base[n]))
+        for n in names
+    ]
     tree_base = _tree_space(estimator, base, sources)
     by_column: dict[int, list[int]] = {}
     for j, source in enumerate(sources):
@@ -597,8 +607,16 @@ def threshold_probes(
             feature = int(spec.feature[up])
             source = sources[feature]
             if categorical[up]:
-                if source.raw and 0 <= source.column < len(names):
-                    record[names[source.column]] = _native_category(spec, up, went_left)
+                value = _native_category(spec, up, went_left)
+                # No known text category that way: the row keeps its own (it may not reach the
+                # node, and then probes less; a missing text value is the missing set's job).
+                if (
+                    source.raw
+                    and 0 <= source.column < len(names)
+                    and value is not None
+                    and isinstance(value, str) == text[source.column]
+                ):
+                    record[names[source.column]] = value
                     moved.add(names[source.column])
                 continue
             threshold = float(spec.threshold[up])
