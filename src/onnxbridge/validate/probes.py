@@ -143,9 +143,13 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
     spec = probe_tree_ensemble(estimator) if estimator is not None else None
     if spec is None:
         return None
-    names_in = getattr(estimator, "feature_names_in_", None)
-    width = len(names_in) if names_in is not None else int(getattr(estimator, "n_features_in_", 0))
-    sources = column_sources(estimator, [str(n) for n in range(width)]) if width else []
+    known = getattr(estimator, "feature_names_in_", None)
+    names = (
+        [str(n) for n in known]
+        if known is not None
+        else [str(n) for n in range(int(getattr(estimator, "n_features_in_", 0)))]
+    )
+    sources = column_sources(estimator, names) if names else []
     left_is_le = spec.rule == "leq"
     found = set()
     for feature, threshold in spec.splits():
