@@ -250,65 +250,24 @@ def _category_value(spec: TreeEnsembleSpec, row: int, left: bool) -> float:
     return float(keys[side[0]]) if len(side) else float("nan")
 
 
-def _satisfy(row: np.ndarray, feature: int, threshold: float, left: bool, rule: str) -> None:
-    if not abs(threshold) < float(np.finfo(np.float32).max) / 2:
-        return  # LightGBM's "missing or not" split at 1e300: no finite float32 row can tell
-    value = row[feature]
-    step = _float32_step(threshold)
-    if left:
-        ok = value <= threshold if rule == "leq" else value < threshold
-        if not ok or np.isnan(value):
-            row[feature] = threshold if rule == "leq" else threshold - step
-    else:
-        ok = value > threshold if rule == "leq" else value >= threshold
-        if not ok or np.isnan(value):
-            row[feature] = threshold + step
-
-
 def threshold_probe_rows(
     spec: TreeEnsembleSpec, base: np.ndarray, *, max_rows: int = MAX_PROBE_ROWS, seed: int = 0
 ) -> np.ndarray:
-    """Rows at the split thresholds, ``[P, F]`` float64.
+    """Rows at the split thresholds of trees that take ``base``'s columns, ``[P, F]`` float64.
 
-    For each distinct ``(feature, threshold)`` one node testing it is chosen; a base row is moved
-    into the region that reaches that node, and three rows are made with the feature at the
-    threshold and one float32 step below and above. At most ``max_rows`` rows (a random choice of
-    thresholds, fixed ``seed``, when there are more).
+    :func:`threshold_probes` for a model without steps in front of its trees: for each distinct
+    ``(feature, threshold)`` one node testing it, a base row moved into the region that reaches
+    that node, and three rows with the feature one float32 step below, on and above the
+    threshold.
     """
     base = np.asarray(base, dtype=np.float64)
     if base.ndim != 2 or len(base) == 0:
         return np.zeros((0, spec.n_features))
-    # Thresholds beyond float32's range (LightGBM's 1e300) cannot flip: no float32 is near them.
-    largest = float(np.finfo(np.float32).max) / 2
-    categorical = spec.is_categorical
-    # Categorical splits compare codes, not thresholds: float32 cannot flip them.
-    inner = np.flatnonzero(~spec.is_leaf & ~categorical & (np.abs(spec.threshold) < largest))
-    if len(inner) == 0:
+    frame = pd.DataFrame(base, columns=list(range(base.shape[1])))
+    probes = threshold_probes(None, frame, spec, max_rows=max_rows, seed=seed)
+    if probes is None or len(probes.frame) == 0:
         return np.zeros((0, base.shape[1]))
-    pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    chosen_rows = inner[np.sort(first)]
-    if 3 * len(chosen_rows) > max_rows:
-        rng = np.random.RandomState(seed)
-        chosen_rows = np.sort(rng.choice(chosen_rows, size=max_rows // 3, replace=False))
-    parent, is_left = _parents(spec)
-    chosen = [((int(spec.feature[r]), float(spec.threshold[r])), int(r)) for r in chosen_rows]
-    rows = []
-    for number, ((feature, threshold), node_row) in enumerate(chosen):
-        row = base[number % len(base)].copy()
-        for up, went_left in _path(spec, parent, is_left, node_row):
-            if categorical[up]:
-                row[int(spec.feature[up])] = _category_value(spec, up, went_left)
-            else:
-                _satisfy(
-                    row, int(spec.feature[up]), float(spec.threshold[up]), went_left, spec.rule
-                )
-        step = _float32_step(threshold)
-        for value in (threshold - step, threshold, threshold + step):
-            probe = row.copy()
-            probe[feature] = value
-            rows.append(probe)
-    return np.vstack(rows) if rows else np.zeros((0, base.shape[1]))
+    return probes.frame.to_numpy(dtype=np.float64)
 
 
 @dataclass
