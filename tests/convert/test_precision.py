@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from lightgbm import LGBMRegressor
 from sklearn.decomposition import PCA
@@ -117,10 +119,11 @@ def test_auto_says_when_a_step_cannot_be_inverted() -> None:
     model = make_pipeline(PCA(n_components=3), HistGradientBoostingRegressor(max_iter=10))
     model.fit(X, (X[:, 0] - 1e6) % 5)
     result = convert_estimator(model, X[:40])
-    assert (
-        "threshold probes skipped: pipeline step 'pca' (PCA) cannot be inverted"
-        in (result.notes[0])
-    )
+    assert result.precision == "double"
+    assert re.search(
+        r"; 0 of (\d+) thresholds probed; \1 behind steps that cannot be inverted \(PCA\)$",
+        result.notes[0],
+    ), result.notes[0]
 
 
 def test_explicit_precisions_are_not_probed() -> None:
@@ -160,22 +163,95 @@ def test_double_pipeline_with_an_imputer_is_exact_on_missing_values() -> None:
     np.testing.assert_allclose(proba, model.predict_proba(X[400:]), atol=1e-12)
 
 
-def test_auto_prefers_double_when_thresholds_cannot_be_probed() -> None:
-    import pandas as pd
+def _mixed(n: int = 400, seed: int = 0, offset: float = 0.0) -> tuple[pd.DataFrame, np.ndarray]:
+    """Numeric, boolean and text columns with missing values; ``offset`` moves ``a``."""
+    rng = np.random.RandomState(seed)
+    frame = pd.DataFrame(
+        {
+            "a": offset + rng.rand(n) * 3,
+            "b": rng.normal(size=n),
+            "flag": rng.rand(n) < 0.5,
+            "city": rng.choice(["Lyon", "Paris", "Nice"], n).astype(object),
+        }
+    )
+    y = np.sin((frame["a"] - offset) * 7) + frame["b"] + (frame["city"] == "Lyon")
+    frame.loc[rng.rand(n) < 0.05, "b"] = np.nan
+    frame.loc[rng.rand(n) < 0.05, "city"] = None
+    return frame, y.to_numpy()
+
+
+def _scaled_and_encoded(*columns: tuple, scale: bool = True) -> Any:
+    from sklearn.compose import make_column_transformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import OneHotEncoder
+
+    return make_column_transformer(
+        (
+            make_pipeline(SimpleImputer(strategy="median"), *([StandardScaler()] if scale else [])),
+            ["a", "b", "flag"],
+        ),
+        (
+            make_pipeline(
+                SimpleImputer(strategy="constant", fill_value="missing"),
+                OneHotEncoder(handle_unknown="ignore"),
+            ),
+            ["city"],
+        ),
+        *columns,
+    )
+
+
+def test_auto_probes_thresholds_behind_a_column_transformer_and_keeps_float() -> None:
+    # As --preprocess auto builds it for trees: imputed numbers, one-hot encoded text.
+    frame, y = _mixed()
+    model = make_pipeline(
+        _scaled_and_encoded(scale=False), RandomForestClassifier(n_estimators=10, random_state=0)
+    ).fit(frame, y > 1)
+    result = convert_estimator(model, frame.head(40))
+    assert result.precision == "float", result.notes
+    match = re.match(NOTE + r"; (\d+) of \4 thresholds probed$", result.notes[0])
+    assert match and match.group(2) == "0" and int(match.group(4)) > 50, result.notes
+
+
+def test_auto_goes_double_when_float32_flips_behind_a_standard_scaler() -> None:
+    # Around 1e6 a float32 step is 0.0625: the scaled column moves across splits.
+    frame, y = _mixed(offset=1e6)
+    model = make_pipeline(
+        _scaled_and_encoded(), LGBMRegressor(n_estimators=30, verbose=-1, n_jobs=1)
+    ).fit(frame, y)
+    result = convert_estimator(model, frame.head(40))
+    assert result.precision == "double"
+    match = re.match(NOTE, result.notes[0])
+    assert match and match.group(1) == "switched to double", result.notes
+    assert int(match.group(2).replace(" ", "")) > 0 and "skipped" not in result.notes[0]
+
+
+def test_auto_prefers_double_when_some_thresholds_sit_behind_a_step_it_cannot_invert() -> None:
     from sklearn.compose import make_column_transformer
     from sklearn.preprocessing import OneHotEncoder
 
-    X, y = _large(400)
-    frame = pd.DataFrame(X, columns=["a", "b", "c"])
-    frame["city"] = np.where(y == 1, "Lyon", "Paris").astype(object)
+    frame, y = _mixed()
+    frame = frame.fillna({"b": 0.0, "city": "Lyon"})
     encode = make_column_transformer(
-        (OneHotEncoder(handle_unknown="ignore"), ["city"]), remainder="passthrough"
+        (PCA(n_components=1), ["a", "b"]),
+        (OneHotEncoder(handle_unknown="ignore"), ["city"]),
+        remainder="passthrough",
     )
-    model = make_pipeline(encode, HistGradientBoostingClassifier(max_iter=10)).fit(frame, y)
+    model = make_pipeline(encode, RandomForestClassifier(n_estimators=5, random_state=0))
+    model.fit(frame, y > 1)
     result = convert_estimator(model, frame.head(30))
     assert result.precision == "double"
-    assert "threshold probes skipped: the model's input has text columns" in result.notes[0]
-    assert "float32 could not be shown to keep the trees' decisions" in result.notes[0]
+    note = result.notes[0]
+    assert note.startswith("switched to double precision: 0 of"), note
+    assert "float32 could not be shown to keep the trees' decisions" in note
+    match = re.search(
+        r"; (\d+) of (\d+) thresholds probed; (\d+) behind steps that cannot be inverted "
+        r"\(PCA\)$",
+        note,
+    )
+    assert match, note
+    probed, total, behind = map(int, match.groups())
+    assert probed > 0 and behind > 0 and probed + behind == total
 
 
 @pytest.mark.parametrize("labels", ["bool", "float"])

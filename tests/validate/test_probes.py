@@ -56,8 +56,19 @@ def test_thresholds_are_walked_for_every_tree_family(data) -> None:
         splits = tree_thresholds(model.fit(X, y))
         assert splits and all(0 <= s.feature < 3 and s.left_is_le for s in splits), model
     assert tree_thresholds(LogisticRegression().fit(X, y)) is None
-    # A tree behind a scaler sees scaled columns: no thresholds on the input.
-    assert tree_thresholds(make_pipeline(StandardScaler(), tree).fit(X, y)) is None
+    # A tree behind a scaler sees scaled columns: its thresholds are carried back to the input.
+    scaled = make_pipeline(StandardScaler(), DecisionTreeRegressor(max_depth=3, random_state=0))
+    scaled.fit(X, y)
+    inner = scaled[-1].tree_
+    split = inner.children_left >= 0
+    scaler = scaled[0]
+    expected = sorted(
+        (int(f), float(t * scaler.scale_[f] + scaler.mean_[f]))
+        for f, t in zip(inner.feature[split], inner.threshold[split], strict=True)
+    )
+    found = [(s.feature, s.threshold) for s in tree_thresholds(scaled)]
+    assert [f for f, _ in found] == [f for f, _ in expected]
+    np.testing.assert_allclose([t for _, t in found], [t for _, t in expected], rtol=1e-15)
     assert tree_thresholds(make_pipeline(tree).fit(X, y))
 
 
@@ -85,14 +96,23 @@ def test_threshold_rows_sit_on_and_beside_each_split(data) -> None:
     )
     splits = tree_thresholds(tree)
     assert len(probe.frame) == 3 * len(splits) == len(probe.meta)
-    for i, split in enumerate(splits):
-        name = X.columns[split.feature]
-        on, below, above = probe.frame[name].iloc[3 * i : 3 * i + 3]
-        t32 = np.float32(split.threshold)
-        assert on == split.threshold
-        assert below == np.nextafter(t32, np.float32(-np.inf))
-        assert above == np.nextafter(t32, np.float32(np.inf))
-        assert [m["where"] for m in probe.meta[3 * i : 3 * i + 3]] == ["on", "below", "above"]
+    probed = set()
+    paths = tree.decision_path(probe.frame).toarray()
+    for i in range(0, len(probe.frame), 3):
+        meta = probe.meta[i : i + 3]
+        assert [m["where"] for m in meta] == ["below", "on", "above"]
+        name, threshold = meta[0]["feature"], meta[0]["threshold"]
+        step = float(np.spacing(np.abs(np.float32(threshold))))
+        below, on, above = probe.frame[name].iloc[i : i + 3]
+        assert (below, on, above) == (threshold - step, threshold, threshold + step)
+        # The row on the threshold reaches a node that tests it.
+        (_node,) = [
+            n
+            for n in np.flatnonzero(paths[i + 1])
+            if tree.tree_.threshold[n] == threshold and X.columns[tree.tree_.feature[n]] == name
+        ]
+        probed.add((list(X.columns).index(name), threshold))
+    assert probed == {(s.feature, s.threshold) for s in splits}
 
 
 def test_edge_missing_range_and_batch_rows(data) -> None:
@@ -111,7 +131,7 @@ def test_edge_missing_range_and_batch_rows(data) -> None:
     assert len(ranged) == 200
     assert ranged["c"].between(X["c"].min(), X["c"].max()).all()
     assert len(sets["batch"].frame) == 20
-    assert sets["thresholds"].skipped == "not a tree model on its input columns"
+    assert sets["thresholds"].skipped == "not a tree model onnxbridge reads"
     assert sets["strings"].skipped == "no string columns"
     refused = _by_name(build_probe_sets(X, schema, accepts_missing=False))["missing"]
     assert refused.skipped == "the source model refuses missing values (NaN)"

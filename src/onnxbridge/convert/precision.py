@@ -16,9 +16,13 @@ float32 rounding), saying so in :attr:`ConversionResult.notes`.
 The trees are read (:func:`find_tree_ensemble`) from scikit-learn's ``tree_`` (trees, forests,
 extra-trees, gradient boosting), HistGradientBoosting's ``_predictors``, XGBoost's JSON model,
 LightGBM's ``dump_model()`` and CatBoost's ONNX export (see
-:mod:`onnxbridge.convert.tree_ensemble`). When the trees sit at the end of a Pipeline, probe rows
-are mapped back through the steps before them (scalers are inverted, imputers are the identity on
-rows without missing values); when a step cannot be inverted only the sample rows are probed.
+:mod:`onnxbridge.convert.tree_ensemble`). When the trees sit at the end of a Pipeline, each
+threshold is carried back to the input column feeding the split column
+(:mod:`onnxbridge.convert.input_map`: ColumnTransformer branches, scalers inverted, imputers the
+identity on complete rows, encoded columns as categories) and the probe rows are input rows
+(:func:`threshold_probes`, which validate's ``thresholds`` probe set uses too). Thresholds on
+columns made by a step that cannot be inverted (PCA, ...) get no rows and are counted; float32
+cannot be shown to keep those decisions, so ``auto`` then converts in float64.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge.convert.input_map import ColumnSource, column_sources
 from onnxbridge.convert.tree_ensemble import (
     TreeEnsembleSpec,
     category_keys,
     from_hist_gradient_boosting,
     from_lightgbm,
+    from_sklearn_trees,
     from_xgboost,
 )
 from onnxbridge.errors import ConversionError, first_line
@@ -43,11 +49,14 @@ from onnxbridge.train import unwrap_label_encoding
 
 __all__ = [
     "PrecisionProbeReport",
+    "ThresholdProbes",
     "convert_auto",
     "find_tree_ensemble",
     "fix_double_graph",
     "probe_float_precision",
+    "probe_tree_ensemble",
     "threshold_probe_rows",
+    "threshold_probes",
 ]
 
 # Probe rows per conversion at most (three per threshold): a few seconds for the largest forests.
@@ -65,13 +74,23 @@ class PrecisionProbeReport:
         rows: probe rows run.
         threshold_rows: of which built at split thresholds.
         flipped: rows whose decision differs from the source model's.
-        skipped: why threshold probes were not built (None when they were).
+        skipped: why threshold probes were not run (None when they were).
+        coverage: ``N of M thresholds probed`` (see :meth:`ThresholdProbes.summary`).
+        not_inverted: thresholds behind steps that cannot be inverted (not probed).
     """
 
     rows: int
     threshold_rows: int
     flipped: int
     skipped: str | None = None
+    coverage: str | None = None
+    not_inverted: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every threshold could be probed (the probes ran, none sat behind a step
+        that cannot be inverted)."""
+        return self.skipped is None and self.not_inverted == 0
 
     def note(self, switched: bool) -> str:
         """One sentence for :attr:`ConversionResult.notes`."""
@@ -81,15 +100,18 @@ class PrecisionProbeReport:
             if self.threshold_rows
             else ""
         )
-        if switched and not self.flipped and self.skipped:
+        if switched and not self.flipped and not self.complete:
             text = (
-                f"switched to double precision: {what} flipped in float32, but without "
-                "threshold probes float32 could not be shown to keep the trees' decisions"
+                f"switched to double precision: {what}{where} flipped in float32, but without "
+                "threshold probes on every split float32 could not be shown to keep the trees' "
+                "decisions"
             )
         elif switched:
             text = f"switched to double precision: {what}{where} flipped in float32"
         else:
             text = f"kept float precision: {what}{where} flipped in float32"
+        if self.coverage and self.skipped is None:
+            text += f"; {self.coverage}"
         if self.skipped:
             text += f"; threshold probes skipped: {self.skipped}"
         return text
@@ -136,6 +158,37 @@ def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
     except (ConversionError, AttributeError, KeyError, ValueError):
         return None
     return None
+
+
+def probe_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
+    """The splits of the trees at the end of ``estimator``, for building probe rows.
+
+    :func:`find_tree_ensemble`, and for the other scikit-learn ensembles of trees that
+    skl2onnx converts (bagging, AdaBoost, IsolationForest, RandomTreesEmbedding, forests
+    onnxbridge leaves to skl2onnx) a spec of their splits only (leaf values unused), with each
+    tree's features mapped to the model's through ``estimators_features_``.
+    """
+    spec = find_tree_ensemble(estimator)
+    if spec is not None:
+        return spec
+    model = unwrap_label_encoding(_final_step(estimator))
+    members = getattr(model, "estimators_", None)
+    if members is None or not type(model).__module__.startswith("sklearn."):
+        return None
+    trees = list(np.asarray(members, dtype=object).reshape(-1))
+    if not trees or not all(hasattr(t, "tree_") for t in trees):
+        return None
+    spec = from_sklearn_trees(trees, lambda v: np.zeros((len(v), 1)), 1, np.zeros(1))
+    subsets = getattr(model, "estimators_features_", None)
+    if subsets is not None and len(subsets) == len(trees):
+        inner = ~spec.is_leaf
+        columns = [np.asarray(c, dtype=np.int64) for c in subsets]
+        spec.feature[inner] = [
+            columns[int(t)][int(f)]
+            for t, f in zip(spec.tree[inner], spec.feature[inner], strict=True)
+        ]
+    spec.n_features = int(getattr(model, "n_features_in_", spec.n_features))
+    return spec
 
 
 def _float32_step(value: float) -> float:
@@ -197,90 +250,380 @@ def _category_value(spec: TreeEnsembleSpec, row: int, left: bool) -> float:
     return float(keys[side[0]]) if len(side) else float("nan")
 
 
-def _satisfy(row: np.ndarray, feature: int, threshold: float, left: bool, rule: str) -> None:
-    if not abs(threshold) < float(np.finfo(np.float32).max) / 2:
-        return  # LightGBM's "missing or not" split at 1e300: no finite float32 row can tell
-    value = row[feature]
-    step = _float32_step(threshold)
-    if left:
-        ok = value <= threshold if rule == "leq" else value < threshold
-        if not ok or np.isnan(value):
-            row[feature] = threshold if rule == "leq" else threshold - step
-    else:
-        ok = value > threshold if rule == "leq" else value >= threshold
-        if not ok or np.isnan(value):
-            row[feature] = threshold + step
-
-
 def threshold_probe_rows(
     spec: TreeEnsembleSpec, base: np.ndarray, *, max_rows: int = MAX_PROBE_ROWS, seed: int = 0
 ) -> np.ndarray:
-    """Rows at the split thresholds, ``[P, F]`` float64.
+    """Rows at the split thresholds of trees that take ``base``'s columns, ``[P, F]`` float64.
 
-    For each distinct ``(feature, threshold)`` one node testing it is chosen; a base row is moved
-    into the region that reaches that node, and three rows are made with the feature at the
-    threshold and one float32 step below and above. At most ``max_rows`` rows (a random choice of
-    thresholds, fixed ``seed``, when there are more).
+    :func:`threshold_probes` for a model without steps in front of its trees: for each distinct
+    ``(feature, threshold)`` one node testing it, a base row moved into the region that reaches
+    that node, and three rows with the feature one float32 step below, on and above the
+    threshold.
     """
     base = np.asarray(base, dtype=np.float64)
     if base.ndim != 2 or len(base) == 0:
         return np.zeros((0, spec.n_features))
-    # Thresholds beyond float32's range (LightGBM's 1e300) cannot flip: no float32 is near them.
+    frame = pd.DataFrame(base, columns=list(range(base.shape[1])))
+    probes = threshold_probes(None, frame, spec, max_rows=max_rows, seed=seed)
+    if probes is None or len(probes.frame) == 0:
+        return np.zeros((0, base.shape[1]))
+    return probes.frame.to_numpy(dtype=np.float64)
+
+
+@dataclass
+class ThresholdProbes:
+    """Rows at a tree model's split thresholds, in the model's input columns.
+
+    Attributes:
+        frame: the rows, as the source model takes them (columns moved to a number are
+            float64).
+        meta: per row: ``feature`` (the input column set), ``threshold`` (as the trees hold
+            it, in the columns the trees see), ``where`` and ``value`` (the input value).
+            ``where`` is ``below`` / ``on`` / ``above`` (the trees' column one float32 step
+            below, on and above the threshold), ``below32`` / ``above32`` (the float32
+            neighbours of the input value that lands on it), ``category`` / ``other`` (an
+            encoded column: its category, another one), ``missing`` / ``present`` (a
+            missing-value indicator).
+        thresholds: distinct numeric split thresholds in the trees.
+        probed: of which rows were built for.
+        behind: class name of a step that cannot be inverted -> thresholds on the columns it
+            makes (no row can be built for them).
+    """
+
+    frame: pd.DataFrame
+    meta: list[dict[str, Any]]
+    thresholds: int
+    probed: int
+    behind: dict[str, int]
+
+    @property
+    def not_inverted(self) -> int:
+        """Thresholds behind steps that cannot be inverted."""
+        return sum(self.behind.values())
+
+    def summary(self) -> str:
+        """``N of M thresholds probed`` and, if any, how many sit behind which steps."""
+        text = f"{self.probed:,} of {self.thresholds:,} thresholds probed".replace(",", " ")
+        if self.not_inverted:
+            names = ", ".join(sorted(self.behind))
+            text += (
+                f"; {self.not_inverted:,} behind steps that cannot be inverted ({names})".replace(
+                    ",", " ", 1
+                )
+            )
+        return text
+
+
+def _rows_per_threshold(source: ColumnSource) -> int:
+    if source.kind == "numeric":
+        return 3 if source.raw else 5
+    return 2
+
+
+def _tree_space(estimator: Any, frame: pd.DataFrame, sources: list[ColumnSource]) -> np.ndarray:
+    """``frame`` as the trees see it (``[N, F]`` float64); NaN where it cannot be computed."""
+    values = _final_inputs(estimator, frame)
+    if values is not None and values.ndim == 2 and values.shape[1] == len(sources):
+        return values
+    out = np.full((len(frame), len(sources)), np.nan)
+    records = frame.to_dict("records")
+    names = list(frame.columns)
+    for j, source in enumerate(sources):
+        if source.kind != "opaque" and 0 <= source.column < len(names):
+            for i, record in enumerate(records):
+                out[i, j] = _forward(source, record[names[source.column]])
+    return out
+
+
+def _forward(source: ColumnSource, value: Any) -> float:
+    try:
+        return source.forward(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _native_category(spec: TreeEnsembleSpec, row: int, left: bool) -> Any:
+    """A known category (as the input holds it) that categorical node ``row`` sends ``left``.
+
+    None when no known text category goes that way (NaN for a numeric column, as
+    :func:`_category_value` gives).
+    """
+    feature = int(spec.feature[row])
+    known = np.asarray(spec.categories.get(feature, []))
+    if known.dtype.kind not in "OUS":
+        return _category_value(spec, row, left)
+    goes_left = np.zeros(len(known), dtype=bool)
+    goes_left[np.asarray(spec.left_codes[row], dtype=np.int64)] = True
+    side = [k for k in np.flatnonzero(goes_left == left) if str(known[k]) != ""]
+    return known[side[0]] if side else None
+
+
+def _other_category(source: ColumnSource, current: Any) -> Any:
+    """A category of ``source``'s input column other than ``source.category`` (None if none)."""
+    if not source.categories or source.forward(current) == 0.0:
+        return current
+    others = [c for c in source.categories if not (c == source.category) and c is not None]
+    others = [c for c in others if not (isinstance(c, float) and np.isnan(c))]
+    return others[0] if others else None
+
+
+def _ordinal_code(source: ColumnSource, threshold: float, left: bool, rule: str) -> int | None:
+    codes = np.arange(len(source.categories), dtype=np.float64)
+    if left:
+        side = codes[codes <= threshold] if rule == "leq" else codes[codes < threshold]
+        return int(side.max()) if len(side) else None
+    side = codes[codes > threshold] if rule == "leq" else codes[codes >= threshold]
+    return int(side.min()) if len(side) else None
+
+
+def _move(
+    record: dict[Any, Any],
+    tx: np.ndarray,
+    names: list[Any],
+    sources: list[ColumnSource],
+    by_column: dict[int, list[int]],
+    feature: int,
+    target: float,
+    left: bool,
+    threshold: float,
+    rule: str,
+) -> None:
+    """Set the input column behind tree column ``feature`` so that it reads ``target``."""
+    source = sources[feature]
+    column = source.column
+    if source.kind == "opaque" or not 0 <= column < len(names):
+        return
+    name = names[column]
+    if source.kind == "numeric":
+        record[name] = source.inverse(target)
+    elif source.kind == "onehot":
+        if not left:
+            record[name] = source.category
+        else:
+            other = _other_category(source, record[name])
+            if other is not None:
+                record[name] = other
+    elif source.kind == "ordinal":
+        code = _ordinal_code(source, threshold, left, rule)
+        if code is not None:
+            record[name] = source.categories[code]
+    elif source.kind == "indicator" and not left:
+        record[name] = np.nan
+    for j in by_column.get(column, []):
+        tx[j] = _forward(sources[j], record[name])
+
+
+def _satisfied(value: float, threshold: float, left: bool, rule: str) -> bool:
+    if np.isnan(value):
+        return False
+    if left:
+        return value <= threshold if rule == "leq" else value < threshold
+    return value > threshold if rule == "leq" else value >= threshold
+
+
+def _probe_values(
+    source: ColumnSource, threshold: float, current: Any, rule: str
+) -> list[tuple[str, Any]]:
+    """``(where, input value)`` for the rows that probe ``threshold`` on ``source``."""
+    step = _float32_step(threshold)
+    if source.kind == "numeric" and source.raw:
+        return [("below", threshold - step), ("on", threshold), ("above", threshold + step)]
+    if source.kind == "numeric":
+        # float32 rounds the graph's input and again the transformed column: land on the
+        # threshold and one float32 step either side of it in the trees' column, and on the
+        # float32 neighbours of the input value that lands on it.
+        on = source.inverse(threshold)
+        near = np.float32(on)
+        return [
+            ("below", source.inverse(threshold - step)),
+            ("on", on),
+            ("above", source.inverse(threshold + step)),
+            ("below32", float(np.nextafter(near, np.float32(-np.inf)))),
+            ("above32", float(np.nextafter(near, np.float32(np.inf)))),
+        ]
+    if source.kind == "onehot":
+        values = [("category", source.category)]
+        other = _other_category(source, source.category if current is None else current)
+        if other is not None and not (other == source.category):
+            values.append(("other", other))
+        return values
+    if source.kind == "ordinal":
+        found = []
+        for where, left in (("below", True), ("above", False)):
+            code = _ordinal_code(source, threshold, left, rule)
+            if code is not None:
+                found.append((where, source.categories[code]))
+        return found
+    if source.kind == "indicator":
+        return [("missing", np.nan), ("present", current)]
+    return []
+
+
+def _as_frame(rows: list[dict[Any, Any]], like: pd.DataFrame, moved: set[Any]) -> pd.DataFrame:
+    """``rows`` with ``like``'s columns and dtypes; numeric columns that were moved are float64."""
+    out = pd.DataFrame.from_records(rows, columns=list(like.columns))
+    for name in like.columns:
+        dtype = like[name].dtype
+        numeric = pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)
+        try:
+            if name in moved and numeric:
+                out[name] = pd.to_numeric(out[name], errors="coerce").astype(np.float64)
+            else:
+                out[name] = out[name].astype(dtype)
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def threshold_probes(
+    estimator: Any,
+    frame: pd.DataFrame,
+    spec: TreeEnsembleSpec | None = None,
+    *,
+    max_rows: int = MAX_PROBE_ROWS,
+    seed: int = 0,
+) -> ThresholdProbes | None:
+    """Rows at the split thresholds of the trees at the end of ``estimator``, as input rows.
+
+    For each distinct ``(feature, threshold)`` of the trees one node testing it is chosen; a row
+    of ``frame`` is moved into the region that reaches that node, and rows are made with the
+    trees' column on the threshold and one float32 step either side. The trees' columns are
+    carried back to the input through the steps in front of them (see
+    :func:`~onnxbridge.convert.input_map.column_sources`): a scaled column lands on each value
+    as closely as float64 allows (and the float32 neighbours of the input value on the threshold
+    are added), an encoded column gets a row with its category and one with another category.
+    Thresholds on columns made by a step that cannot be inverted (PCA, polynomial features,
+    binning, ...) get no rows and are counted in :attr:`ThresholdProbes.behind`.
+
+    Args:
+        estimator: the fitted model or Pipeline.
+        frame: rows in the model's input columns (complete rows are used when there are any).
+        spec: the trees (default: :func:`find_tree_ensemble`).
+        max_rows: at most this many rows (a random choice of thresholds, fixed ``seed``).
+        seed: seed of that choice.
+
+    Returns:
+        The rows, or None when ``estimator`` has no readable tree ensemble at its end.
+    """
+    spec = spec if spec is not None else find_tree_ensemble(estimator)
+    if spec is None:
+        return None
+    names = list(frame.columns)
+    sources = column_sources(estimator, names)
+    width = max(spec.n_features, int(spec.feature.max(initial=-1)) + 1)
+    if len(sources) < width:
+        sources = sources + [ColumnSource("opaque", step="unknown step")] * (width - len(sources))
+    complete = frame.dropna()
+    base = (complete if len(complete) else frame).reset_index(drop=True)
     largest = float(np.finfo(np.float32).max) / 2
     categorical = spec.is_categorical
-    # Categorical splits compare codes, not thresholds: float32 cannot flip them.
     inner = np.flatnonzero(~spec.is_leaf & ~categorical & (np.abs(spec.threshold) < largest))
-    if len(inner) == 0:
-        return np.zeros((0, base.shape[1]))
-    pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
-    _, first = np.unique(pairs, axis=0, return_index=True)
-    chosen_rows = inner[np.sort(first)]
-    if 3 * len(chosen_rows) > max_rows:
-        rng = np.random.RandomState(seed)
-        chosen_rows = np.sort(rng.choice(chosen_rows, size=max_rows // 3, replace=False))
+    chosen = np.zeros(0, dtype=np.int64)
+    if len(inner):
+        pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
+        _, first = np.unique(pairs, axis=0, return_index=True)
+        chosen = inner[np.sort(first)]
+    behind: dict[str, int] = {}
+    usable = []
+    for row in chosen:
+        source = sources[int(spec.feature[row])]
+        if source.kind == "opaque":
+            behind[source.step] = behind.get(source.step, 0) + 1
+        else:
+            usable.append(int(row))
+    cost = [_rows_per_threshold(sources[int(spec.feature[r])]) for r in usable]
+    if sum(cost) > max_rows:
+        order = np.random.RandomState(seed).permutation(len(usable))
+        keep, total = [], 0
+        for k in order:
+            if total + cost[k] <= max_rows:
+                keep.append(int(k))
+                total += cost[k]
+        usable = [usable[k] for k in sorted(keep)]
+    if not usable or len(base) == 0:
+        empty = base.iloc[:0].copy()
+        return ThresholdProbes(empty, [], len(chosen), 0, behind)
+    records = base.to_dict("records")
+    # A model may know a text column's categories by their codes (LightGBM on pandas
+    # categories): such categories cannot be written into the text column.
+    text = [
+        not (pd.api.types.is_numeric_dtype(base[n]) or pd.api.types.is_bool_dtype(base[n]))
+        for n in names
+    ]
+    tree_base = _tree_space(estimator, base, sources)
+    by_column: dict[int, list[int]] = {}
+    for j, source in enumerate(sources):
+        if source.kind != "opaque":
+            by_column.setdefault(source.column, []).append(j)
     parent, is_left = _parents(spec)
-    chosen = [((int(spec.feature[r]), float(spec.threshold[r])), int(r)) for r in chosen_rows]
-    rows = []
-    for number, ((feature, threshold), node_row) in enumerate(chosen):
-        row = base[number % len(base)].copy()
+    rows: list[dict[Any, Any]] = []
+    meta: list[dict[str, Any]] = []
+    moved: set[Any] = set()
+    for number, node_row in enumerate(usable):
+        record = dict(records[number % len(records)])
+        tx = tree_base[number % len(records)].copy()
         for up, went_left in _path(spec, parent, is_left, node_row):
+            feature = int(spec.feature[up])
+            source = sources[feature]
             if categorical[up]:
-                row[int(spec.feature[up])] = _category_value(spec, up, went_left)
+                value = _native_category(spec, up, went_left)
+                # No known text category that way: the row keeps its own (it may not reach the
+                # node, and then probes less; a missing text value is the missing set's job).
+                if (
+                    source.raw
+                    and 0 <= source.column < len(names)
+                    and value is not None
+                    and isinstance(value, str) == text[source.column]
+                ):
+                    record[names[source.column]] = value
+                    moved.add(names[source.column])
+                continue
+            threshold = float(spec.threshold[up])
+            if not abs(threshold) < largest or _satisfied(
+                tx[feature], threshold, went_left, spec.rule
+            ):
+                continue
+            step = _float32_step(threshold)
+            if went_left:
+                target = threshold if spec.rule == "leq" else threshold - step
             else:
-                _satisfy(
-                    row, int(spec.feature[up]), float(spec.threshold[up]), went_left, spec.rule
-                )
-        step = _float32_step(threshold)
-        for value in (threshold - step, threshold, threshold + step):
-            probe = row.copy()
-            probe[feature] = value
+                target = threshold + step
+            _move(
+                record,
+                tx,
+                names,
+                sources,
+                by_column,
+                feature,
+                target,
+                went_left,
+                threshold,
+                spec.rule,
+            )
+            if 0 <= source.column < len(names):
+                moved.add(names[source.column])
+        feature = int(spec.feature[node_row])
+        threshold = float(spec.threshold[node_row])
+        source = sources[feature]
+        name = names[source.column]
+        moved.add(name)
+        for where, value in _probe_values(source, threshold, record[name], spec.rule):
+            probe = dict(record)
+            probe[name] = value
             rows.append(probe)
-    return np.vstack(rows) if rows else np.zeros((0, base.shape[1]))
-
-
-_IDENTITY_ON_COMPLETE_ROWS = ("SimpleImputer", "KNNImputer", "IterativeImputer", "MissingIndicator")
-
-
-def _to_input_space(estimator: Any, rows: np.ndarray) -> tuple[np.ndarray | None, str | None]:
-    """Map rows of the final step's input back to the model's input (None + why if impossible)."""
-    steps = list(getattr(estimator, "steps", []))[:-1]
-    for name, step in reversed(steps):
-        if step is None or step == "passthrough":
-            continue
-        if type(step).__name__ in _IDENTITY_ON_COMPLETE_ROWS and not getattr(
-            step, "add_indicator", False
-        ):
-            continue
-        if hasattr(step, "inverse_transform") and type(step).__name__.endswith("Scaler"):
-            rows = np.asarray(step.inverse_transform(rows), dtype=np.float64)
-            continue
-        return None, f"pipeline step {name!r} ({type(step).__name__}) cannot be inverted"
-    return rows, None
+            meta.append(
+                {"feature": str(name), "threshold": threshold, "where": where, "value": value}
+            )
+    frame_out = _as_frame(rows, base, moved)
+    return ThresholdProbes(frame_out, meta, len(chosen), len(usable), behind)
 
 
 def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
     if not hasattr(estimator, "steps"):
-        return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+        try:
+            return frame.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -289,7 +632,10 @@ def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
         return None
     if hasattr(values, "toarray"):
         values = values.toarray()
-    return np.asarray(values, dtype=np.float64)
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
 
 
 def _run_onnx(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> list[np.ndarray]:
@@ -352,28 +698,37 @@ def probe_float_precision(
         spec: the trees at the end of ``estimator``.
     """
     skipped = None
-    probes = np.zeros((0, frame.shape[1]))
-    numeric = all(i["dtype"] != "string" for i in result.metadata.inputs)
-    # Text columns (categories) are not numbers: no threshold row can be built from them.
-    base = _final_inputs(estimator, frame) if numeric else None
-    if base is None or not numeric:
-        skipped = "the model's input has text columns" if not numeric else "no transformed rows"
-    else:
-        rows = threshold_probe_rows(spec, base)
-        mapped, skipped = _to_input_space(estimator, rows)
-        if mapped is not None:
-            probes = mapped
-    probe_frame = pd.DataFrame(probes, columns=frame.columns)
-    combined = pd.concat([frame, probe_frame], ignore_index=True) if len(probes) else frame
+    probes = threshold_probes(estimator, frame, spec)
+    rows = probes.frame if probes is not None else frame.iloc[:0]
+    coverage = probes.summary() if probes is not None else None
+    not_inverted = probes.not_inverted if probes is not None else 0
+    combined = _stack(frame, rows) if len(rows) else frame
     try:
         flipped = _flipped(estimator, result, combined)
     except Exception as exc:  # a model that refuses the probe rows: judge the sample rows only
         flipped = _flipped(estimator, result, frame)
         skipped = f"the model refused them ({first_line(exc)})"
-        probes = np.zeros((0, frame.shape[1]))
+        rows = frame.iloc[:0]
     return PrecisionProbeReport(
-        rows=len(frame) + len(probes), threshold_rows=len(probes), flipped=flipped, skipped=skipped
+        rows=len(frame) + len(rows),
+        threshold_rows=len(rows),
+        flipped=flipped,
+        skipped=skipped,
+        coverage=coverage,
+        not_inverted=not_inverted,
     )
+
+
+def _stack(frame: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
+    """The sample rows and the probe rows in one frame (moved numeric columns as float64)."""
+    frame = frame.copy()
+    for name in frame.columns:
+        if probes[name].dtype == np.float64 and frame[name].dtype != np.float64:
+            if pd.api.types.is_numeric_dtype(frame[name]) or pd.api.types.is_bool_dtype(
+                frame[name]
+            ):
+                frame[name] = frame[name].astype(np.float64)
+    return pd.concat([frame, probes], ignore_index=True)
 
 
 def _imputer_statistics(estimator: Any) -> list[np.ndarray]:
@@ -461,7 +816,7 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
     if spec is None:
         return result
     report = probe_float_precision(estimator, result, frame, spec)
-    if report.flipped == 0 and report.skipped is None:
+    if report.flipped == 0 and report.complete:
         result.notes.append(report.note(switched=False))
         return result
     try:

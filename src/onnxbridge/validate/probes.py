@@ -5,8 +5,8 @@ probe set      rows
 =============  ===========================================================================
 ``holdout``    the held-out rows (or the ``--data`` rows), as given
 ``range``      random rows, each feature uniform in its training range (from the holdout)
-``thresholds`` tree models: rows placed exactly on every split threshold and one float32
-               step either side, one feature at a time, on top of held-out rows
+``thresholds`` tree models: held-out rows moved to reach each split, on its threshold and
+               one float32 step either side (carried back through a Pipeline's steps)
 ``edge``       0, -0.0, tiny (±1e-38), large (±1e9, ±1e30) per feature, and rows of each
 ``missing``    held-out rows with NaN injected per column (only when the model accepts NaN)
 ``strings``    unseen, empty and non-ASCII values per string column (string inputs only)
@@ -28,10 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.tree_ensemble import hist_gradient_boosting_columns
 from onnxbridge.data import FeatureSchema
 from onnxbridge.errors import DataError
-from onnxbridge.train import unwrap_label_encoding
 
 __all__ = [
     "PROBE_NAMES",
@@ -124,99 +122,51 @@ class SplitThreshold:
 
 
 # ------------------------------------------------------------------------------ tree walking
+def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
+    """Every numeric split of a tree model, carried to the input columns, deduplicated.
+
+    The trees are read as convert reads them
+    (:func:`~onnxbridge.convert.precision.probe_tree_ensemble`: scikit-learn trees, forests,
+    gradient boosting, bagging and AdaBoost, HistGradientBoosting, XGBoost, LightGBM,
+    CatBoost). Behind steps in a Pipeline a split on a scaled (or passed-through, imputed)
+    column becomes the input value that lands on it
+    (:func:`~onnxbridge.convert.input_map.column_sources`); splits on encoded columns or on
+    columns made by a step that cannot be inverted have no input threshold and are left out.
+
+    Returns:
+        The splits in a stable order, or None when the model is not a tree ensemble that
+        onnxbridge reads.
+    """
+    from onnxbridge.convert.input_map import column_sources
+    from onnxbridge.convert.precision import probe_tree_ensemble
+
+    spec = probe_tree_ensemble(estimator) if estimator is not None else None
+    if spec is None:
+        return None
+    known = getattr(estimator, "feature_names_in_", None)
+    names = (
+        [str(n) for n in known]
+        if known is not None
+        else [str(n) for n in range(int(getattr(estimator, "n_features_in_", 0)))]
+    )
+    sources = column_sources(estimator, names) if names else []
+    left_is_le = spec.rule == "leq"
+    found = set()
+    for feature, threshold in spec.splits():
+        if not sources:
+            found.add(SplitThreshold(feature, threshold, left_is_le))
+            continue
+        source = sources[feature] if feature < len(sources) else None
+        if source is None or source.kind != "numeric":
+            continue
+        found.add(SplitThreshold(source.column, source.inverse(threshold), left_is_le))
+    return sorted(found, key=lambda s: (s.feature, s.threshold, s.left_is_le))
+
+
 def _final_step(estimator: Any) -> Any:
     while hasattr(estimator, "steps"):
         estimator = estimator.steps[-1][1]
     return estimator
-
-
-def _sklearn_tree(tree: Any) -> list[SplitThreshold]:
-    inner = tree.tree_
-    split = inner.children_left >= 0
-    return [
-        SplitThreshold(int(f), float(t))
-        for f, t in zip(inner.feature[split], inner.threshold[split], strict=True)
-    ]
-
-
-def _estimator_trees(estimator: Any) -> list[SplitThreshold] | None:
-    """Splits of a tree model on its own input columns, or None for a non-tree model."""
-    name = type(estimator).__name__
-    if hasattr(estimator, "tree_"):  # DecisionTree*, ExtraTree*
-        return _sklearn_tree(estimator)
-    if hasattr(estimator, "_predictors"):  # HistGradientBoosting*
-        # With category columns the trees index the model's reordered columns, not the input's.
-        columns = hist_gradient_boosting_columns(estimator)
-        found: list[SplitThreshold] = []
-        for iteration in estimator._predictors:
-            for predictor in iteration:
-                nodes = predictor.nodes
-                numeric = (nodes["is_leaf"] == 0) & (nodes["is_categorical"] == 0)
-                found.extend(
-                    SplitThreshold(int(columns[int(f)]), float(t))
-                    for f, t in zip(
-                        nodes["feature_idx"][numeric], nodes["num_threshold"][numeric], strict=True
-                    )
-                )
-        return found
-    if name.startswith("XGB") and hasattr(estimator, "get_booster"):
-        # The JSON model, as the converter reads it (XGBoost's trees_to_dataframe cannot parse
-        # a text dump with non-ASCII categories); categorical splits have no threshold.
-        from onnxbridge.convert.tree_ensemble import from_xgboost
-
-        spec, _ = from_xgboost(estimator)
-        return [SplitThreshold(f, t, left_is_le=spec.rule == "leq") for f, t in spec.splits()]
-    if name.startswith("LGBM") and hasattr(estimator, "booster_"):
-        found = []
-
-        def walk(node: dict[str, Any]) -> None:
-            if "split_feature" not in node:
-                return
-            if node.get("decision_type", "<=") == "<=":
-                found.append(SplitThreshold(int(node["split_feature"]), float(node["threshold"])))
-            walk(node.get("left_child", {}))
-            walk(node.get("right_child", {}))
-
-        for tree in estimator.booster_.dump_model().get("tree_info", []):
-            walk(tree.get("tree_structure", {}))
-        return found
-    members = getattr(estimator, "estimators_", None)
-    if members is not None:  # forests, GradientBoosting (a 2-D array of trees), bagging
-        flat = list(np.asarray(members, dtype=object).reshape(-1))
-        if flat and all(hasattr(m, "tree_") for m in flat):
-            if hasattr(estimator, "estimators_features_"):  # bagging on feature subsets
-                found = []
-                for tree, columns in zip(flat, estimator.estimators_features_, strict=True):
-                    found.extend(
-                        SplitThreshold(int(columns[s.feature]), s.threshold)
-                        for s in _sklearn_tree(tree)
-                    )
-                return found
-            return [s for tree in flat for s in _sklearn_tree(tree)]
-    return None
-
-
-def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
-    """Every numeric split of a tree model, deduplicated, in a stable order.
-
-    Walks scikit-learn trees, forests, gradient boosting and HistGradientBoosting (its
-    ``_predictors``), XGBoost (``get_booster().trees_to_dataframe()``) and LightGBM
-    (``booster_.dump_model()``). A pipeline's trees see transformed columns, not the input's,
-    so only a tree model that takes the input directly has thresholds here.
-
-    Returns:
-        The splits, or None when the model is not a tree model on its input columns.
-    """
-    if hasattr(estimator, "steps"):
-        steps = [s for _, s in estimator.steps if s not in (None, "passthrough")]
-        if len(steps) != 1:
-            return None
-        estimator = steps[0]
-    found = _estimator_trees(unwrap_label_encoding(estimator))
-    if found is None:
-        return None
-    unique = sorted(set(found), key=lambda s: (s.feature, s.threshold, s.left_is_le))
-    return unique
 
 
 # ------------------------------------------------------------------------------- generators
@@ -260,43 +210,6 @@ def _range_rows(holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec) -
 def _as_float_column(rows: pd.DataFrame, name: str) -> None:
     if not pd.api.types.is_float_dtype(rows[name]):
         rows[name] = rows[name].astype(np.float64)
-
-
-def _threshold_rows(
-    holdout: pd.DataFrame, schema: FeatureSchema, splits: list[SplitThreshold], spec: ProbeSpec
-) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    names = schema.names
-    per_split = 3
-    # A threshold beyond float32's range (LightGBM's 1e300 "missing or not" split) has no
-    # float32 neighbours to probe, and no finite row can tell it apart.
-    largest = float(np.finfo(np.float32).max) / 2
-    splits = [s for s in splits if abs(s.threshold) < largest]
-    if len(splits) * per_split > spec.max_threshold_rows:
-        rng = np.random.RandomState(spec.seed)
-        keep = np.sort(rng.choice(len(splits), spec.max_threshold_rows // per_split, replace=False))
-        splits = [splits[i] for i in keep]
-    rows = _base_rows(holdout, len(splits) * per_split)
-    for name in {names[s.feature] for s in splits if s.feature < len(names)}:
-        _as_float_column(rows, name)
-    meta: list[dict[str, Any]] = []
-    position = 0
-    for split in splits:
-        if split.feature >= len(names):
-            continue
-        name = names[split.feature]
-        as32 = np.float32(split.threshold)
-        values = (
-            ("on", float(split.threshold)),
-            ("below", float(np.nextafter(as32, np.float32(-np.inf)))),
-            ("above", float(np.nextafter(as32, np.float32(np.inf)))),
-        )
-        for where, value in values:
-            rows.loc[position, name] = value
-            meta.append(
-                {"feature": name, "threshold": split.threshold, "where": where, "value": value}
-            )
-            position += 1
-    return rows.iloc[:position].reset_index(drop=True), meta
 
 
 def _edge_rows(
@@ -457,6 +370,31 @@ def _category_rows(
     return rows.iloc[:position].reset_index(drop=True), meta
 
 
+def _thresholds_set(estimator: Any, base: pd.DataFrame, spec: ProbeSpec) -> ProbeSet:
+    """Rows on every split threshold, carried back through the steps before the trees."""
+    from onnxbridge.convert.precision import probe_tree_ensemble, threshold_probes
+
+    name, what = "thresholds", "rows on every split threshold"
+    empty = base.iloc[:0]
+    trees = probe_tree_ensemble(estimator) if estimator is not None else None
+    probes = (
+        threshold_probes(estimator, base, trees, max_rows=spec.max_threshold_rows, seed=spec.seed)
+        if trees is not None
+        else None
+    )
+    if probes is None:
+        return ProbeSet(name, what, empty, "not a tree model onnxbridge reads")
+    if probes.thresholds == 0:
+        return ProbeSet(name, what, empty, "the trees have no numeric splits")
+    if len(probes.frame) == 0:
+        return ProbeSet(name, what, empty, f"no row could be built: {probes.summary()}")
+    described = (
+        "rows reaching each split, on its threshold and one float32 step either side "
+        f"(in the columns the trees see); {probes.summary()}"
+    )
+    return ProbeSet(name, described, probes.frame, meta=probes.meta)
+
+
 def build_probe_sets(
     holdout: pd.DataFrame,
     schema: FeatureSchema,
@@ -501,21 +439,7 @@ def build_probe_sets(
                 )
             )
         elif name == "thresholds":
-            splits = tree_thresholds(estimator) if estimator is not None else None
-            if not splits:
-                reason = (
-                    "not a tree model on its input columns"
-                    if splits is None
-                    else "the trees have no numeric splits"
-                )
-                sets.append(ProbeSet(name, "rows on every split threshold", empty, reason))
-                continue
-            frame, meta = _threshold_rows(base, schema, splits, spec)
-            described = (
-                f"rows on each of {len(meta) // 3} split thresholds and one float32 step "
-                "either side"
-            )
-            sets.append(ProbeSet(name, described, frame, meta=meta))
+            sets.append(_thresholds_set(estimator, base, spec))
         elif name == "edge":
             if not _numeric_columns(schema):
                 sets.append(ProbeSet(name, "edge values", empty, "no numeric columns"))
