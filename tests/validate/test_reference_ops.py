@@ -344,7 +344,9 @@ def test_float_graphs_compare_in_float32_as_onnx_runtime() -> None:
     )
 
 
-def _as_double_classifier(model: onnx.ModelProto) -> onnx.ModelProto:
+def _as_double_classifier(
+    model: onnx.ModelProto, base: list[float] | None = None
+) -> onnx.ModelProto:
     """The forest's TreeEnsembleClassifier with float64 attributes, on float64 input."""
     only = _only_node(model, "TreeEnsembleClassifier")
     only.graph.input[0].type.tensor_type.elem_type = TensorProto.DOUBLE
@@ -359,7 +361,8 @@ def _as_double_classifier(model: onnx.ModelProto) -> onnx.ModelProto:
         node.attribute.append(
             helper.make_attribute(f"{name}_as_tensor", numpy_helper.from_array(values, name=""))
         )
-    _set(node, "base_values_as_tensor", numpy_helper.from_array(np.asarray([0.0, 0.5, 0.0])))
+    base = [0.0, 0.5, 0.0] if base is None else base
+    _set(node, "base_values_as_tensor", numpy_helper.from_array(np.asarray(base), name=""))
     return only
 
 
@@ -375,6 +378,54 @@ def test_tree_classifier_with_double_attributes_as_onnx_runtime() -> None:
     _assert_same(
         _session_outputs(only, rows), _reference_outputs(only, rows, kernels), rtol=0, atol=1e-7
     )
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("labels", ["ints", "strings"])
+def test_tree_classifier_post_transforms_and_labels_as_onnx_runtime(
+    transform: str, labels: str
+) -> None:
+    model, x = _rf_multiclass()
+    converted = convert_estimator(model, _frame(x[:100]), precision="float").model
+    only = _as_double_classifier(converted)
+    node = only.graph.node[0]
+    _set(node, "post_transform", transform)
+    if labels == "strings":
+        node.attribute.remove(next(a for a in node.attribute if a.name == "classlabels_int64s"))
+        _set(node, "classlabels_strings", ["ant", "bee", "cow"])
+        only.graph.output[0].type.tensor_type.elem_type = TensorProto.STRING
+    rows = _probe_rows(converted, x[:200]).astype(np.float64)
+    _assert_same(
+        _session_outputs(only, rows),
+        _reference_outputs(only, rows, reference_kernels(only)),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+def test_binary_tree_classifier_voting_for_one_class_labels_the_top_score() -> None:
+    # Leaves that vote for class 0 only: the scores are [s + base_0, base_1], as in ONNX
+    # Runtime. The specification's label is the top class; ONNX Runtime labels such an ensemble
+    # by the sign of s instead, the other way round.
+    x, y = _classes(2)
+    model = RandomForestClassifier(5, max_depth=4, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(model, _frame(x[:100]), precision="float").model
+    only = _as_double_classifier(converted, base=[0.1, 0.0])
+    node = only.graph.node[0]
+    attrs = {a.name: a for a in node.attribute}
+    first = np.asarray(attrs["class_ids"].ints) == 1
+    weights = numpy_helper.to_array(attrs["class_weights_as_tensor"].t)[first] - 0.5
+    _set(node, "class_ids", [0] * int(first.sum()))
+    _set(node, "class_treeids", np.asarray(attrs["class_treeids"].ints)[first].tolist())
+    _set(node, "class_nodeids", np.asarray(attrs["class_nodeids"].ints)[first].tolist())
+    _set(node, "class_weights_as_tensor", numpy_helper.from_array(weights, name=""))
+    rows = x[:300].astype(np.float64)
+    ort_labels, ort_scores = _session_outputs(only, rows)
+    labels, scores = _reference_outputs(only, rows, reference_kernels(only))
+    np.testing.assert_allclose(scores, ort_scores, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(labels, np.argmax(scores, axis=1))
+    assert set(np.unique(labels)) == {0, 1}
+    np.testing.assert_array_equal(ort_labels, 1 - labels)
 
 
 # ---------------------------------------------------------------------------- SVMClassifier

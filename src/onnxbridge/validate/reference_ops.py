@@ -189,7 +189,6 @@ class _Trees:
         np.add.at(self.weights, (at, ids), weights)
         self.voted = np.zeros((size, n_outputs), dtype=bool)
         self.voted[at, ids] = True
-        self.voted_outputs = np.unique(ids)
 
     def _positions(self, trees: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         keys = trees << 32 | nodes
@@ -302,10 +301,8 @@ class TreeEnsembleRegressor(_CachedNode):
 class TreeEnsembleClassifier(_CachedNode):
     """``ai.onnx.ml.TreeEnsembleClassifier`` (opsets 1 and 3): ``X [N, F] -> (Y [N], Z [N, C])``.
 
-    Scores are the summed class votes plus ``base_values``; the label is the class of the highest
-    score. A binary classifier whose leaves vote for one class only scores that class; the other
-    class's score is derived as ONNX Runtime does (``-s`` with no ``post_transform``, else the
-    complement of the transformed score).
+    Scores are the summed class votes plus ``base_values``, then ``post_transform``; the label is
+    the class of the highest score.
     """
 
     def _prepare(self, attrs: dict[str, Any]) -> Any:
@@ -320,15 +317,8 @@ class TreeEnsembleClassifier(_CachedNode):
     def _run(self, x: np.ndarray, **_: Any) -> tuple[np.ndarray, np.ndarray]:
         trees, labels, base, transform = self.spec
         scores = trees.aggregate(trees.leaves(x), "SUM") + base
-        if len(labels) == 2 and trees.voted_outputs.tolist() == [0]:
-            # Only the first class is voted for: its score decides, the second mirrors it.
-            first = scores[:, :1]
-            if transform in ("", "NONE"):
-                scores = np.hstack([first, -first])
-            else:
-                p = post_transform(first, transform)
-                scores = np.hstack([p, 1.0 - p])
-                transform = "NONE"
+        # "The top class": the highest score, the first on a tie. (ONNX Runtime labels a binary
+        # ensemble whose leaves vote for class 0 only by the sign of that score instead.)
         chosen = np.argmax(scores, axis=1)
         out = post_transform(scores, transform).astype(np.float32)
         return labels[chosen], out
