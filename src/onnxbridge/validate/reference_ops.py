@@ -9,7 +9,7 @@ forms of the ``ai.onnx.ml`` operators that onnxbridge's converters emit:
   ``class_weights_as_tensor``, ...): every ``precision="double"`` tree graph. It raises.
 - ``SVMClassifier`` with probability estimates (``prob_a`` / ``prob_b``) for three or more
   classes: its pairwise coupling gives other probabilities (up to 0.1 apart) than ONNX Runtime and
-  scikit-learn.
+  scikit-learn; and ``SVMClassifier`` with two text labels (``classlabels_strings``): it raises.
 
 The kernels here are written from the operator specification (``ai.onnx.ml`` opset 3 for the tree
 ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and probabilities are
@@ -490,7 +490,9 @@ def _needs_tree_kernel(node: NodeProto) -> bool:
 def _needs_svm_kernel(node: NodeProto) -> bool:
     names = {a.name: a for a in node.attribute}
     per_class = names.get("vectors_per_class")
-    return "prob_a" in names and per_class is not None and len(per_class.ints) > 2
+    classes = len(per_class.ints) if per_class is not None else 0
+    # Multiclass probabilities (coupled otherwise), two classes with text labels (raises).
+    return (classes > 2 and "prob_a" in names) or (classes == 2 and "classlabels_strings" in names)
 
 
 _KERNELS: dict[str, tuple[type[OpRun], Any]] = {

@@ -11,7 +11,8 @@ Each runtime takes a DataFrame of rows as the source model takes them and return
 - :class:`ReferenceRuntime` — ``onnx.reference.ReferenceEvaluator``, the ONNX specification's own
   Python implementation (``ai.onnx.ml`` included), fed exactly the tensors ONNX Runtime gets, with
   onnxbridge's kernels (:mod:`onnxbridge.validate.reference_ops`) for the operator forms it
-  cannot run (float64 tree ensembles) or gets wrong (multiclass SVM probabilities).
+  cannot run (float64 tree ensembles, two-class SVMs with text labels) or gets wrong (multiclass
+  SVM probabilities).
 
 Shapes: ``X [N, F] -> {role: [N] or [N, C]}``.
 """
