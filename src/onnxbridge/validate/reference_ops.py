@@ -15,9 +15,16 @@ The kernels here are written from the operator specification (``ai.onnx.ml`` ops
 ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and probabilities are
 LIBSVM's: Platt's sigmoid per pair of classes, coupled as in Wu, Lin and Weng 2004). They run on
 whole batches with numpy: trees are walked level by level for all rows and trees at once.
-:func:`reference_kernels` names the kernels a model needs; :class:`~onnxbridge.validate.runtimes.
-ReferenceRuntime` passes them to ``ReferenceEvaluator(model, new_ops=...)``, so every other node
-still runs on ``onnx.reference``'s own implementation.
+:func:`reference_kernels` names the kernels a model needs;
+:class:`~onnxbridge.validate.runtimes.ReferenceRuntime` passes them to
+``ReferenceEvaluator(model, new_ops=...)``, so every other node still runs on ``onnx.reference``'s
+own implementation.
+
+Where ONNX Runtime departs from the specification the kernels follow the specification: NaN at a
+``BRANCH_NEQ`` node takes the branch ``nodes_missing_value_tracks_true`` names (ONNX Runtime: the
+true one always), and a ``TreeEnsembleClassifier`` labels each row with its top-scoring class
+(ONNX Runtime labels a two-class ensemble that votes for the first class only by the sign of
+that score).
 
 Comparison precision is the graph's: float64 input is compared with thresholds widened to float64;
 float32 input with thresholds rounded to float32 (as ONNX Runtime does). Scores are summed in
@@ -101,7 +108,7 @@ def _compute_dtype(x: np.ndarray) -> type:
     return np.float64 if x.dtype == np.float64 else np.float32
 
 
-def post_transform(scores: np.ndarray, how: str) -> np.ndarray:
+def _post_transform(scores: np.ndarray, how: str) -> np.ndarray:
     """The specification's ``post_transform`` on ``[N, K]`` float64 scores."""
     if how in ("", "NONE"):
         return scores
@@ -295,7 +302,7 @@ class TreeEnsembleRegressor(_CachedNode):
     def _run(self, x: np.ndarray, **_: Any) -> tuple[np.ndarray]:
         trees, aggregate, base, transform = self.spec
         scores = trees.aggregate(trees.leaves(x), aggregate) + base
-        return (post_transform(scores, transform).astype(np.float32),)
+        return (_post_transform(scores, transform).astype(np.float32),)
 
 
 class TreeEnsembleClassifier(_CachedNode):
@@ -320,7 +327,7 @@ class TreeEnsembleClassifier(_CachedNode):
         # "The top class": the highest score, the first on a tie. (ONNX Runtime labels a binary
         # ensemble whose leaves vote for class 0 only by the sign of that score instead.)
         chosen = np.argmax(scores, axis=1)
-        out = post_transform(scores, transform).astype(np.float32)
+        out = _post_transform(scores, transform).astype(np.float32)
         return labels[chosen], out
 
 
@@ -400,12 +407,12 @@ class SVMClassifier(_CachedNode):
 
     The attributes are LIBSVM's model: ``support_vectors`` grouped by class
     (``vectors_per_class``), ``coefficients`` ``[k-1, L]``, one ``rho`` per pair of classes
-    ``(i, j)``, ``i < j``, in order. The decision value of a pair is
-    ``sum_{s in i} coef[j-1, s] K(x, s) + sum_{s in j} coef[i, s] K(x, s) - rho`` (positive
-    votes for ``i``). Without ``prob_a`` / ``prob_b`` the label is the class with most votes
-    (the first on a tie) and ``Z`` holds the decision values (one column for two classes, else
-    one per pair); with them ``Z`` holds the class probabilities: Platt's sigmoid of each pair's
-    decision value, coupled (:func:`_couple`), and the label is the most probable class.
+    ``(i, j)``, ``i < j``, in order, written as the intercept (LIBSVM's ``-rho``). The decision
+    value of a pair is ``sum_{s in i} coef[j-1, s] K(x, s) + sum_{s in j} coef[i, s] K(x, s) +
+    rho`` (positive votes for ``i``), and the label is the class with most votes (the first on a
+    tie). Without ``prob_a`` / ``prob_b``, ``Z`` holds the decision values (``[-d, d]`` for two
+    classes, else one column per pair); with them, the class probabilities: Platt's sigmoid of
+    each pair's decision value, coupled (:func:`_couple`).
     """
 
     def _prepare(self, attrs: dict[str, Any]) -> Any:
@@ -478,7 +485,7 @@ class SVMClassifier(_CachedNode):
             # Two classes: one decision value d, written as the scores [-d, d].
             scores = np.hstack([-decisions, decisions]) if k == 2 else decisions
         chosen = np.argmax(votes, axis=1)
-        out = post_transform(scores, s["transform"]).astype(np.float32)
+        out = _post_transform(scores, s["transform"]).astype(np.float32)
         return s["labels"][chosen], out
 
 
