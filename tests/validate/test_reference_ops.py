@@ -494,6 +494,30 @@ def test_svm_probabilities_of_a_row_with_nan_are_uniform_as_in_onnx_runtime() ->
     np.testing.assert_allclose(got[1][-1], np.full(3, 1 / 3), rtol=1e-6)
 
 
+def test_batches_larger_than_one_chunk_as_onnx_runtime() -> None:
+    # Rows are walked in chunks of a few million (row, tree) / (row, support vector) cells:
+    # 70 000 rows of a 60-tree forest and of a multiclass SVC span several chunks.
+    x, y = _classes()
+    rows = np.random.RandomState(1).normal(size=(70_000, x.shape[1])) * x.std(axis=0)
+    forest = RandomForestClassifier(60, max_depth=4, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(forest, _frame(x[:100]), precision="double").model
+    _assert_same(
+        _session_outputs(converted, rows),
+        _reference_outputs(converted, rows, reference_kernels(converted)),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    svc = SVC(probability=True, random_state=0).fit(_frame(x[:300]), y[:300])
+    only = _only_node(convert_estimator(svc, _frame(x[:100])).model, "SVMClassifier")
+    rows32 = rows[:40_000].astype(np.float32)
+    _assert_same(
+        _session_outputs(only, rows32),
+        _reference_outputs(only, rows32, reference_kernels(only)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
 # ------------------------------------------------------------------------------ end to end
 def _assert_three_runtimes_everywhere(report: dict[str, Any]) -> None:
     reference = report["runtimes"]["reference"]

@@ -69,6 +69,14 @@ _COMPARE = {
 }
 # LIBSVM bounds pairwise probabilities away from 0 and 1 before coupling them.
 _MIN_PROBABILITY = 1e-7
+# Rows are taken in chunks of at most this many (row, tree) or (row, support vector) cells, which
+# bounds the memory of a walk or of a kernel matrix (about 32 MB each) whatever the batch.
+_CHUNK_CELLS = 4_000_000
+
+
+def _row_chunks(rows: int, width: int) -> list[slice]:
+    step = max(1, _CHUNK_CELLS // max(width, 1))
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
 def _attributes(node: NodeProto) -> dict[str, Any]:
@@ -244,6 +252,15 @@ class _Trees:
             raise ValueError("the trees hold a cycle")
         return reached.reshape(n, trees)
 
+    def scores(self, x: np.ndarray, how: str) -> np.ndarray:
+        """``[N, F] -> [N, outputs]`` float64: the aggregated votes (before ``base_values``)."""
+        x = x.reshape(1, -1) if x.ndim == 1 else x
+        parts = [
+            self.aggregate(self.leaves(x[rows]), how)
+            for rows in _row_chunks(len(x), len(self.roots))
+        ]
+        return np.vstack(parts) if parts else np.zeros((0, self.n_outputs))
+
     def aggregate(self, leaves: np.ndarray, how: str) -> np.ndarray:
         """``[N, trees] -> [N, outputs]`` float64, by ``aggregate_function``."""
         n, trees = leaves.shape
@@ -301,7 +318,7 @@ class TreeEnsembleRegressor(_CachedNode):
 
     def _run(self, x: np.ndarray, **_: Any) -> tuple[np.ndarray]:
         trees, aggregate, base, transform = self.spec
-        scores = trees.aggregate(trees.leaves(x), aggregate) + base
+        scores = trees.scores(np.asarray(x), aggregate) + base
         return (_post_transform(scores, transform).astype(np.float32),)
 
 
@@ -323,7 +340,7 @@ class TreeEnsembleClassifier(_CachedNode):
 
     def _run(self, x: np.ndarray, **_: Any) -> tuple[np.ndarray, np.ndarray]:
         trees, labels, base, transform = self.spec
-        scores = trees.aggregate(trees.leaves(x), "SUM") + base
+        scores = trees.scores(np.asarray(x), "SUM") + base
         # "The top class": the highest score, the first on a tie. (ONNX Runtime labels a binary
         # ensemble whose leaves vote for class 0 only by the sign of that score instead.)
         chosen = np.argmax(scores, axis=1)
@@ -461,16 +478,18 @@ class SVMClassifier(_CachedNode):
         x = np.asarray(x, dtype=dtype)
         if x.ndim == 1:
             x = x.reshape(1, -1)
-        with np.errstate(all="ignore"):
-            kernel = _kernel(x, s["vectors"].astype(dtype), s["kernel"], s["params"])
-        coef, k = s["coefficients"].astype(dtype), s["k"]
+        vectors, coef, k = s["vectors"].astype(dtype), s["coefficients"].astype(dtype), s["k"]
         decisions = np.empty((len(x), len(s["pairs"])), dtype=dtype)
+        for rows in _row_chunks(len(x), len(vectors)):
+            with np.errstate(all="ignore"):
+                kernel = _kernel(x[rows], vectors, s["kernel"], s["params"])
+            for p, (i, j) in enumerate(s["pairs"]):
+                si, sj = s["slices"][i], s["slices"][j]
+                decisions[rows, p] = (
+                    kernel[:, si] @ coef[j - 1, si] + kernel[:, sj] @ coef[i, sj] + s["rho"][p]
+                )
         votes = np.zeros((len(x), k), dtype=np.int64)
         for p, (i, j) in enumerate(s["pairs"]):
-            si, sj = s["slices"][i], s["slices"][j]
-            decisions[:, p] = (
-                kernel[:, si] @ coef[j - 1, si] + kernel[:, sj] @ coef[i, sj] + s["rho"][p]
-            )
             positive = decisions[:, p] > 0
             votes[positive, i] += 1
             votes[~positive, j] += 1
