@@ -571,3 +571,27 @@ def test_validate_svc_compares_all_three_runtimes(tmp_path: Path, classes: int) 
     assert report.verdict == "EQUIVALENT"
     assert report.runtimes["reference"]["available"] is True
     _assert_three_runtimes_everywhere(report.to_dict())
+
+
+def test_validate_double_categorical_lightgbm_compares_all_three_runtimes(tmp_path: Path) -> None:
+    # Categorical splits become numeric columns in front of the float64 ensemble.
+    rng = np.random.RandomState(0)
+    n = 600
+    frame = pd.DataFrame(
+        {
+            "city": pd.Categorical(rng.choice(["a", "b", "c", "d"], n)),
+            "x": np.where(rng.rand(n) < 0.1, np.nan, rng.rand(n)),
+            "z": rng.rand(n),
+        }
+    )
+    y = (frame["city"].isin(["a", "c"]) ^ (frame["x"].fillna(0.3) > 0.5)).astype(int)
+    model = lightgbm.LGBMClassifier(n_estimators=20, verbose=-1, min_data_in_leaf=5)
+    model.fit(frame[:400], y[:400])
+    path = convert_estimator(model, frame[:400], precision="double").save(tmp_path / "m.onnx")
+    report = validate_model(path, model, frame[400:])
+    assert report.verdict == "EQUIVALENT"
+    payload = report.to_dict()
+    assert {"categories", "missing", "thresholds"} <= {
+        p["name"] for p in payload["probe_sets"] if p["pairs"]
+    }
+    _assert_three_runtimes_everywhere(payload)
