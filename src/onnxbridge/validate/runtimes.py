@@ -9,7 +9,10 @@ Each runtime takes a DataFrame of rows as the source model takes them and return
 - :class:`OnnxRuntime` — ONNX Runtime through :class:`onnxbridge.runtime.Predictor` (the
   deployment path: the same input coercion as ``predict``);
 - :class:`ReferenceRuntime` — ``onnx.reference.ReferenceEvaluator``, the ONNX specification's own
-  Python implementation (``ai.onnx.ml`` included), fed exactly the tensors ONNX Runtime gets.
+  Python implementation (``ai.onnx.ml`` included), fed exactly the tensors ONNX Runtime gets, with
+  onnxbridge's kernels (:mod:`onnxbridge.validate.reference_ops`) for the operator forms it
+  cannot run (float64 tree ensembles, two-class SVMs with text labels) or gets wrong (multiclass
+  SVM probabilities).
 
 Shapes: ``X [N, F] -> {role: [N] or [N, C]}``.
 """
@@ -119,6 +122,10 @@ class OnnxRuntime:
 class ReferenceRuntime:
     """``onnx.reference.ReferenceEvaluator`` on the same model and the same input tensors.
 
+    Operators in a form ``onnx.reference`` lacks run on onnxbridge's kernels
+    (:func:`~onnxbridge.validate.reference_ops.reference_kernels`), written from the operator
+    specification; every other node on ``onnx.reference``'s own.
+
     Args:
         model: the ``.onnx`` path or bytes.
         feeder: the ONNX Runtime side, whose input coercion makes the tensors (so both ONNX
@@ -134,12 +141,14 @@ class ReferenceRuntime:
         import onnx
         from onnx.reference import ReferenceEvaluator
 
+        from onnxbridge.validate.reference_ops import reference_kernels
+
         self.feeder = feeder
         try:
             proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(model)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self.evaluator = ReferenceEvaluator(proto)
+                self.evaluator = ReferenceEvaluator(proto, new_ops=reference_kernels(proto))
         except Exception as exc:  # NotImplementedError for an operator, and kin
             raise InferenceError(
                 f"onnx.reference cannot load the model: {first_line(exc)}; compare with "

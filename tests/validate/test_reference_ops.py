@@ -1,0 +1,597 @@
+"""onnxbridge's reference kernels against ONNX Runtime, on real converted models.
+
+``onnx.reference`` cannot run float64 tree ensembles (``*_as_tensor`` attributes) and couples
+multiclass SVM probabilities otherwise than ONNX Runtime and scikit-learn; onnxbridge's kernels
+(``onnxbridge.validate.reference_ops``) take those nodes. Each test checks that plain
+``onnx.reference`` fails (or differs) on the model, that the kernel is the one that runs it, and
+that it gives ONNX Runtime's labels exactly and its values within a tight tolerance; the last
+ones check that ``validate`` then compares all three runtimes on every probe set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import catboost
+import lightgbm
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pandas as pd
+import pytest
+import xgboost
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.svm import SVC, NuSVC
+
+from cli_support import run
+from onnxbridge import convert_estimator, save_estimator, validate_model
+from onnxbridge.validate.reference_ops import (
+    SVMClassifier,
+    TreeEnsembleClassifier,
+    TreeEnsembleRegressor,
+    reference_kernels,
+)
+
+# SVC(probability=True) is deprecated in scikit-learn 1.9 but still fitted and converted.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The `probability` parameter was deprecated:FutureWarning"
+)
+
+ML = "ai.onnx.ml"
+COLUMNS = [f"f{i}" for i in range(6)]
+
+
+def _frame(x: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(x, columns=COLUMNS[: x.shape[1]])
+
+
+def _with_missing(x: np.ndarray, seed: int = 0) -> np.ndarray:
+    x = x.copy()
+    x[np.random.RandomState(seed).rand(*x.shape) < 0.15] = np.nan
+    return x
+
+
+def _classes(n: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    x, y = make_classification(500, 6, n_informative=4, n_redundant=0, n_classes=n, random_state=0)
+    return x, y
+
+
+def _regression() -> tuple[np.ndarray, np.ndarray]:
+    return make_regression(500, 6, n_targets=2, random_state=0)
+
+
+def _session_outputs(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})
+
+
+def _reference_outputs(
+    model: onnx.ModelProto, x: np.ndarray, new_ops: list[Any] | None
+) -> list[np.ndarray]:
+    evaluator = ReferenceEvaluator(model, new_ops=new_ops)
+    return list(evaluator.run(None, {model.graph.input[0].name: x}))
+
+
+def _assert_same(
+    expected: list[np.ndarray], got: list[np.ndarray], *, rtol: float, atol: float
+) -> None:
+    assert len(expected) == len(got)
+    for want, have in zip(expected, got, strict=True):
+        want, have = np.asarray(want), np.asarray(have)
+        if want.dtype.kind in "fc":
+            np.testing.assert_allclose(
+                have.astype(np.float64).reshape(want.shape),
+                want.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+            )
+        else:
+            np.testing.assert_array_equal(have.reshape(want.shape), want)
+
+
+def _probe_rows(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """Held-out rows, the same rows with NaN, and rows placed exactly on every threshold."""
+    rows = [x, _with_missing(x)]
+    for node in model.graph.node:
+        if not node.op_type.startswith("TreeEnsemble"):
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if "nodes_values_as_tensor" in attrs:
+            thresholds = numpy_helper.to_array(attrs["nodes_values_as_tensor"].t)
+        else:
+            thresholds = np.asarray(attrs["nodes_values"].floats)
+        features = np.asarray(attrs["nodes_featureids"].ints)
+        on = np.repeat(x[:1], len(thresholds), axis=0)
+        usable = features < x.shape[1]
+        on[np.flatnonzero(usable), features[usable]] = thresholds[usable]
+        rows.append(on)
+    return np.vstack(rows)
+
+
+# ------------------------------------------------------------------ float64 tree ensembles
+def _rf_multiclass() -> tuple[Any, np.ndarray]:
+    x, y = _classes()
+    return RandomForestClassifier(8, max_depth=6, random_state=0).fit(_frame(x), y), x
+
+
+def _gb_binary() -> tuple[Any, np.ndarray]:
+    x, y = _classes(2)
+    return GradientBoostingClassifier(n_estimators=15, random_state=0).fit(_frame(x), y), x
+
+
+def _extra_trees() -> tuple[Any, np.ndarray]:
+    x, y = _classes()
+    return ExtraTreesClassifier(6, max_depth=6, random_state=0).fit(_frame(x), y), x
+
+
+def _rf_two_targets() -> tuple[Any, np.ndarray]:
+    x, y = _regression()
+    return RandomForestRegressor(5, max_depth=6, random_state=0).fit(_frame(x), y), x
+
+
+def _hgb_missing() -> tuple[Any, np.ndarray]:
+    x, y = _regression()
+    x = _with_missing(x, seed=1)
+    model = HistGradientBoostingRegressor(max_iter=15, random_state=0)
+    return model.fit(_frame(x), y[:, 0]), x
+
+
+def _hgb_multiclass_missing() -> tuple[Any, np.ndarray]:
+    x, y = _classes()
+    x = _with_missing(x, seed=2)
+    model = HistGradientBoostingClassifier(max_iter=10, random_state=0)
+    return model.fit(_frame(x), y), x
+
+
+def _lightgbm_missing() -> tuple[Any, np.ndarray]:
+    x, y = _classes()
+    x = _with_missing(x, seed=3)
+    model = lightgbm.LGBMClassifier(n_estimators=10, verbose=-1, random_state=0)
+    return model.fit(_frame(x), y), x
+
+
+def _xgboost_missing() -> tuple[Any, np.ndarray]:
+    x, y = _classes(2)
+    x = _with_missing(x, seed=4)
+    return xgboost.XGBClassifier(n_estimators=10, random_state=0).fit(_frame(x), y), x
+
+
+def _catboost() -> tuple[Any, np.ndarray]:
+    x, y = _regression()
+    model = catboost.CatBoostRegressor(iterations=10, verbose=0, random_seed=0)
+    return model.fit(_frame(x), y[:, 0]), x
+
+
+TREE_MODELS: dict[str, Callable[[], tuple[Any, np.ndarray]]] = {
+    "random forest, 3 classes": _rf_multiclass,
+    "gradient boosting, binary": _gb_binary,
+    "extra trees, 3 classes": _extra_trees,
+    "random forest, 2 targets": _rf_two_targets,
+    "histgradientboosting regressor, NaN routed": _hgb_missing,
+    "histgradientboosting, 3 classes, NaN routed": _hgb_multiclass_missing,
+    "lightgbm, 3 classes, NaN routed": _lightgbm_missing,
+    "xgboost, binary, NaN routed": _xgboost_missing,
+    "catboost regressor": _catboost,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(TREE_MODELS))
+def double_tree(request: pytest.FixtureRequest) -> tuple[onnx.ModelProto, np.ndarray]:
+    model, x = TREE_MODELS[request.param]()
+    converted = convert_estimator(model, _frame(x[:100]), precision="double").model
+    return converted, _probe_rows(converted, x[:200])
+
+
+def test_double_tree_graphs_run_on_the_kernel_as_on_onnx_runtime(double_tree) -> None:
+    model, rows = double_tree
+    # The converters write float64 thresholds and weights as *_as_tensor attributes.
+    trees = [n for n in model.graph.node if n.op_type.startswith("TreeEnsemble")]
+    assert trees and all(
+        any(a.name == "nodes_values_as_tensor" for a in n.attribute) for n in trees
+    )
+    with pytest.raises(Exception):  # noqa: B017 - onnx.reference has no kernel for them
+        _reference_outputs(model, rows, None)
+    kernels = reference_kernels(model)
+    assert TreeEnsembleRegressor in kernels
+    _assert_same(
+        _session_outputs(model, rows),
+        _reference_outputs(model, rows, kernels),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+def _only_node(model: onnx.ModelProto, op_type: str) -> onnx.ModelProto:
+    """A model of ``model``'s one ``op_type`` node alone, fed the graph's input type."""
+    (node,) = [n for n in model.graph.node if n.op_type == op_type]
+    node = onnx.NodeProto.FromString(node.SerializeToString())
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    inputs = [helper.make_tensor_value_info(node.input[0], elem, [None, None])]
+    outputs = [
+        helper.make_tensor_value_info(
+            name,
+            TensorProto.FLOAT if position == len(node.output) - 1 else _label_type(node),
+            None,
+        )
+        for position, name in enumerate(node.output)
+    ]
+    graph = helper.make_graph([node], "only", inputs, outputs)
+    only = helper.make_model(graph, opset_imports=list(model.opset_import))
+    only.ir_version = model.ir_version
+    return only
+
+
+def _label_type(node: onnx.NodeProto) -> int:
+    strings = any(a.name == "classlabels_strings" and a.strings for a in node.attribute)
+    return TensorProto.STRING if strings else TensorProto.INT64
+
+
+def _set(node: onnx.NodeProto, name: str, value: Any) -> None:
+    for attribute in list(node.attribute):
+        if attribute.name == name:
+            node.attribute.remove(attribute)
+    node.attribute.append(helper.make_attribute(name, value))
+
+
+@pytest.fixture(scope="module")
+def double_regressor_node() -> tuple[onnx.ModelProto, np.ndarray]:
+    model, x = _hgb_missing()
+    converted = convert_estimator(model, _frame(x[:100]), precision="double").model
+    return _only_node(converted, "TreeEnsembleRegressor"), _probe_rows(converted, x[:150])
+
+
+def _copy(case: tuple[onnx.ModelProto, np.ndarray]) -> tuple[onnx.ModelProto, np.ndarray]:
+    model, rows = case
+    return onnx.ModelProto.FromString(model.SerializeToString()), rows
+
+
+@pytest.mark.parametrize(
+    "mode", ["BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"]
+)
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+def test_every_node_mode_and_aggregate_as_onnx_runtime(
+    double_regressor_node, mode: str, aggregate: str
+) -> None:
+    only, rows = _copy(double_regressor_node)
+    node = only.graph.node[0]
+    modes = [m.decode() for m in next(a for a in node.attribute if a.name == "nodes_modes").strings]
+    _set(node, "nodes_modes", [m if m == "LEAF" else mode for m in modes])
+    _set(node, "aggregate_function", aggregate)
+    targets = next(a.i for a in node.attribute if a.name == "n_targets")
+    base = np.linspace(-1.0, 1.0, targets)
+    _set(node, "base_values_as_tensor", numpy_helper.from_array(base, name=""))
+    if mode == "BRANCH_NEQ":
+        # ONNX Runtime sends NaN down the true branch of BRANCH_NEQ whatever
+        # nodes_missing_value_tracks_true says (test_nan_at_branch_neq_follows_the_specification).
+        rows = rows[~np.isnan(rows).any(axis=1)]
+    # The node writes the reached leaf's index per tree: which leaf a row reaches, exactly.
+    expected = _session_outputs(only, rows)
+    assert expected[0].shape[1] > 1
+    _assert_same(expected, _reference_outputs(only, rows, [TreeEnsembleRegressor]), rtol=0, atol=0)
+
+
+def test_nan_at_branch_neq_follows_the_specification(double_regressor_node) -> None:
+    # The specification: NaN takes the true branch where nodes_missing_value_tracks_true is 1,
+    # the false one where it is 0. ONNX Runtime takes the true branch of a BRANCH_NEQ node for
+    # NaN either way (NaN != t). The same tree written with BRANCH_EQ, children swapped and the
+    # missing flags flipped means the same thing, and there ONNX Runtime follows the flags.
+    only, rows = _copy(double_regressor_node)
+    rows = rows[np.isnan(rows).any(axis=1)]
+    neq = onnx.ModelProto.FromString(only.SerializeToString())
+    swapped = onnx.ModelProto.FromString(only.SerializeToString())
+    node, twin = neq.graph.node[0], swapped.graph.node[0]
+    attrs = {a.name: a for a in node.attribute}
+    modes = [m.decode() for m in attrs["nodes_modes"].strings]
+    tracks = list(attrs["nodes_missing_value_tracks_true"].ints)
+    assert 0 in [t for t, m in zip(tracks, modes, strict=True) if m != "LEAF"]
+    _set(node, "nodes_modes", [m if m == "LEAF" else "BRANCH_NEQ" for m in modes])
+    _set(twin, "nodes_modes", [m if m == "LEAF" else "BRANCH_EQ" for m in modes])
+    _set(twin, "nodes_truenodeids", list(attrs["nodes_falsenodeids"].ints))
+    _set(twin, "nodes_falsenodeids", list(attrs["nodes_truenodeids"].ints))
+    _set(twin, "nodes_missing_value_tracks_true", [1 - t for t in tracks])
+    ours = _reference_outputs(neq, rows, [TreeEnsembleRegressor])
+    _assert_same(_session_outputs(swapped, rows), ours, rtol=0, atol=0)
+    assert not np.array_equal(_session_outputs(neq, rows)[0], ours[0])
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_post_transforms_as_onnx_runtime(double_regressor_node, transform: str) -> None:
+    only, rows = _copy(double_regressor_node)
+    node = only.graph.node[0]
+    _set(node, "post_transform", transform)
+    # Leaf indices make scores up to ~30: scale them down so the transforms are not saturated.
+    (weights,) = [a for a in node.attribute if a.name == "target_weights"]
+    scaled = np.asarray(weights.floats, dtype=np.float64) / 10.0 - 1.0
+    node.attribute.remove(weights)
+    _set(node, "target_weights_as_tensor", numpy_helper.from_array(scaled, name=""))
+    _assert_same(
+        _session_outputs(only, rows),
+        _reference_outputs(only, rows, [TreeEnsembleRegressor]),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+def test_float_graphs_compare_in_float32_as_onnx_runtime() -> None:
+    # Features near 1e6, where float32 steps are 0.0625: a kernel comparing in float64 would
+    # take other branches than ONNX Runtime on rows one float32 step off a threshold.
+    rng = np.random.RandomState(0)
+    x = np.c_[1e6 + rng.rand(400) * 3, rng.rand(400)]
+    y = np.sin(x[:, 0] * 7)
+    model = HistGradientBoostingRegressor(max_iter=20, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(model, _frame(x[:50]), precision="float").model
+    rows = _probe_rows(converted, x[:100])
+    rows = np.vstack([rows, np.nextafter(rows, np.inf), np.nextafter(rows, -np.inf)])
+    rows = rows.astype(np.float32)
+    _assert_same(
+        _session_outputs(converted, rows),
+        _reference_outputs(converted, rows, [TreeEnsembleRegressor]),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+
+
+def _as_double_classifier(
+    model: onnx.ModelProto, base: list[float] | None = None
+) -> onnx.ModelProto:
+    """The forest's TreeEnsembleClassifier with float64 attributes, on float64 input."""
+    only = _only_node(model, "TreeEnsembleClassifier")
+    only.graph.input[0].type.tensor_type.elem_type = TensorProto.DOUBLE
+    for opset in only.opset_import:
+        if opset.domain == ML:
+            opset.version = 3  # the *_as_tensor attributes
+    node = only.graph.node[0]
+    for name in ("nodes_values", "class_weights"):
+        (attribute,) = [a for a in node.attribute if a.name == name]
+        values = np.asarray(attribute.floats, dtype=np.float64)
+        node.attribute.remove(attribute)
+        node.attribute.append(
+            helper.make_attribute(f"{name}_as_tensor", numpy_helper.from_array(values, name=""))
+        )
+    base = [0.0, 0.5, 0.0] if base is None else base
+    _set(node, "base_values_as_tensor", numpy_helper.from_array(np.asarray(base), name=""))
+    return only
+
+
+def test_tree_classifier_with_double_attributes_as_onnx_runtime() -> None:
+    model, x = _rf_multiclass()
+    converted = convert_estimator(model, _frame(x[:100]), precision="float").model
+    only = _as_double_classifier(converted)
+    rows = _probe_rows(converted, x[:200]).astype(np.float64)
+    with pytest.raises(Exception):  # noqa: B017 - onnx.reference has no kernel for it
+        _reference_outputs(only, rows, None)
+    kernels = reference_kernels(only)
+    assert kernels == [TreeEnsembleClassifier]
+    _assert_same(
+        _session_outputs(only, rows), _reference_outputs(only, rows, kernels), rtol=0, atol=1e-7
+    )
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+@pytest.mark.parametrize("labels", ["ints", "strings"])
+def test_tree_classifier_post_transforms_and_labels_as_onnx_runtime(
+    transform: str, labels: str
+) -> None:
+    model, x = _rf_multiclass()
+    converted = convert_estimator(model, _frame(x[:100]), precision="float").model
+    only = _as_double_classifier(converted)
+    node = only.graph.node[0]
+    _set(node, "post_transform", transform)
+    if labels == "strings":
+        node.attribute.remove(next(a for a in node.attribute if a.name == "classlabels_int64s"))
+        _set(node, "classlabels_strings", ["ant", "bee", "cow"])
+        only.graph.output[0].type.tensor_type.elem_type = TensorProto.STRING
+    rows = _probe_rows(converted, x[:200]).astype(np.float64)
+    _assert_same(
+        _session_outputs(only, rows),
+        _reference_outputs(only, rows, reference_kernels(only)),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+
+
+def test_binary_tree_classifier_voting_for_one_class_labels_the_top_score() -> None:
+    # Leaves that vote for class 0 only: the scores are [s + base_0, base_1], as in ONNX
+    # Runtime. The specification's label is the top class; ONNX Runtime labels such an ensemble
+    # by the sign of s instead, the other way round.
+    x, y = _classes(2)
+    model = RandomForestClassifier(5, max_depth=4, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(model, _frame(x[:100]), precision="float").model
+    only = _as_double_classifier(converted, base=[0.1, 0.0])
+    node = only.graph.node[0]
+    attrs = {a.name: a for a in node.attribute}
+    first = np.asarray(attrs["class_ids"].ints) == 1
+    weights = numpy_helper.to_array(attrs["class_weights_as_tensor"].t)[first] - 0.5
+    _set(node, "class_ids", [0] * int(first.sum()))
+    _set(node, "class_treeids", np.asarray(attrs["class_treeids"].ints)[first].tolist())
+    _set(node, "class_nodeids", np.asarray(attrs["class_nodeids"].ints)[first].tolist())
+    _set(node, "class_weights_as_tensor", numpy_helper.from_array(weights, name=""))
+    rows = x[:300].astype(np.float64)
+    ort_labels, ort_scores = _session_outputs(only, rows)
+    labels, scores = _reference_outputs(only, rows, reference_kernels(only))
+    np.testing.assert_allclose(scores, ort_scores, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(labels, np.argmax(scores, axis=1))
+    assert set(np.unique(labels)) == {0, 1}
+    np.testing.assert_array_equal(ort_labels, 1 - labels)
+
+
+# ---------------------------------------------------------------------------- SVMClassifier
+SVMS: dict[str, Callable[[], Any]] = {
+    "rbf, probabilities, 3 classes": lambda: SVC(probability=True, random_state=0),
+    "linear, probabilities, 3 classes": lambda: SVC(
+        kernel="linear", probability=True, random_state=0
+    ),
+    "poly, probabilities, 4 classes": lambda: SVC(kernel="poly", probability=True, random_state=0),
+    "sigmoid, probabilities, 3 classes": lambda: SVC(
+        kernel="sigmoid", probability=True, random_state=0
+    ),
+    "nu, probabilities, 3 classes": lambda: NuSVC(probability=True, random_state=0),
+    "rbf, probabilities, binary": lambda: SVC(probability=True, random_state=0),
+    "rbf, scores, 3 classes": lambda: SVC(),
+    "poly, scores, binary": lambda: SVC(kernel="poly"),
+    "rbf, probabilities, binary, text labels": lambda: SVC(probability=True, random_state=0),
+    "sigmoid, scores, 4 classes": lambda: SVC(kernel="sigmoid"),
+}
+
+
+def _svm_data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    classes = 2 if "binary" in name else 4 if "4 classes" in name else 3
+    x, y = _classes(classes)
+    return x[:300], y[:300]
+
+
+@pytest.fixture(scope="module", params=sorted(SVMS))
+def svm_case(request: pytest.FixtureRequest) -> tuple[str, Any, np.ndarray]:
+    x, y = _svm_data(request.param)
+    text = "scores" in request.param or "text" in request.param
+    labels = np.asarray(["cat", "dog", "emu", "yak"])[y] if text else y
+    return request.param, SVMS[request.param]().fit(_frame(x), labels), x
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_svm_classifier_as_onnx_runtime(svm_case, precision: str) -> None:
+    name, model, x = svm_case
+    converted = convert_estimator(model, _frame(x[:100]), precision=precision).model
+    only = _only_node(converted, "SVMClassifier")
+    dtype = np.float64 if precision == "double" else np.float32
+    spread = x.std(axis=0) * 10
+    rows = np.vstack([x[:150], np.zeros((1, x.shape[1])), spread, -spread]).astype(dtype)
+    expected = _session_outputs(only, rows)
+    _assert_same(expected, _reference_outputs(only, rows, [SVMClassifier]), rtol=1e-4, atol=1e-5)
+    if "probabilities" in name and "binary" not in name:
+        # onnx.reference couples the pairwise probabilities otherwise: the kernel is needed.
+        assert reference_kernels(only) == [SVMClassifier]
+        plain = _reference_outputs(only, rows, None)
+        assert np.abs(plain[1] - expected[1]).max() > 1e-2
+    elif "binary" in name and ("scores" in name or "text" in name):
+        # Two text labels: onnx.reference cannot run the node at all.
+        assert reference_kernels(only) == [SVMClassifier]
+        with pytest.raises(Exception):  # noqa: B017 - the type of its failure is its own
+            _reference_outputs(only, rows, None)
+
+
+def test_svm_probabilities_of_a_row_with_nan_are_uniform_as_in_onnx_runtime() -> None:
+    x, y = _svm_data("3 classes")
+    model = SVC(probability=True, random_state=0).fit(_frame(x), y)
+    only = _only_node(convert_estimator(model, _frame(x[:100])).model, "SVMClassifier")
+    rows = np.vstack([x[:5], np.full((1, x.shape[1]), np.nan)]).astype(np.float32)
+    expected = _session_outputs(only, rows)
+    got = _reference_outputs(only, rows, reference_kernels(only))
+    _assert_same(expected, got, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[1][-1], np.full(3, 1 / 3), rtol=1e-6)
+
+
+def test_batches_larger_than_one_chunk_as_onnx_runtime() -> None:
+    # Rows are walked in chunks of a few million (row, tree) / (row, support vector) cells:
+    # 70 000 rows of a 60-tree forest and of a multiclass SVC span several chunks.
+    x, y = _classes()
+    rows = np.random.RandomState(1).normal(size=(70_000, x.shape[1])) * x.std(axis=0)
+    forest = RandomForestClassifier(60, max_depth=4, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(forest, _frame(x[:100]), precision="double").model
+    _assert_same(
+        _session_outputs(converted, rows),
+        _reference_outputs(converted, rows, reference_kernels(converted)),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    svc = SVC(probability=True, random_state=0).fit(_frame(x[:300]), y[:300])
+    only = _only_node(convert_estimator(svc, _frame(x[:100])).model, "SVMClassifier")
+    rows32 = rows[:40_000].astype(np.float32)
+    _assert_same(
+        _session_outputs(only, rows32),
+        _reference_outputs(only, rows32, reference_kernels(only)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+# ------------------------------------------------------------------------------ end to end
+def _assert_three_runtimes_everywhere(report: dict[str, Any]) -> None:
+    reference = report["runtimes"]["reference"]
+    assert reference["available"] is True and "failed_on" not in reference, reference
+    compared = [p for p in report["probe_sets"] if p["pairs"]]
+    assert len(compared) >= 4
+    for probe_set in compared:
+        names = {p["name"] for p in probe_set["pairs"]}
+        assert {"sklearn~onnxruntime", "sklearn~reference", "onnxruntime~reference"} <= names, (
+            probe_set["name"],
+            names,
+        )
+        assert not probe_set.get("unavailable"), probe_set["unavailable"]
+        assert all(p["ok"] for p in probe_set["pairs"]), probe_set["name"]
+
+
+def test_cli_validate_double_tree_model_compares_all_three_runtimes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    x, y = _classes()
+    x = _with_missing(x, seed=5)
+    frame = _frame(x)
+    model = HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(frame[:350], y[:350])
+    onnx_path = tmp_path / "model.onnx"
+    convert_estimator(model, frame[:100], precision="double").save(onnx_path)
+    skops = tmp_path / "model.skops"
+    save_estimator(model, skops)
+    data = tmp_path / "rows.csv"
+    frame[350:].to_csv(data, index=False)
+    code, out, err = run(
+        capsys, "validate", onnx_path, "--reference", skops, "--data", data, "--json", "--no-html"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["verdict"] == "EQUIVALENT"
+    names = [p["name"] for p in report["probe_sets"] if p["pairs"]]
+    assert {"holdout", "thresholds", "missing", "batch"} <= set(names)
+    _assert_three_runtimes_everywhere(report)
+
+
+@pytest.mark.parametrize(
+    "classes", [3, 2], ids=["3 classes, probabilities", "yes/no probabilities"]
+)
+def test_validate_svc_compares_all_three_runtimes(tmp_path: Path, classes: int) -> None:
+    x, y = _classes(classes)
+    frame = _frame(x)
+    target = np.asarray(["no", "yes"])[y] if classes == 2 else y
+    model = SVC(probability=True, random_state=0).fit(frame[:300], target[:300])
+    onnx_path = convert_estimator(model, frame[:100]).save(tmp_path / "svc.onnx")
+    report = validate_model(onnx_path, model, frame[300:400])
+    assert report.verdict == "EQUIVALENT"
+    assert report.runtimes["reference"]["available"] is True
+    _assert_three_runtimes_everywhere(report.to_dict())
+
+
+def test_validate_double_categorical_lightgbm_compares_all_three_runtimes(tmp_path: Path) -> None:
+    # Categorical splits become numeric columns in front of the float64 ensemble.
+    rng = np.random.RandomState(0)
+    n = 600
+    frame = pd.DataFrame(
+        {
+            "city": pd.Categorical(rng.choice(["a", "b", "c", "d"], n)),
+            "x": np.where(rng.rand(n) < 0.1, np.nan, rng.rand(n)),
+            "z": rng.rand(n),
+        }
+    )
+    y = (frame["city"].isin(["a", "c"]) ^ (frame["x"].fillna(0.3) > 0.5)).astype(int)
+    model = lightgbm.LGBMClassifier(n_estimators=20, verbose=-1, min_data_in_leaf=5)
+    model.fit(frame[:400], y[:400])
+    path = convert_estimator(model, frame[:400], precision="double").save(tmp_path / "m.onnx")
+    report = validate_model(path, model, frame[400:])
+    assert report.verdict == "EQUIVALENT"
+    payload = report.to_dict()
+    assert {"categories", "missing", "thresholds"} <= {
+        p["name"] for p in payload["probe_sets"] if p["pairs"]
+    }
+    _assert_three_runtimes_everywhere(payload)
