@@ -77,9 +77,7 @@ def _transform_rows(model: Any, j: int, values: list[Any]) -> np.ndarray:
     if names is not None:
         frame = pd.DataFrame(
             {
-                name: pd.Series(
-                    table[:, k], dtype=object if kinds[k] in "OUS" else np.float64
-                )
+                name: pd.Series(table[:, k], dtype=object if kinds[k] in "OUS" else np.float64)
                 for k, name in enumerate(names)
             }
         )
@@ -233,9 +231,7 @@ _WHY = (
     "is unknown to it while scikit-learn encodes it as the NaN category"
 )
 
-register_converter(
-    ConverterSpec(OneHotEncoder, _shape, _convert, _one_hot_example, replaces=_WHY)
-)
+register_converter(ConverterSpec(OneHotEncoder, _shape, _convert, _one_hot_example, replaces=_WHY))
 register_converter(
     ConverterSpec(
         OrdinalEncoder,
