@@ -813,9 +813,10 @@ class Predictor:
         )
         n_rows = int(nan_rows[:, at].any(axis=1).sum())
         raise SchemaMismatchError(
-            f"missing values (NaN) in {n_rows} row{'s' if n_rows != 1 else ''}, in columns the "
-            f"source model refuses them in: {shown}; ONNX results for such rows are not "
-            "validated: fill or drop them, or pass --allow-missing (Python: allow_missing=True)"
+            f"missing values (NaN) in {n_rows} row{'s' if n_rows != 1 else ''}, columns: {shown}; "
+            "the source model refuses missing values in these columns, so ONNX results for such "
+            "rows are not validated: fill or drop them, or pass --allow-missing (Python: "
+            "allow_missing=True)"
         )
 
     # Running -----------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
 # What pyarrow's string -> float64 cast accepts (after trimming spaces); RE2 syntax.
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
 _MISSING_REASON = (
-    "missing value: the source model refuses missing values, so ONNX results for such rows are "
-    "not validated (fill them, or pass --allow-missing)"
+    "missing value: the source model refuses missing values in this column, so ONNX results for "
+    "such rows are not validated (fill them, or pass --allow-missing)"
 )
 _SKIP_HINT = "pass --on-error skip to write such rows to a side file and score the rest"
 

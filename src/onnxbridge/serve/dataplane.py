@@ -311,8 +311,8 @@ class DataPlane:
             total = sum(n for _, n in counts)
             shown = preview_names([f"{column!r} ({n})" for column, n in counts], limit=5)
             raise InferenceRequestError(
-                f"input {name!r} holds {total} missing value{'s' if total > 1 else ''} (NaN or "
-                f"null) in column{'s' if len(counts) > 1 else ''} {shown}; model "
+                f"input {name!r} holds {total} NaN value{'s' if total > 1 else ''} (missing, or "
+                f"null in JSON) in column{'s' if len(counts) > 1 else ''} {shown}; model "
                 f"{model.name!r} was converted from a model that refuses missing values there, "
                 "so fill or drop them"
             )
