@@ -146,3 +146,46 @@ def test_pipeline_with_missing_city_predicts_as_scikit_learn(tmp_path) -> None:
     assert missing.sum() > 50
     got = Predictor(path).predict(X).probabilities
     np.testing.assert_allclose(got[missing], pipe.predict_proba(X)[missing], atol=1e-6)
+
+
+NUMERIC_ENCODERS = {
+    "onehot-ignore": lambda: OneHotEncoder(handle_unknown="ignore", sparse_output=False),
+    "onehot-drop-first": lambda: OneHotEncoder(drop="first", handle_unknown="ignore"),
+    "ordinal-default": lambda: OrdinalEncoder(),
+    "ordinal-missing-set": lambda: OrdinalEncoder(
+        handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-2
+    ),
+}
+
+
+@pytest.mark.parametrize("opset", [None, 15], ids=["default-opset", "opset-15"])
+@pytest.mark.parametrize("name", list(NUMERIC_ENCODERS))
+def test_numeric_categories_with_nan(name: str, opset: int | None, tmp_path) -> None:
+    rng = np.random.RandomState(1)
+    X = pd.DataFrame(
+        {
+            "rooms": rng.choice([1.0, 2.0, 3.0, 5.0, np.nan], 150),
+            "floor": rng.choice([0.0, 1.0, 2.5], 150),
+        }
+    )
+    encoder = NUMERIC_ENCODERS[name]().fit(X)
+    path = convert_estimator(encoder, X, opset=opset).save(tmp_path / "encoder.onnx")
+    rows = pd.DataFrame({"rooms": [1.0, np.nan, 5.0, 3.0], "floor": [2.5, 0.0, np.nan, 1.0]})
+    if encoder.handle_unknown == "error":
+        rows = rows[rows["floor"].notna()]  # 'floor' had no NaN in fit: unknown, refused
+    else:
+        rows = pd.concat([rows, pd.DataFrame({"rooms": [4.0], "floor": [7.0]})])  # unseen
+    got = Predictor(path).predict(rows).transformed
+    expected = _transform(encoder, rows)
+    np.testing.assert_array_equal(got, expected.astype(got.dtype))
+
+
+def test_text_encoders_build_at_an_older_opset(tmp_path) -> None:
+    X, y = _training(with_nan=True)
+    for name in ("onehot-infrequent", "ordinal-missing-set"):
+        encoder = ENCODERS[name]().fit(X, y)
+        path = convert_estimator(encoder, X, opset=15).save(tmp_path / f"{name}.onnx")
+        rows = _probe_rows(None, unknown=True)
+        got = Predictor(path).predict(rows).transformed
+        expected = _transform(encoder, _as_sklearn_sees_it(rows))
+        np.testing.assert_array_equal(got, expected.astype(got.dtype))

@@ -91,16 +91,16 @@ def _transform_rows(model: Any, j: int, values: list[Any]) -> np.ndarray:
     return np.asarray(out.toarray() if hasattr(out, "toarray") else out, dtype=np.float64)
 
 
-def _feature_table(model: Any, j: int, first: int, width: int) -> tuple[np.ndarray, bool]:
-    """The rows feature ``j``'s categories become, then the unknown row when there is one;
-    and whether there is one."""
+def _feature_table(model: Any, j: int, first: int, width: int) -> np.ndarray:
+    """The output columns ``first:first + width`` that feature ``j``'s categories become,
+    one row per category, then the row of an unknown value unless unknown values raise."""
     categories = model.categories_[j]
     values = [np.nan if _is_nan(c) else c for c in categories]
     known = _transform_rows(model, j, values)[:, first : first + width]
     if model.handle_unknown == "error":
-        return known, False
+        return known
     unknown = _transform_rows(model, j, [_unseen(categories)])[:, first : first + width]
-    return np.vstack([known, unknown]), True
+    return np.vstack([known, unknown])
 
 
 def _columns(g: Nodes, operator: Any) -> list[tuple[str, Any]]:
@@ -155,12 +155,12 @@ def _number_index(g: Nodes, column: str, var_type: Any, categories: np.ndarray) 
         nan_slot = g.const(np.isnan(numbers).reshape(1, -1))
         hits = g.op("Or", [hits, g.op("And", [g.op("IsNaN", [value]), nan_slot])])
     as_int = g.op("Cast", [hits], to=TensorProto.INT64)
-    found = g.op(
-        "Cast",
-        [g.op("ReduceMax", [as_int, g.const(np.array([1]))], keepdims=0)],
-        to=TensorProto.BOOL,
-    )
-    return g.op("Where", [found, g.argmax(as_int), g.const(np.array(len(categories)))])
+    # The first hit, and whether it is one: no ReduceMax, whose axes moved to an input in
+    # opset 18, so that older pinned opsets build too.
+    first = g.op("ArgMax", [as_int], axis=1, keepdims=1, select_last_index=0)
+    found = g.op("Cast", [g.op("GatherElements", [as_int, first], axis=1)], to=TensorProto.BOOL)
+    index = g.op("Where", [found, first, g.const(np.array([[len(categories)]]))])
+    return g.op("Reshape", [index, g.const(np.array([-1]))])
 
 
 def _out_dtype(model: Any) -> tuple[Any, Any]:
@@ -192,7 +192,7 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
         width = widths[j]
         if width == 0:  # a feature whose only category is dropped
             continue
-        table, _ = _feature_table(model, j, first, width)
+        table = _feature_table(model, j, first, width)
         first += width
         if isinstance(var_type, StringTensorType):
             index = _text_index(g, column, categories)
