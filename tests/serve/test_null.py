@@ -5,6 +5,12 @@ not, and refused everywhere by a server run with ``strict_v2``."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -156,3 +162,48 @@ def test_tritonclient_request_is_answered_either_way(start_server, mixed_model, 
     result = client.infer("mixed", inputs)
     expected = Predictor(mixed_model).predict(rows)
     np.testing.assert_array_equal(result.as_numpy("label"), expected.labels)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict-v2"])
+def test_serve_command_strict_v2_flag(iris_bundle, strict: bool) -> None:
+    """`onnxbridge serve --strict-v2`: the Iris forest takes NaN, so only the flag refuses null."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
+    command = [sys.executable, "-m", "onnxbridge.cli.main", "serve", str(iris_bundle.path)]
+    command += ["--port", str(port)] + (["--strict-v2"] if strict else [])
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, process.communicate()
+            try:
+                if httpx.get(f"{url}/v2/health/ready").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not become ready"
+            time.sleep(0.1)
+        tensor = {"name": "input", "datatype": "FP32", "shape": [1, 4]}
+        body = {"inputs": [{**tensor, "data": [6.7, None, 5.2, 2.3]}]}
+        answer = httpx.post(f"{url}/v2/models/iris-rf/infer", json=body)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+    if strict:
+        assert answer.status_code == 422, answer.text
+        assert "null is not a value" in answer.json()["error"]
+    else:
+        assert answer.status_code == 200, answer.text
+        expected = Predictor(iris_bundle.onnx_path).predict(
+            np.array([[6.7, np.nan, 5.2, 2.3]], dtype=np.float32)
+        )
+        assert answer.json()["outputs"][0]["data"] == expected.labels.tolist()

@@ -496,15 +496,16 @@ def _missing_values_policy(
     column with that column missing (NaN: how onnxbridge hands scikit-learn a missing number
     or text), and all copies are scored at once; when that raises, each copy alone. Returns
     the summary (``"refused"`` when any column is, else ``"accepted"``) and
-    ``{column: "accepted" | "refused"}``; ``(None, None)`` when the row itself does not score.
+    ``{column: "accepted" | "refused"}``. When the row itself does not score, nothing is
+    known per column: ``("refused", None)``, which refuses a missing value in every column.
     """
     from threadpoolctl import threadpool_limits
 
     from onnxbridge.train import source_frame
 
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
-    complete = frame.index[~frame.isna().any(axis=1).to_numpy()]
-    row = frame.loc[[complete[0] if len(complete) else frame.index[0]]]
+    complete = np.flatnonzero(~frame.isna().any(axis=1).to_numpy())
+    row = frame.iloc[[complete[0] if len(complete) else 0]]
     columns = list(frame.columns)
     probe = pd.concat([row] * (len(columns) + 1), ignore_index=True)
     probe = probe.astype({c: float for c in columns if probe[c].dtype != object})
@@ -523,7 +524,7 @@ def _missing_values_policy(
         return True
 
     if not scores(probe.iloc[[0]]):
-        return None, None
+        return "refused", None
     if scores(probe):
         by_column = dict.fromkeys(columns, "accepted")
     else:
