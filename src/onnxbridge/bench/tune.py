@@ -834,7 +834,7 @@ def _tune_accelerators(
         source.rows,
         schema=metadata.features if metadata is not None else None,
         estimator=estimator,
-        accepts_missing=metadata is not None and metadata.missing_values == "accepted",
+        accepts_missing=metadata is not None and metadata.accepts_missing_everywhere(),
     )
     checks = [check_candidate(c, predictor, probes) for c in candidates]
     # Both sides are timed as Predictor runs them (its bound path on small calls, labels from the

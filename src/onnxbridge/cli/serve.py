@@ -56,6 +56,15 @@ def serve(
             "(answers stay bit-identical) [default: on].",
         ),
     ] = None,
+    strict_v2: Annotated[
+        bool | None,
+        typer.Option(
+            "--strict-v2/--no-strict-v2",
+            help="Refuse null in v2 JSON infer data as the protocol does; off: null in "
+            "FP16/FP32/FP64 data is a missing value (NaN) where the model takes one "
+            "[default: off].",
+        ),
+    ] = None,
     strict_readiness: Annotated[
         bool | None,
         typer.Option(
@@ -112,6 +121,7 @@ def serve(
         inference_threads=inference_threads,
         intra_op_threads=intra_op_threads,
         merge_requests=merge_requests,
+        strict_v2=strict_v2,
         strict_readiness=strict_readiness,
         log_level=log_level,
         access_log=access_log,

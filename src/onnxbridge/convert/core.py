@@ -402,6 +402,7 @@ def convert_estimator(
     if len(graph_names) == len(inputs):
         inputs = [{**spec, "name": name} for spec, name in zip(inputs, graph_names, strict=True)]
     roles = output_roles([o.name for o in model.graph.output], estimator, task)
+    missing_values, missing_by_column = _missing_values_policy(estimator, frame, roles)
     metadata = ModelMetadata(
         task=task,
         features=schema,
@@ -416,7 +417,8 @@ def convert_estimator(
         estimator=description or type(estimator).__name__,
         opsets=_used_opsets(model),
         versions=library_versions(),
-        missing_values=_missing_values_policy(estimator, frame, roles),
+        missing_values=missing_values,
+        missing_by_column=missing_by_column,
     )
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
@@ -485,28 +487,53 @@ def _convert_with_opsets(
         raise
 
 
-def _missing_values_policy(estimator: Any, frame: pd.DataFrame, roles: dict[str, str]) -> str:
-    """Whether the source model accepts a row of NaN ("accepted") or raises ("refused")."""
-    probe = pd.DataFrame(
-        {
-            c: pd.Series([np.nan], dtype=frame[c].dtype if frame[c].dtype == object else float)
-            for c in frame.columns
-        }
-    )
-    method = getattr(estimator, reference_method(estimator, next(iter(roles))))
+def _missing_values_policy(
+    estimator: Any, frame: pd.DataFrame, roles: dict[str, str]
+) -> tuple[str | None, dict[str, str] | None]:
+    """Whether the source model predicts with a missing value in each column.
+
+    A real sample row (one without missing values when there is one) is copied once per
+    column with that column missing (NaN: how onnxbridge hands scikit-learn a missing number
+    or text), and all copies are scored at once; when that raises, each copy alone. Returns
+    the summary (``"refused"`` when any column is, else ``"accepted"``) and
+    ``{column: "accepted" | "refused"}``. When the row itself does not score, nothing is
+    known per column: ``("refused", None)``, which refuses a missing value in every column.
+    """
     from threadpoolctl import threadpool_limits
 
     from onnxbridge.train import source_frame
 
-    probe = source_frame(estimator, probe, like=frame)
-    try:
-        # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy machine.
-        with warnings.catch_warnings(), threadpool_limits(1):
-            warnings.simplefilter("ignore")
-            method(probe)
-    except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
-        return "refused"
-    return "accepted"
+    method = getattr(estimator, reference_method(estimator, next(iter(roles))))
+    complete = np.flatnonzero(~frame.isna().any(axis=1).to_numpy())
+    row = frame.iloc[[complete[0] if len(complete) else 0]]
+    columns = list(frame.columns)
+    probe = pd.concat([row] * (len(columns) + 1), ignore_index=True)
+    probe = probe.astype({c: float for c in columns if probe[c].dtype != object})
+    for i, column in enumerate(columns):
+        probe.loc[i + 1, column] = np.nan
+
+    def scores(rows: pd.DataFrame) -> bool:
+        try:
+            # One thread: OpenMP models (HistGradientBoosting) spin-wait seconds on a busy
+            # machine.
+            with warnings.catch_warnings(), threadpool_limits(1):
+                warnings.simplefilter("ignore")
+                method(source_frame(estimator, rows.reset_index(drop=True), like=frame))
+        except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
+            return False
+        return True
+
+    if not scores(probe.iloc[[0]]):
+        return "refused", None
+    if scores(probe):
+        by_column = dict.fromkeys(columns, "accepted")
+    else:
+        by_column = {
+            c: "accepted" if scores(probe.iloc[[i + 1]]) else "refused"
+            for i, c in enumerate(columns)
+        }
+    summary = "refused" if "refused" in by_column.values() else "accepted"
+    return summary, by_column
 
 
 def _used_opsets(model: Any) -> dict[str, int]:

@@ -5,7 +5,13 @@ their training dtypes, how they map onto graph inputs, the task, the class label
 output holds labels, probabilities or values. Every value is a string; structured values are JSON.
 
 Keys (all prefixed ``onnxbridge.``): ``format``, ``task``, ``target``, ``features``, ``inputs``,
-``outputs``, ``classes``, ``estimator``, ``opsets``, ``versions``, ``missing_values``.
+``outputs``, ``classes``, ``estimator``, ``opsets``, ``versions``, ``missing_values``,
+``missing_by_column``.
+
+``missing_by_column`` (``{column: "accepted" | "refused"}``) says per feature column whether the
+source model predicts on a row whose value there is missing; ``missing_values`` sums it up for
+readers that know only the one word (``"refused"`` when any column is refused). A model written
+before the per-column record has only ``missing_values``: ``"refused"`` then means every column.
 
 This module imports neither scikit-learn nor skl2onnx: the runtime layer reads it.
 """
@@ -35,7 +41,17 @@ __all__ = [
 
 METADATA_PREFIX = "onnxbridge."
 METADATA_FORMAT = "1"
-_JSON_KEYS = ("features", "inputs", "outputs", "classes", "opsets", "versions")
+_JSON_KEYS = (
+    "features",
+    "inputs",
+    "outputs",
+    "classes",
+    "opsets",
+    "versions",
+    "missing_by_column",
+)
+ACCEPTED = "accepted"
+REFUSED = "refused"
 # The element types a graph input recorded in the metadata can have.
 INPUT_DTYPES: dict[str, Any] = {
     "float32": np.float32,
@@ -82,7 +98,10 @@ class ModelMetadata:
         opsets: ``{"": 22, "ai.onnx.ml": 3}``.
         versions: library versions at conversion.
         missing_values: ``"accepted"`` when the source model predicts on rows with missing
-            values (NaN), ``"refused"`` when it raises on them, None when unknown.
+            values (NaN) in any column, ``"refused"`` when it raises on them in some column,
+            None when unknown.
+        missing_by_column: ``{column: "accepted" | "refused"}``: the same, per feature column
+            (None for models converted before it was recorded).
     """
 
     task: str
@@ -95,6 +114,26 @@ class ModelMetadata:
     opsets: dict[str, int] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     missing_values: str | None = None
+    missing_by_column: dict[str, str] | None = None
+
+    def refuses_missing(self) -> bool:
+        """Whether some column's missing values make the source model raise."""
+        return bool(self.missing_refused_columns())
+
+    def missing_refused_columns(self) -> list[str]:
+        """The feature columns where a missing value makes the source model raise, in
+        training order (every column for an older model recorded as ``"refused"``)."""
+        if self.missing_by_column is not None:
+            return [
+                name for name in self.features.names if self.missing_by_column.get(name) == REFUSED
+            ]
+        return list(self.features.names) if self.missing_values == REFUSED else []
+
+    def accepts_missing_everywhere(self) -> bool:
+        """Whether the source model is known to predict with a missing value in any column."""
+        if self.missing_by_column is not None:
+            return all(self.missing_by_column.get(n) == ACCEPTED for n in self.features.names)
+        return self.missing_values == ACCEPTED
 
     def to_props(self) -> dict[str, str]:
         """``metadata_props`` entries (string → string)."""
@@ -110,6 +149,7 @@ class ModelMetadata:
             "opsets": self.opsets,
             "versions": self.versions,
             "missing_values": self.missing_values,
+            "missing_by_column": self.missing_by_column,
         }
         props = {}
         for key, value in values.items():
@@ -141,6 +181,7 @@ class ModelMetadata:
             opsets={str(k): int(v) for k, v in (parsed.get("opsets") or {}).items()},
             versions=parsed.get("versions") or {},
             missing_values=parsed.get("missing_values"),
+            missing_by_column=parsed.get("missing_by_column"),
         )
 
 

@@ -374,7 +374,7 @@ class Predictor:
         # The columns a single-tensor input takes (None when unknown); read on every call.
         self._width = len(self.feature_names) if self.feature_names else self._input_width()
         if not self._multi_input():
-            refused = bool(self.metadata and self.metadata.missing_values == "refused")
+            refused = self._refuses_missing()
             fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, self._width, refused)
         # (input name, dtype, width, refuses NaN) of a single tensor input: large arrays skip
         # prepare() (_array_feeds).
@@ -784,7 +784,8 @@ class Predictor:
         refuse_table_misfits(given, cast.dtype, cast, columns=self.feature_names)
 
     def _refuses_missing(self) -> bool:
-        return self.metadata is not None and self.metadata.missing_values == "refused"
+        """Whether the source model raises on a missing value in some column."""
+        return self.metadata is not None and self.metadata.refuses_missing()
 
     def _refuse_nan(self, array: np.ndarray) -> None:
         """Raise the missing-values error if the float ``array`` holds NaN (the mask, and the
@@ -793,23 +794,29 @@ class Predictor:
             self._check_missing(np.isnan(array))
 
     def _check_missing(self, nan_rows: np.ndarray) -> None:
-        """Refuse rows with missing values (``nan_rows [N, F]`` is the mask) for models whose
-        source refused them."""
-        if self.metadata is None or self.metadata.missing_values != "refused":
-            return
-        if not nan_rows.any():
+        """Refuse rows with a missing value in a column where the source model refused one
+        (``nan_rows [N, F]`` is the mask, columns in training order)."""
+        if self.metadata is None or not nan_rows.any():
             return
         names = self.metadata.features.names
-        counts = nan_rows.sum(axis=0)
-        shown = ", ".join(
-            f"{names[j] if j < len(names) else j!r} ({int(counts[j])})"
-            for j in np.flatnonzero(counts)[:5]
+        refused = set(self.metadata.missing_refused_columns())
+        if not refused:
+            return
+        nan_rows = np.atleast_2d(nan_rows)
+        at = [j for j in range(nan_rows.shape[1]) if j < len(names) and names[j] in refused]
+        counts = nan_rows[:, at].sum(axis=0)
+        if not counts.any():
+            return
+        shown = preview_names(
+            [f"{names[j]!r} ({int(n)})" for j, n in zip(at, counts, strict=True) if n],
+            limit=5,
         )
-        n_rows = int(nan_rows.any(axis=1).sum())
+        n_rows = int(nan_rows[:, at].any(axis=1).sum())
         raise SchemaMismatchError(
             f"missing values (NaN) in {n_rows} row{'s' if n_rows != 1 else ''}, columns: {shown}; "
-            "the source model refuses them, so ONNX results for such rows are not validated: "
-            "fill or drop them, or pass --allow-missing (Python: allow_missing=True)"
+            "the source model refuses missing values in these columns, so ONNX results for such "
+            "rows are not validated: fill or drop them, or pass --allow-missing (Python: "
+            "allow_missing=True)"
         )
 
     # Running -----------------------------------------------------------------------------------

@@ -35,8 +35,8 @@ BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
 # What pyarrow's string -> float64 cast accepts (after trimming spaces); RE2 syntax.
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
 _MISSING_REASON = (
-    "missing value: the source model refuses missing values, so ONNX results for such rows are "
-    "not validated (fill them, or pass --allow-missing)"
+    "missing value: the source model refuses missing values in this column, so ONNX results for "
+    "such rows are not validated (fill them, or pass --allow-missing)"
 )
 _SKIP_HINT = "pass --on-error skip to write such rows to a side file and score the rest"
 
@@ -51,7 +51,8 @@ class RowPlan:
         numeric: the features the model takes as numbers.
         booleans: the numeric features that were booleans in training (CSV text true/false).
         keep: the key columns copied to the output.
-        refuse_missing: whether a missing value makes a row bad.
+        refuse_missing: the features where a missing value makes a row bad (those the source
+            model refuses missing values in).
         dtypes: the graph's element type of each numeric feature, whose values are checked
             against it.
         default_dtype: the element type of the columns of a model without onnxbridge
@@ -62,7 +63,7 @@ class RowPlan:
     numeric: set[str]
     booleans: set[str]
     keep: list[str]
-    refuse_missing: bool
+    refuse_missing: frozenset[str]
     dtypes: dict[str, np.dtype] = field(default_factory=dict)
     default_dtype: np.dtype | None = None
 
@@ -78,7 +79,7 @@ class RowPlan:
                 set(),
                 set(),
                 list(keep),
-                refuse_missing=False,
+                refuse_missing=frozenset(),
                 default_dtype=predictor.input_dtype,
             )
         numeric = {f.name for f in meta.features.features if f.is_numeric}
@@ -95,7 +96,7 @@ class RowPlan:
             numeric,
             booleans,
             list(keep),
-            refuse_missing=meta.missing_values == "refused" and not allow_missing,
+            refuse_missing=frozenset(() if allow_missing else meta.missing_refused_columns()),
             dtypes=dtypes,
         )
 
@@ -218,7 +219,12 @@ class CheckedBatch:
                     bad_column[fresh] = j
                     for i in fresh.tolist():
                         value_reasons[i] = misfit_reason(values[i], dtype)
-            if plan.refuse_missing and (array.null_count or pa.types.is_floating(array.type)):
+            if name in plan.refuse_missing and (
+                array.null_count
+                or pa.types.is_floating(array.type)
+                or pa.types.is_string(array.type)
+                or pa.types.is_large_string(array.type)
+            ):
                 fresh = _missing(array) & (bad_column < 0)
                 bad_column[fresh] = j
                 bad_missing[fresh] = True
@@ -313,6 +319,9 @@ def _to_number(array: pa.Array, *, bool_feature: bool) -> tuple[pa.Array, np.nda
 
 def _missing(array: pa.Array) -> np.ndarray:
     mask = pc.is_null(array, nan_is_null=pa.types.is_floating(array.type))
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        # An empty text is a missing value (onnxbridge.data.normalize_features).
+        mask = pc.or_(mask, pc.fill_null(pc.equal(array, ""), False))
     return np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
 
 

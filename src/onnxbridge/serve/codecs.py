@@ -112,7 +112,9 @@ def parse_shape(name: str, shape: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
+def decode_json_tensor(
+    name: str, datatype: str, shape: tuple[int, ...], data: Any, *, null_is_nan: bool = False
+) -> np.ndarray:
     """The array of shape ``shape`` that a JSON ``data`` field holds.
 
     Args:
@@ -120,6 +122,9 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
         datatype: its v2 datatype (already checked against the model).
         shape: its declared shape.
         data: flat (row-major) or nested to ``shape``; strings for BYTES.
+        null_is_nan: read ``null`` in floating-point data (FP16, FP32, FP64) as NaN, a missing
+            value (onnxbridge's extension of the protocol, which has no missing value);
+            otherwise ``null`` is refused as the protocol says.
 
     Raises:
         InferenceRequestError: values of the wrong kind, ragged nesting, a count that does not
@@ -149,6 +154,8 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
             )
         return raw.reshape(shape)
     allowed = _JSON_KINDS[dtype.kind]
+    if null_is_nan and dtype.kind == "f" and raw.dtype.kind == "O":
+        raw = _nulls_as_nan(raw, allowed)
     if raw.size and raw.dtype.kind not in allowed:
         raise InferenceRequestError(
             f"input {name!r} is {datatype} and takes {_KIND_WORDS[allowed[-1]]}, but 'data' "
@@ -157,6 +164,21 @@ def decode_json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: A
     out = cast_values(raw, dtype).reshape(shape)
     _refuse_misfit(name, datatype, raw.reshape(shape), out)
     return out
+
+
+def _nulls_as_nan(raw: np.ndarray, allowed: str) -> np.ndarray:
+    """``raw`` (objects) as float64 with NaN for each ``None``; unchanged when it holds no
+    ``None`` or other values than numbers (the caller's kind check then names them)."""
+    flat = raw.ravel()
+    nulls = np.fromiter((v is None for v in flat), dtype=bool, count=flat.size)
+    if not nulls.any():
+        return raw
+    present = np.asarray(flat[~nulls].tolist())
+    if present.size and present.dtype.kind not in allowed:
+        return raw
+    values = np.full(flat.size, np.nan)
+    values[~nulls] = present.astype(np.float64)
+    return values.reshape(raw.shape)
 
 
 def _refuse_misfit(name: str, datatype: str, given: np.ndarray, array: np.ndarray) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge.convert.values import all_finite
+from onnxbridge.data import preview_names
 from onnxbridge.errors import InferenceRequestError
 from onnxbridge.serve.codecs import decode_binary_tensor, decode_json_tensor, parse_shape
 from onnxbridge.serve.model import ServedModel
@@ -236,7 +237,9 @@ class DataPlane:
                 array = decode_binary_tensor(name, datatype, shape, binary[offset : offset + size])
                 offset += size
             elif "data" in item:
-                array = decode_json_tensor(name, datatype, shape, item["data"])
+                array = decode_json_tensor(
+                    name, datatype, shape, item["data"], null_is_nan=not self.settings.strict_v2
+                )
             else:
                 raise InferenceRequestError(
                     f"input {name!r} has neither 'data' nor parameters.binary_data_size"
@@ -244,7 +247,7 @@ class DataPlane:
             # ±inf and values out of the datatype's range were refused by the codec (the
             # value rule of every path); NaN is a missing value, refused where the model's
             # source refused it.
-            if model.refuse_nan and name in model.float_inputs:
+            if name in model.refuse_nan_at and name in model.float_inputs:
                 self._refuse_nan(model, name, array)
             feeds[name] = array
         if offset != len(binary):
@@ -296,12 +299,22 @@ class DataPlane:
         # One check when every value is finite (the common case); NaN counted only otherwise.
         if all_finite(array):
             return
-        nan = int(np.isnan(array).sum())
-        if nan:
+        refused = model.refuse_nan_at[name]
+        by_column = array.reshape(array.shape[0], -1) if array.ndim else array.reshape(1, 1)
+        counts = [
+            (column, int(np.isnan(by_column[:, k]).sum()))
+            for k, column in refused
+            if k < by_column.shape[1]
+        ]
+        counts = [(column, n) for column, n in counts if n]
+        if counts:
+            total = sum(n for _, n in counts)
+            shown = preview_names([f"{column!r} ({n})" for column, n in counts], limit=5)
             raise InferenceRequestError(
-                f"input {name!r} holds {nan} NaN value{'s' if nan > 1 else ''}; model "
-                f"{model.name!r} was converted from a model that refuses missing values, so "
-                "fill or drop them"
+                f"input {name!r} holds {total} NaN value{'s' if total > 1 else ''} (missing, or "
+                f"null in JSON) in column{'s' if len(counts) > 1 else ''} {shown}; model "
+                f"{model.name!r} was converted from a model that refuses missing values there, "
+                "so fill or drop them"
             )
 
     @staticmethod

@@ -129,10 +129,15 @@ class ServedModel:
         # Outputs the protocol can carry; a ZipMap output (a sequence of maps) is left out.
         self.tensor_outputs = [spec for spec in self.outputs if spec.datatype]
         self.input_names = ", ".join(spec.describe() for spec in self.inputs)
-        # NaN: a model converted by onnxbridge says whether its source took it; a model from
-        # elsewhere gets it. (±inf is refused for every model, by the codecs' value rule.)
-        missing = self.metadata.missing_values if self.metadata else None
-        self.refuse_nan = missing == "refused"
+        # NaN: a model converted by onnxbridge says in which columns its source took it; a
+        # model from elsewhere gets it. (±inf is refused for every model, by the codecs' value
+        # rule.) input name -> [(position in the input, column)] where NaN is refused.
+        refused = set(self.metadata.missing_refused_columns()) if self.metadata else set()
+        self.refuse_nan_at: dict[str, list[tuple[int, str]]] = {}
+        for spec in self.metadata.inputs if self.metadata else []:
+            at = [(k, c) for k, c in enumerate(spec.get("columns", [])) if c in refused]
+            if at:
+                self.refuse_nan_at[spec["name"]] = at
         self.float_inputs = {
             spec.name
             for spec in self.inputs

@@ -59,6 +59,12 @@ class ServeSettings(BaseSettings):
     batching) where that gives bit-identical answers: tree models with one intra-op thread
     (docs/serve.md). Off: one session call per request."""
 
+    strict_v2: bool = False
+    """Answer ``null`` in the JSON data of a v2 infer request with 422, as the protocol has no
+    missing value. Off (the default): ``null`` in FP16 / FP32 / FP64 data is a missing value
+    (NaN), taken where the model's source predicts with a missing value in that column and
+    refused (422, naming the input and column) where it does not."""
+
     strict_readiness: bool = True
     """``/v2/health/ready`` is true only when every model of the repository is ready; off:
     when at least one is."""

@@ -323,7 +323,9 @@ def _run_probe(
 
 def _accepts_missing(predictor: Predictor, estimator: Any, frame: pd.DataFrame) -> bool:
     if predictor.metadata is not None and predictor.metadata.missing_values is not None:
-        return predictor.metadata.missing_values == "accepted"
+        # The missing probe set puts NaN in every column in turn: only for a source model
+        # that takes it in each of them.
+        return predictor.metadata.accepts_missing_everywhere()
     if estimator is None:
         return False
     probe = frame.head(1).astype(np.float64)

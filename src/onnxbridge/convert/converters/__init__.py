@@ -20,6 +20,7 @@ _MODULES: tuple[str, ...] = (
     "delegates",
     "dictionary",
     "discretization",
+    "encoders",
     "dummy",
     "ensemble_embedding",
     "feature_selection",

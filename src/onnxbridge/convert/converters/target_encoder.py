@@ -4,7 +4,8 @@ skl2onnx refuses multiclass targets. ``transform`` (the inference path; ``fit_tr
 cross-fitting only applies to training rows) replaces each category by its learnt encoding:
 
 - feature ``j`` with categories ``c_j`` (``[K_j]``): ``index = position of x in c_j`` (NaN matches a
-  NaN category), unknown values get ``target_mean_``;
+  NaN category; in a text column the NaN category is ``""``, how a missing text value is fed),
+  unknown values get ``target_mean_``;
 - binary / continuous: one column per feature, ``[N, F]``; multiclass: one column per feature and
   class, feature-major (``[N, F * C]``, as scikit-learn's ``feature0_class0, feature0_class1...``).
 
@@ -70,6 +71,12 @@ def _feature_columns(g: Nodes, operator: Any) -> list[tuple[str, bool]]:
     return columns
 
 
+def _text_key(value: Any) -> str:
+    if isinstance(value, float | np.floating) and np.isnan(value):
+        return ""
+    return str(value)
+
+
 def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     g = Nodes(scope, operator, container)
@@ -85,7 +92,10 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
         table = np.column_stack([model.encodings_[j * per + c] for c in range(per)])
         values = np.asarray(categories)
         if text:
-            hits = g.op("Equal", [column, g.const(values.astype(str).reshape(1, -1))])
+            # A missing text value reaches the graph as "" (metadata.input_block); the NaN
+            # category is that one, not the text "nan".
+            texts = np.array([_text_key(v) for v in values], dtype=object)
+            hits = g.op("Equal", [column, g.const(texts.reshape(1, -1))])
         else:
             numbers = values.astype(np.float64)
             hits = g.op("Equal", [column, g.const(numbers.reshape(1, -1), dtype=np.float64)])
