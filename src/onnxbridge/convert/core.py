@@ -1,7 +1,9 @@
 """Convert a fitted estimator to ONNX: schema → input types, options, opsets, metadata, checks.
 
 No hand-written ``initial_types``: the graph inputs come from the feature schema. All-numeric
-data becomes one float32 input named ``input`` of shape ``[None, n_features]``. ZipMap is off unless
+data becomes one float32 input named ``input`` of shape ``[None, n_features]``, unless the model
+selects columns by name (a ColumnTransformer with column names): then, as for a table with text
+columns, each column is its own ``[None, 1]`` input named after it. ZipMap is off unless
 asked for, so classifiers output a label tensor ``[N]`` and a probability tensor ``[N, C]``. The
 result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is returned.
 """
@@ -381,7 +383,7 @@ def convert_estimator(
     schema = FeatureSchema.from_frame(frame)
     load_converters()
     float_name = "float64" if precision == "double" else "float32"
-    inputs = graph_inputs(schema, float_name)
+    inputs = graph_inputs(schema, float_name, by_name=selects_columns_by_name(estimator))
     # Converters that need the data's values (CatBoost's categories) read them from here.
     with conversion_rows(frame, categories):
         model, choice = _convert_with_opsets(
@@ -431,14 +433,64 @@ def convert_estimator(
     )
 
 
-def graph_inputs(schema: FeatureSchema, float_name: str = "float32") -> list[dict[str, Any]]:
+def selects_columns_by_name(estimator: Any) -> bool:
+    """Whether ``estimator`` picks input columns by name anywhere inside it.
+
+    A ColumnTransformer given column names (or a callable / ``make_column_selector``, which it
+    resolves to names when fitted: its ``transformers_`` hold the resolved columns) finds its
+    columns among the graph's input names, so such a model needs one input per column. The
+    search goes through Pipelines, ColumnTransformers, FeatureUnions and the fitted sub-models
+    of meta-estimators.
+    """
+    seen: set[int] = set()
+
+    def named(columns: Any) -> bool:
+        if isinstance(columns, str):
+            return True
+        if isinstance(columns, slice):
+            return isinstance(columns.start, str) or isinstance(columns.stop, str)
+        try:
+            values = list(np.ravel(np.asarray(columns, dtype=object)))
+        except Exception:
+            return False
+        return any(isinstance(v, str) for v in values)
+
+    def walk(item: Any, depth: int) -> bool:
+        if depth > 8 or id(item) in seen or not hasattr(item, "get_params"):
+            return False
+        seen.add(id(item))
+        entries = getattr(item, "transformers_", None)
+        if entries is None:
+            entries = getattr(item, "transformers", None)
+        if isinstance(entries, list):
+            for entry in entries:
+                if len(entry) >= 3 and named(entry[2]):
+                    return True
+        children: list[Any] = []
+        for attribute in ("steps", "transformer_list", "transformers_"):
+            children.extend(entry[1] for entry in getattr(item, attribute, None) or [])
+        for attribute in ("estimator_", "estimators_", "regressor_", "final_estimator_"):
+            value = getattr(item, attribute, None)
+            if isinstance(value, list | tuple | np.ndarray):
+                children.extend(np.ravel(np.asarray(value, dtype=object)))
+            elif value is not None:
+                children.append(value)
+        return any(walk(child, depth + 1) for child in children)
+
+    return walk(estimator, 0)
+
+
+def graph_inputs(
+    schema: FeatureSchema, float_name: str = "float32", *, by_name: bool = False
+) -> list[dict[str, Any]]:
     """The graph inputs for a feature schema, as recorded in the metadata.
 
     All-numeric data becomes one ``[N, F]`` input named ``input``; a table with text or
-    category columns gets one ``[N, 1]`` input per column, named after it, numbers as
-    ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
+    category columns, or a model that selects its columns by name (``by_name``, see
+    :func:`selects_columns_by_name`), gets one ``[N, 1]`` input per column, named after it,
+    numbers as ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
     """
-    if schema.all_numeric:
+    if schema.all_numeric and not by_name:
         return [{"name": INPUT_NAME, "dtype": float_name, "columns": schema.names}]
     return [
         {
