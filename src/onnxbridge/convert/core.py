@@ -28,6 +28,7 @@ from onnxbridge.bundle import (
     library_versions,
     now_iso,
 )
+from onnxbridge.convert.check import ConversionCheck
 from onnxbridge.convert.folding import fold_scaling_into_linear
 from onnxbridge.convert.given_rows import conversion_rows
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
@@ -48,7 +49,9 @@ __all__ = [
     "ConversionResult",
     "convert_bundle",
     "convert_estimator",
+    "convert_unchecked",
     "graph_inputs",
+    "selects_columns_by_name",
 ]
 
 INPUT_NAME = "input"
@@ -69,6 +72,8 @@ class ConversionResult:
         precision: ``"float"`` or ``"double"``: what the input and arithmetic use.
         notes: what was decided on the way, for the user (e.g. why precision switched).
         path: where the model was written, if it was.
+        check: what the comparison with scikit-learn before writing found (rows compared,
+            differences, the diverging step); None for :func:`convert_unchecked`.
     """
 
     model: Any
@@ -78,6 +83,7 @@ class ConversionResult:
     precision: str = "float"
     notes: list[str] = field(default_factory=list)
     path: Path | None = None
+    check: ConversionCheck | None = None
 
     def save(self, path: str | Path) -> Path:
         """Write the model atomically to ``path``; returns the path."""
@@ -309,12 +315,18 @@ def convert_estimator(
     description: str | None = None,
     fold: bool = True,
     categories: Mapping[str, Sequence[Any]] | None = None,
+    allow_divergent: bool = False,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
 
     Classifiers, regressors, clusterers, outlier detectors and transformers convert; the
     outputs' roles (label, probabilities, scores, value, transformed) are recorded in the
     metadata (see :mod:`onnxbridge.convert.roles`).
+
+    Before the model is returned, scikit-learn and ONNX Runtime are compared on the sample rows
+    and a few probe rows (:mod:`onnxbridge.convert.check`); what was found is
+    :attr:`ConversionResult.check`. When they disagree the conversion is refused, naming the
+    output and the pipeline step that diverge, unless ``allow_divergent``.
 
     Args:
         estimator: the fitted estimator.
@@ -329,13 +341,73 @@ def convert_estimator(
         description: how the estimator was specified (e.g. the ``--model`` spec).
         fold: fold a scaler before a linear model into its coefficients
             (:mod:`onnxbridge.convert.folding`); False keeps one node per pipeline step.
+        allow_divergent: return a model that differs from scikit-learn anyway, with a
+            warning (``UserWarning``) and a note; ``result.check.ok`` is then False.
         categories: column -> values that column can hold, added to the sample's. A CatBoost
             model with ``cat_features`` keeps only hashes of its categories, so the graph knows
             exactly the categories found in ``sample`` and here: give every training category
             (or pass the training rows as ``sample``).
 
     Returns:
-        The converted model, its metadata and the choices made.
+        The converted model, its metadata, the choices made and the check's findings.
+
+    Raises:
+        ModelNotFittedError, MissingConverterError, DataError, ConversionError (also when
+        the ONNX graph differs from scikit-learn, unless ``allow_divergent``).
+    """
+    from onnxbridge.convert.check import check_conversion
+
+    result = convert_unchecked(
+        estimator,
+        sample,
+        opset=opset,
+        ml_opset=ml_opset,
+        zipmap=zipmap,
+        precision=precision,
+        target=target,
+        description=description,
+        fold=fold,
+        categories=categories,
+    )
+    names = getattr(estimator, "feature_names_in_", None)
+    frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
+    frame = _training_columns(estimator, frame)
+    result.check = check_conversion(estimator, result, frame)
+    if result.check.ok:
+        return result
+    if not allow_divergent:
+        raise ConversionError(
+            f"convert refused: the ONNX graph differs from scikit-learn: "
+            f"{result.check.summary()}; nothing was written. Fix or replace the diverging "
+            "converter (docs/convert.md), or pass --allow-divergent (Python: "
+            "allow_divergent=True) to write it anyway, marked unchecked"
+        )
+    warning = (
+        f"NOT CHECKED: the ONNX graph differs from scikit-learn: {result.check.summary()}; "
+        "written anyway because divergent models were allowed"
+    )
+    warnings.warn(warning, UserWarning, stacklevel=2)
+    result.notes.append(warning)
+    return result
+
+
+def convert_unchecked(
+    estimator: Any,
+    sample: Any,
+    *,
+    opset: int | None = None,
+    ml_opset: int | None = None,
+    zipmap: bool = False,
+    precision: str = "auto",
+    target: str | None = None,
+    description: str | None = None,
+    fold: bool = True,
+    categories: Mapping[str, Sequence[Any]] | None = None,
+) -> ConversionResult:
+    """Convert a fitted scikit-learn estimator or pipeline to an ONNX model that loads and runs,
+    without comparing it with scikit-learn (:func:`convert_estimator` does).
+
+    Arguments as for :func:`convert_estimator` (without ``allow_divergent``).
 
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
@@ -366,7 +438,7 @@ def convert_estimator(
         from onnxbridge.convert.precision import convert_auto
 
         def convert_as(chosen: str) -> ConversionResult:
-            return convert_estimator(
+            return convert_unchecked(
                 estimator,
                 frame,
                 opset=opset,
@@ -617,11 +689,14 @@ def convert_bundle(
     precision: str = "auto",
     fold: bool = True,
     trusted: Sequence[str] = (),
+    allow_divergent: bool = False,
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
 
-    ``fold``: as in :func:`convert_estimator`. ``trusted``: extra names to trust in
-    ``model.skops`` for this call (see :func:`onnxbridge.bundle.load_estimator`); never stored.
+    ``fold``, ``allow_divergent``: as in :func:`convert_estimator` (a divergent model written
+    with ``allow_divergent`` is recorded in card.json as ``"checked": false``). ``trusted``:
+    extra names to trust in ``model.skops`` for this call (see
+    :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         BundleError, ConversionError, ...: the bundle is left as it was on any error.
@@ -642,6 +717,7 @@ def convert_bundle(
         fold=fold,
         # The held-out rows may miss training categories a CatBoost model knows by hash only.
         categories=bundle.categories,
+        allow_divergent=allow_divergent,
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
@@ -658,6 +734,7 @@ def convert_bundle(
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),
+        **({} if result.check is None else result.check.as_dict()),
     }
     bundle.save_card()
     return result
