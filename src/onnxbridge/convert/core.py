@@ -373,6 +373,32 @@ def convert_estimator(
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     frame = _training_columns(estimator, frame)
     result.check = check_conversion(estimator, result, frame)
+    if not result.check.ok and precision == "auto" and result.precision == "float":
+        # auto means float32 unless that changes results: here it does, so try float64.
+        first = result.check
+        try:
+            double = convert_unchecked(
+                estimator,
+                sample,
+                opset=opset,
+                ml_opset=ml_opset,
+                zipmap=zipmap,
+                precision="double",
+                target=target,
+                description=description,
+                fold=fold,
+                categories=categories,
+            )
+        except ConversionError:
+            double = None
+        if double is not None:
+            double.check = check_conversion(estimator, double, frame)
+            if double.check.ok:
+                double.notes.append(
+                    f"switched to double precision: in float32 {first.differing_rows} of "
+                    f"{first.rows} checked rows differed from scikit-learn"
+                )
+                return double
     if result.check.ok:
         return result
     if not allow_divergent:
