@@ -513,7 +513,7 @@ def test_refused_bundle_convert_changes_nothing_and_allowed_one_is_recorded(
     assert card["conversion"]["differing_rows"] > 0
     assert card["conversion"]["diverging_step"]["step_name"] == "shift"
     before = {p: p.read_bytes() for p in (bundle.onnx_path, bundle.card_path)}
-    with pytest.raises(ConversionError, match="convert refused.*step 1 'shift'"):
+    with pytest.raises(ConversionError, match=r"convert refused.*step 1 'shift'"):
         convert_bundle(bundle.path, trusted=trusted)
     assert {p: p.read_bytes() for p in before} == before
 
@@ -537,8 +537,8 @@ def test_cli_refuses_a_divergent_model_and_allows_it_on_request(
 
 
 def test_cli_prints_what_was_checked(tmp_path, capsys) -> None:
-    from onnxbridge import train_bundle
     from cli_support import run
+    from onnxbridge import train_bundle
 
     train_bundle("iris", "RandomForestClassifier(n_estimators=10, random_state=42)", tmp_path / "b")
     code, out, err = run(capsys, "convert", tmp_path / "b", "--json")
