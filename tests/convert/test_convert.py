@@ -550,3 +550,26 @@ def test_cli_prints_what_was_checked(tmp_path, capsys) -> None:
     assert re.search(
         r"checked: 0 of \d+ rows differ from scikit-learn \(45 sample \+ \d+ probe\)", out
     )
+
+
+def test_the_diverging_transformer_inside_a_column_transformer_is_named(
+    wrong_converter, iris_frame
+) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = iris_frame
+    prep = ColumnTransformer(
+        [
+            ("scale", StandardScaler(), ["sepal length (cm)", "sepal width (cm)"]),
+            ("shift", _Shifter(), ["petal length (cm)", "petal width (cm)"]),
+        ]
+    )
+    model = Pipeline([("prep", prep), ("model", LogisticRegression(max_iter=500))]).fit(X, y)
+    with pytest.raises(ConversionError) as caught:
+        convert_estimator(model, X.head(40))
+    assert (
+        "the first diverging step is step 1 'prep' (ColumnTransformer), in its transformer "
+        "'shift' (_Shifter)"
+    ) in str(caught.value)

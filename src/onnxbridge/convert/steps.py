@@ -154,6 +154,8 @@ class DivergingStep:
             final step) or ``"unchecked"`` (the prefixes from ``step`` on could not be checked).
         n_steps: steps in the pipeline.
         prefixes: what each prefix gave, in order.
+        parts: when the step is a ColumnTransformer whose output differs, its transformers
+            whose output columns differ, as ``(name, class)``.
     """
 
     step: int
@@ -162,6 +164,7 @@ class DivergingStep:
     how: str
     n_steps: int
     prefixes: list[PrefixCheck] = field(default_factory=list)
+    parts: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def summary(self) -> str:
@@ -177,7 +180,11 @@ class DivergingStep:
                 f"every prefix converts faithfully; the final step {self.name!r} ({self.cls}) "
                 "is where the pipeline diverges"
             )
-        return f"the first diverging step is {label}"
+        text = f"the first diverging step is {label}"
+        if self.parts:
+            inner = ", ".join(f"{name!r} ({cls})" for name, cls in self.parts)
+            text += f", in its transformer{'s' if len(self.parts) > 1 else ''} {inner}"
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form (the diagnosis's and the card's)."""
@@ -186,7 +193,41 @@ class DivergingStep:
             "step_name": self.name,
             "step_class": self.cls,
             "prefixes": [p.as_dict() for p in self.prefixes],
+            **({"parts": [list(p) for p in self.parts]} if self.parts else {}),
         }
+
+
+def _describe(transformer: Any) -> str:
+    """A transformer's class; a Pipeline's as ``Pipeline(A, B)``."""
+    steps = getattr(transformer, "steps", None)
+    if steps:
+        return f"Pipeline({', '.join(type(s).__name__ for _, s in steps)})"
+    return type(transformer).__name__
+
+
+def _diverging_parts(
+    step: Any, expected: np.ndarray, actual: np.ndarray, tolerance: Tolerance | None
+) -> list[tuple[str, str]]:
+    """The transformers of a fitted ColumnTransformer whose output columns differ.
+
+    ``output_indices_`` maps each transformer to its slice of the output columns, which the
+    ONNX graph concatenates in the same order.
+    """
+    slices = getattr(step, "output_indices_", None)
+    named = getattr(step, "named_transformers_", None)
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if not slices or named is None or expected.ndim != 2 or expected.shape != actual.shape:
+        return []
+    found = []
+    for name, where in slices.items():
+        if where.stop <= where.start:
+            continue
+        comparison, _ = compare_output(
+            "transformed", expected[:, where], actual[:, where], tolerance
+        )
+        if not comparison.ok:
+            found.append((name, _describe(named[name]) if name in named else "?"))
+    return found
 
 
 def locate_diverging_step(
@@ -239,7 +280,10 @@ def locate_diverging_step(
             )
         )
         if not comparison.ok:
-            return DivergingStep(k, name, type(step).__name__, "diverges", len(steps), prefixes)
+            parts = _diverging_parts(step, sk_out[role], onnx_out[role], tolerance)
+            return DivergingStep(
+                k, name, type(step).__name__, "diverges", len(steps), prefixes, parts
+            )
     unchecked = [p for p in prefixes if not p.checked]
     if unchecked:
         k = unchecked[0].step
