@@ -212,9 +212,11 @@ def test_pipeline_converts_faithfully_or_is_refused_with_the_step(
 @pytest.mark.filterwarnings(SVC_DEPRECATION)
 @pytest.mark.parametrize(
     ("kind", "model"),
-    [("numeric", "RandomForestClassifier(n_estimators=15, random_state=0)"),
-     ("bool", "LogisticRegression(max_iter=500)"),
-     ("mixed", "SVC(probability=True, random_state=0)")],
+    [
+        ("numeric", "RandomForestClassifier(n_estimators=15, random_state=0)"),
+        ("bool", "LogisticRegression(max_iter=500)"),
+        ("mixed", "SVC(probability=True, random_state=0)"),
+    ],
     ids=["numeric-forest", "bool-logistic", "mixed-svc"],
 )
 def test_preprocess_auto_bundle(kind: str, model: str, tmp_path: Path) -> None:
@@ -231,7 +233,7 @@ def test_preprocess_auto_bundle(kind: str, model: str, tmp_path: Path) -> None:
     assert [i["name"] for i in result.metadata.inputs] == list(X.columns)
     card = json.loads(bundle.card_path.read_text())
     assert card["conversion"]["checked"] is True
-    assert card["conversion"]["differing_rows"] == 0
+    assert card["conversion"]["check"]["differing_rows"] == 0
     report = validate_bundle(bundle.path, html=False)
     assert report.verdict == "EQUIVALENT", [d.summary for d in report.diagnoses]
 
@@ -243,14 +245,27 @@ def test_numeric_table_with_preprocess_auto_through_the_cli(tmp_path: Path, caps
     X.assign(card=y).to_csv(data, index=False)
     out = tmp_path / "rf"
     model = "RandomForestClassifier(n_estimators=15, random_state=0)"
-    code, _, err = run(capsys, "train", "--data", data, "--target", "card", "--model", model,
-                       "--preprocess", "auto", "--out", out)
+    code, _, err = run(
+        capsys,
+        "train",
+        "--data",
+        data,
+        "--target",
+        "card",
+        "--model",
+        model,
+        "--preprocess",
+        "auto",
+        "--out",
+        out,
+    )
     assert code == 0, err
     code, printed, err = run(capsys, "convert", out)
     assert code == 0, err
     assert "inputs: reports: float" in printed and "owner: float" in printed
-    assert re.search(r"checked: 0 of \d+ rows differ from scikit-learn \(100 sample \+ \d+ probe\)",
-                     printed), printed
+    assert re.search(
+        r"checked: 0 of \d+ rows differ from scikit-learn \(100 sample \+ \d+ probe\)", printed
+    ), printed
     rows = tmp_path / "rows.csv"
     X.head(20).to_csv(rows, index=False)
     code, printed, err = run(capsys, "predict", out, "--data", rows, "--allow-missing")
@@ -264,8 +279,9 @@ def test_numeric_table_with_preprocess_auto_through_the_cli(tmp_path: Path, caps
     code, printed, err = run(capsys, "validate", out)
     assert code == 0, err
     assert "verdict: EQUIVALENT" in printed
-    code, _, err = run(capsys, "score", out, rows, "-o", tmp_path / "scored.parquet",
-                       "--allow-missing")
+    code, _, err = run(
+        capsys, "score", out, rows, "-o", tmp_path / "scored.parquet", "--allow-missing"
+    )
     assert code == 0, err
     scored = pd.read_parquet(tmp_path / "scored.parquet")
     assert list(scored["label"]) == list(expected)

@@ -510,8 +510,10 @@ def test_refused_bundle_convert_changes_nothing_and_allowed_one_is_recorded(
         convert_bundle(bundle.path, trusted=trusted, allow_divergent=True)
     card = json.loads(bundle.card_path.read_text())
     assert card["conversion"]["checked"] is False
-    assert card["conversion"]["differing_rows"] > 0
-    assert card["conversion"]["diverging_step"]["step_name"] == "shift"
+    assert card["conversion"]["check"]["differing_rows"] > 0
+    assert "probabilities" in card["conversion"]["check"]["differing_outputs"]
+    assert card["conversion"]["check"]["diverging_step"]["step_name"] == "shift"
+    assert card["conversion"]["outputs"] == {"label": "label", "probabilities": "probabilities"}
     before = {p: p.read_bytes() for p in (bundle.onnx_path, bundle.card_path)}
     with pytest.raises(ConversionError, match=r"convert refused.*step 1 'shift'"):
         convert_bundle(bundle.path, trusted=trusted)
@@ -543,8 +545,12 @@ def test_cli_prints_what_was_checked(tmp_path, capsys) -> None:
     train_bundle("iris", "RandomForestClassifier(n_estimators=10, random_state=42)", tmp_path / "b")
     code, out, err = run(capsys, "convert", tmp_path / "b", "--json")
     assert code == 0, err
-    check = json.loads(out)["check"]
-    assert check["checked"] is True and check["differing_rows"] == 0
+    printed = json.loads(out)
+    assert printed["checked"] is True and printed["check"]["differing_rows"] == 0
+    card = json.loads((tmp_path / "b" / "card.json").read_text())
+    assert card["conversion"]["checked"] is True
+    assert card["conversion"]["check"]["rows"] == printed["check"]["rows"]
+    assert card["conversion"]["outputs"] == {"label": "label", "probabilities": "probabilities"}
     code, out, err = run(capsys, "convert", tmp_path / "b")
     assert code == 0, err
     assert re.search(

@@ -297,6 +297,7 @@ def convert(
                 "zipmap": result.zipmap,
                 "precision": result.precision,
                 "notes": result.notes,
+                "checked": result.check is not None and result.check.ok,
                 "check": None if result.check is None else result.check.as_dict(),
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,

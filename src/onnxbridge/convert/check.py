@@ -94,14 +94,14 @@ class ConversionCheck:
         return text
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON form, for card.json's conversion section and ``--json``."""
+        """JSON form, for card.json's ``conversion.check`` and ``--json``."""
         return {
-            "checked": self.ok,
+            "ok": self.ok,
             "rows": self.rows,
             "sample_rows": self.sample_rows,
             "probe_rows": dict(self.probe_rows),
             "differing_rows": self.differing_rows,
-            "outputs": dict(self.outputs),
+            "differing_outputs": dict(self.outputs),
             "diverging_step": self.diverging_step,
             "skipped": list(self.skipped),
             "failures": list(self.failures),

@@ -760,7 +760,10 @@ def convert_bundle(
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),
-        **({} if result.check is None else result.check.as_dict()),
+        # Whether scikit-learn and ONNX Runtime agreed before writing (false only when written
+        # with allow_divergent), and what was compared.
+        "checked": result.check is not None and result.check.ok,
+        "check": None if result.check is None else result.check.as_dict(),
     }
     bundle.save_card()
     return result
