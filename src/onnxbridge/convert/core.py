@@ -402,10 +402,15 @@ def convert_estimator(
     if result.check.ok:
         return result
     if not allow_divergent:
+        rounding = (
+            " convert with --precision double if float32 rounding is the cause,"
+            if result.precision == "float"
+            else ""
+        )
         raise ConversionError(
             f"convert refused: the ONNX graph differs from scikit-learn: "
             f"{result.check.summary()}; nothing was written. Fix or replace the diverging "
-            "converter (docs/convert.md), or pass --allow-divergent (Python: "
+            f"converter (docs/convert.md),{rounding} or pass --allow-divergent (Python: "
             "allow_divergent=True) to write it anyway, marked unchecked"
         )
     warning = (
