@@ -88,7 +88,8 @@ class OutputComparison:
     Attributes:
         name: the output role: ``label``, ``probabilities``, ``scores``, ``value`` or
             ``transformed``.
-        kind: ``"labels"`` (exact match) or ``"numeric"`` (within tolerance).
+        kind: ``"labels"`` (exact match), ``"numeric"`` (within tolerance) or ``"exact"`` (text
+            in a numeric role, e.g. an imputer's string output: exact match).
         n_rows: rows compared.
         n_mismatched: rows where the output disagrees (any column out of tolerance).
         agreement: fraction of rows that agree.
@@ -204,6 +205,40 @@ def _numeric(
     return comparison, row_score
 
 
+def _is_numeric(values: Any) -> bool:
+    return np.asarray(values).dtype.kind in "iufb"
+
+
+def _exact_rows(
+    role: str, expected: np.ndarray, actual: np.ndarray
+) -> tuple[OutputComparison, np.ndarray]:
+    """Row by row, every value identical (by :func:`same_labels`' rule)."""
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if expected.ndim < 2 or actual.ndim < 2:
+        comparison, score = _labels(role, expected, actual)
+        comparison.kind = "exact"
+        return comparison, score
+    n = expected.shape[0]
+    if expected.shape != actual.shape:
+        return (
+            OutputComparison(role, "exact", n, n, 0.0, False, status="big-diff"),
+            np.ones(n),
+        )
+    row_ok = same_labels(expected, actual).reshape(n, -1).all(axis=1)
+    bad = int((~row_ok).sum())
+    comparison = OutputComparison(
+        name=role,
+        kind="exact",
+        n_rows=n,
+        n_mismatched=bad,
+        agreement=float(row_ok.mean()) if n else 1.0,
+        ok=bad == 0,
+        worst_row=int(np.argmin(row_ok)) if bad else None,
+        status=status_bucket(bad == 0, "labels", None),
+    )
+    return comparison, (~row_ok).astype(np.float64)
+
+
 def role_tolerance(tolerances: Mapping[str, Tolerance] | None, role: str) -> Tolerance | None:
     """The tolerance of an output role from a role → tolerance table: a multi-output
     classifier's ``probabilities_<t>`` takes the ``probabilities`` entry."""
@@ -229,5 +264,8 @@ def compare_output(
     base, _ = role_parts(role)  # label_<t>: one target of a multi-output classifier
     if base == "label":
         return _labels(role, a, b)
+    if not (_is_numeric(a) and _is_numeric(b)):
+        # Text in a numeric role (an imputer or encoder's string output): compared exactly.
+        return _exact_rows(role, a, b)
     tolerance = tolerance or DEFAULT_TOLERANCES.get(base, Tolerance())
     return _numeric(role, a, b, tolerance.atol, tolerance.rtol)

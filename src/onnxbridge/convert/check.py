@@ -265,7 +265,7 @@ def check_conversion(estimator: Any, result: Any, sample: pd.DataFrame) -> Conve
     check.ok = check.differing_rows == 0
     if not check.ok:
         rows = pd.concat(differing, ignore_index=True)
-        located = locate_diverging_step(estimator, rows, sample)
+        located = locate_diverging_step(estimator, rows, sample, precision=result.precision)
         if located is not None:
             check.diverging_step = {"summary": located.summary, **located.as_dict()}
     return check

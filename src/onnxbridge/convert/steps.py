@@ -235,6 +235,7 @@ def locate_diverging_step(
     rows: pd.DataFrame,
     sample: pd.DataFrame,
     tolerance: Tolerance | None = None,
+    precision: str = "float",
 ) -> DivergingStep | None:
     """The first step of a Pipeline whose conversion differs from scikit-learn on ``rows``.
 
@@ -243,6 +244,7 @@ def locate_diverging_step(
         rows: rows on which the whole model diverges (at most :data:`MAX_STEP_ROWS` are used).
         sample: a few training rows, to convert each prefix from.
         tolerance: for the prefixes' ``transformed`` outputs (validate's default if None).
+        precision: the prefixes' precision: the model's own (``"float"`` or ``"double"``).
     """
     from sklearn.pipeline import Pipeline
 
@@ -259,7 +261,7 @@ def locate_diverging_step(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                converted = convert_unchecked(prefix, sample.head(100), precision="float")
+                converted = convert_unchecked(prefix, sample.head(100), precision=precision)
             onnx_out = onnx_outputs(converted, rows)
             sk_out = source_outputs(prefix, rows, converted.metadata.outputs, like=onnx_out)
         except (OnnxbridgeError, ValueError, TypeError) as exc:
