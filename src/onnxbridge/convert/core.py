@@ -373,6 +373,7 @@ def convert_estimator(
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     frame = _training_columns(estimator, frame)
     result.check = check_conversion(estimator, result, frame)
+    also_double = ""  # what the float64 graph did, when auto tried it in vain
     if not result.check.ok and precision == "auto" and result.precision == "float":
         # auto means float32 unless that changes results: here it does, so try float64.
         first = result.check
@@ -399,23 +400,26 @@ def convert_estimator(
                     f"{first.rows} checked rows differed from scikit-learn"
                 )
                 return double
+            also_double = (
+                f" (in float64 too: {double.check.differing_rows} of {double.check.rows} rows)"
+            )
     if result.check.ok:
         return result
     if not allow_divergent:
         rounding = (
             " convert with --precision double if float32 rounding is the cause,"
-            if result.precision == "float"
+            if result.precision == "float" and precision != "auto"
             else ""
         )
         raise ConversionError(
             f"convert refused: the ONNX graph differs from scikit-learn: "
-            f"{result.check.summary()}; nothing was written. Fix or replace the diverging "
-            f"converter (docs/convert.md),{rounding} or pass --allow-divergent (Python: "
+            f"{result.check.summary()}{also_double}; nothing was written. Fix or replace the "
+            f"diverging converter (docs/convert.md),{rounding} or pass --allow-divergent (Python: "
             "allow_divergent=True) to write it anyway, marked unchecked"
         )
     warning = (
-        f"NOT CHECKED: the ONNX graph differs from scikit-learn: {result.check.summary()}; "
-        "written anyway because divergent models were allowed"
+        f"NOT CHECKED: the ONNX graph differs from scikit-learn: {result.check.summary()}"
+        f"{also_double}; written anyway because divergent models were allowed"
     )
     warnings.warn(warning, UserWarning, stacklevel=2)
     result.notes.append(warning)
