@@ -285,3 +285,53 @@ def test_numeric_table_with_preprocess_auto_through_the_cli(tmp_path: Path, caps
     assert code == 0, err
     scored = pd.read_parquet(tmp_path / "scored.parquet")
     assert list(scored["label"]) == list(expected)
+
+
+def test_serve_answers_records_for_a_model_with_one_input_per_column(tmp_path: Path) -> None:
+    """A real server on 127.0.0.1 takes records of the numbers-only table, NaN included."""
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from onnxbridge import load_estimator
+    from onnxbridge.serve import create_app
+    from onnxbridge.serve.settings import ServeSettings
+
+    X, y = table("bool", n=300)
+    data = tmp_path / "num.csv"
+    X.assign(card=y).to_csv(data, index=False)
+    model = "LogisticRegression(max_iter=500)"
+    bundle, _ = train_bundle(str(data), model, tmp_path / "num", target="card", preprocess="auto")
+    convert_bundle(bundle.path)
+    config = uvicorn.Config(
+        create_app(ServeSettings(model_path=bundle.path)), host="127.0.0.1", port=0, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        rows = pd.concat([X.head(8), X[X["age"].isna()].head(2)], ignore_index=True)
+        assert rows["age"].isna().any()  # a missing number among them: the model imputes it
+        records = [
+            {k: (None if pd.isna(v) else v) for k, v in r.items()}
+            for r in rows.astype(object).to_dict(orient="records")
+        ]
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v2/models/num/predict",
+            json=records,
+            timeout=60,
+        )
+        assert answer.status_code == 200, answer.text
+        labels = [p["label"] for p in answer.json()["predictions"]]
+        estimator = load_estimator(bundle.model_path)
+        assert labels == list(estimator.predict(rows))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
