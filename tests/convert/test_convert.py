@@ -579,3 +579,28 @@ def test_the_diverging_transformer_inside_a_column_transformer_is_named(
         "the first diverging step is step 1 'prep' (ColumnTransformer), in its transformer "
         "'shift' (_Shifter)"
     ) in str(caught.value)
+
+
+@pytest.mark.parametrize("unknown", ["ignore", "error"])
+def test_unseen_categories_are_probed_where_the_model_takes_them(unknown: str) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y = _numeric_table()
+    X = X.assign(city=np.random.default_rng(1).choice(["Paris", "Lyon", "Bern"], len(X)))
+    text = make_pipeline(
+        SimpleImputer(strategy="constant", fill_value="missing"),
+        OneHotEncoder(handle_unknown=unknown, sparse_output=False),
+    )
+    prep = ColumnTransformer(
+        [("num", SimpleImputer(), ["age", "income", "reports"]), ("text", text, ["city"])]
+    )
+    result = convert_estimator(make_pipeline_lr(prep).fit(X, y), X.head(30))
+    assert result.check.ok
+    if unknown == "ignore":
+        assert result.check.probe_rows["unseen"] == 1
+    else:
+        assert "unseen" not in result.check.probe_rows
+        assert "unseen: scikit-learn refuses unseen categories in 'city'" in result.check.skipped
