@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 from sklearn.ensemble import RandomForestClassifier
@@ -132,9 +133,13 @@ def test_clusterer_converts_with_label_and_distance_roles(iris_frame) -> None:
     result = convert_estimator(model, X.head(2))
     assert result.metadata.task == "cluster"
     assert result.metadata.outputs == {"label": "label", "scores": "scores"}
-    label, scores = _session(result.model).run(None, {"input": X.to_numpy(np.float32)})
+    # float32 distances differ from scikit-learn's beyond validate's 1e-5 near the centres:
+    # precision auto converts in double.
+    assert result.precision == "double"
+    assert result.check.ok
+    label, scores = _session(result.model).run(None, {"input": X.to_numpy(np.float64)})
     assert (label == model.predict(X)).all()
-    np.testing.assert_allclose(scores, model.transform(X), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(scores, model.transform(X), rtol=1e-5, atol=1e-5)
 
 
 def test_transformer_converts_with_transformed_role(iris_frame) -> None:
@@ -315,3 +320,287 @@ def test_inputs_that_are_not_tables_are_refused_with_the_reason(make, rows, why)
     estimator.fit(rows)
     with pytest.raises(ConversionError, match=rf"^{make} .*{why}.*convert the model that follows"):
         convert_estimator(estimator, rows)
+
+
+# --------------------------------------------------------------- inputs named after columns
+def _numeric_table(n: int = 300, seed: int = 0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "reports": rng.integers(0, 5, n),
+            "age": rng.normal(40, 10, n),
+            "income": rng.lognormal(10, 1, n),
+            "owner": rng.random(n) < 0.5,
+        }
+    )
+    frame.loc[rng.random(n) < 0.05, "age"] = np.nan
+    y = np.where(frame.reports + (frame.age.fillna(40) > 45) + rng.random(n) > 2, "yes", "no")
+    return frame, y
+
+
+def test_columns_selected_by_name_get_one_input_each_on_a_numeric_table() -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from onnxbridge import Predictor
+
+    X, y = _numeric_table()
+    prep = ColumnTransformer(
+        [
+            ("num", make_pipeline(SimpleImputer(), StandardScaler()), ["age", "income"]),
+            ("rest", "passthrough", ["reports", "owner"]),
+        ]
+    )
+    model = make_pipeline(prep, LogisticRegression(max_iter=500)).fit(X, y)
+    result = convert_estimator(model, X.head(50))
+    graph = result.model.graph
+    assert [i.name for i in graph.input] == ["reports", "age", "income", "owner"]
+    for given in graph.input:
+        assert [d.dim_value for d in given.type.tensor_type.shape.dim][1] == 1
+    assert [i["columns"] for i in result.metadata.inputs] == [[c] for c in X.columns]
+    predicted = Predictor(result.model.SerializeToString()).predict(X, allow_missing=True)
+    assert (predicted.labels == model.predict(X)).all()
+    np.testing.assert_allclose(predicted.probabilities, model.predict_proba(X), atol=1e-5)
+    # Missing values are probed where the model takes them (the imputed columns) only.
+    assert result.check.ok and result.check.probe_rows["missing"] == 2
+    assert result.check.skipped == [
+        "missing: scikit-learn refuses missing values in 'reports', 'owner'"
+    ]
+
+
+def test_make_column_selector_counts_as_by_name() -> None:
+    from sklearn.compose import ColumnTransformer, make_column_selector
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = _numeric_table()
+    X = X.drop(columns="owner").fillna(0.0)
+    prep = ColumnTransformer([("s", StandardScaler(), make_column_selector(pattern="a|i"))])
+    model = make_pipeline_lr(prep).fit(X, y)
+    result = convert_estimator(model, X.head(20))
+    assert [i.name for i in result.model.graph.input] == list(X.columns)
+
+
+def make_pipeline_lr(prep):
+    from sklearn.pipeline import make_pipeline
+
+    return make_pipeline(prep, LogisticRegression(max_iter=500))
+
+
+def test_integer_column_indices_keep_the_single_input(iris_frame) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = iris_frame
+    model = make_pipeline_lr(ColumnTransformer([("s", StandardScaler(), [0, 1, 2, 3])]))
+    result = convert_estimator(model.fit(X.to_numpy(), y), X.to_numpy()[:10])
+    assert [i.name for i in result.model.graph.input] == ["input"]
+
+
+# ------------------------------------------------------------------- the check before writing
+class _Shifter(TransformerMixin, BaseEstimator):
+    """Adds 1 to every value; its registered converter (below) adds 2: a wrong converter."""
+
+    def fit(self, X, y=None):
+        self.n_features_in_ = np.shape(X)[1]
+        return self
+
+    def transform(self, X):
+        return np.asarray(X, dtype=np.float64) + 1.0
+
+
+def _shifter_shape(operator):
+    operator.outputs[0].type = operator.inputs[0].type.__class__([None, None])
+
+
+def _shifter_convert(scope, operator, container):
+    from onnx import TensorProto
+
+    double = "Double" in type(operator.inputs[0].type).__name__
+    two = scope.get_unique_variable_name("two")
+    container.add_initializer(two, TensorProto.DOUBLE if double else TensorProto.FLOAT, [1], [2.0])
+    container.add_node("Add", [operator.inputs[0].full_name, two], [operator.outputs[0].full_name])
+
+
+def _shifter_example():
+    X = np.arange(6, dtype=float).reshape(3, 2)
+    return _Shifter().fit(X), X
+
+
+@pytest.fixture(scope="module")
+def wrong_converter():
+    from onnxbridge import register_converter
+    from onnxbridge.convert import ConverterSpec, find_converter
+
+    if find_converter(_Shifter) is None:
+        register_converter(
+            ConverterSpec(_Shifter, _shifter_shape, _shifter_convert, _shifter_example)
+        )
+    return _Shifter
+
+
+def _shifted_model(iris_frame):
+    from sklearn.pipeline import Pipeline
+
+    X, y = iris_frame
+    return Pipeline([("shift", _Shifter()), ("model", LogisticRegression(max_iter=500))]).fit(X, y)
+
+
+def test_a_diverging_conversion_is_refused_naming_the_step(wrong_converter, iris_frame) -> None:
+    X, _ = iris_frame
+    model = _shifted_model(iris_frame)
+    with pytest.raises(ConversionError) as caught:
+        convert_estimator(model, X.head(40))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "convert refused" in message
+    assert "probabilities on" in message
+    assert "the first diverging step is step 1 'shift' (_Shifter)" in message
+    assert "--allow-divergent" in message
+
+
+def test_allow_divergent_returns_the_model_marked_unchecked(wrong_converter, iris_frame) -> None:
+    X, _ = iris_frame
+    model = _shifted_model(iris_frame)
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        result = convert_estimator(model, X.head(40), allow_divergent=True)
+    check = result.check
+    assert not check.ok
+    assert check.sample_rows == 40 and check.rows == 40 + sum(check.probe_rows.values())
+    assert check.differing_rows > 0 and "probabilities" in check.outputs
+    assert check.diverging_step["step_name"] == "shift"
+    assert check.diverging_step["first_diverging_step"] == 1
+    assert any("NOT CHECKED" in n for n in result.notes)
+
+
+def test_check_reports_rows_and_skipped_probes(iris_frame) -> None:
+    X, y = iris_frame
+    model = LogisticRegression(max_iter=500).fit(X, y)
+    result = convert_estimator(model, X.head(30))
+    check = result.check
+    assert check.ok and check.differing_rows == 0
+    assert check.sample_rows == 30
+    assert check.probe_rows == {"extremes": 8}  # min and max of each of the 4 columns
+    assert any("missing" in s and "refuses" in s for s in check.skipped)
+    assert check.summary() == "0 of 38 rows differ from scikit-learn (30 sample + 8 probe)"
+
+
+def _divergent_bundle(tmp_path, iris_frame):
+    import pandas as pd
+
+    from onnxbridge import Bundle, train_bundle
+
+    good, _ = train_bundle("iris", "LogisticRegression(max_iter=500)", tmp_path / "good")
+    holdout = pd.read_parquet(good.holdout_path)
+    card = {k: v for k, v in good.card.items() if k != "files"}
+    bundle = Bundle.create(
+        tmp_path / "bad", card=card, estimator=_shifted_model(iris_frame), holdout=holdout
+    )
+    return bundle, (f"{_Shifter.__module__}.{_Shifter.__qualname__}",)
+
+
+def test_refused_bundle_convert_changes_nothing_and_allowed_one_is_recorded(
+    wrong_converter, iris_frame, tmp_path
+) -> None:
+    bundle, trusted = _divergent_bundle(tmp_path, iris_frame)
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        convert_bundle(bundle.path, trusted=trusted, allow_divergent=True)
+    card = json.loads(bundle.card_path.read_text())
+    assert card["conversion"]["checked"] is False
+    assert card["conversion"]["check"]["differing_rows"] > 0
+    assert "probabilities" in card["conversion"]["check"]["differing_outputs"]
+    assert card["conversion"]["check"]["diverging_step"]["step_name"] == "shift"
+    assert card["conversion"]["outputs"] == {"label": "label", "probabilities": "probabilities"}
+    before = {p: p.read_bytes() for p in (bundle.onnx_path, bundle.card_path)}
+    with pytest.raises(ConversionError, match=r"convert refused.*step 1 'shift'"):
+        convert_bundle(bundle.path, trusted=trusted)
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_cli_refuses_a_divergent_model_and_allows_it_on_request(
+    wrong_converter, iris_frame, tmp_path, capsys
+) -> None:
+    from cli_support import assert_one_line_error, run
+
+    bundle, trusted = _divergent_bundle(tmp_path, iris_frame)
+    code, out, err = run(capsys, "convert", bundle.path, "--trust", trusted[0])
+    assert_one_line_error(code, err, r"convert refused: .*rows differ.*step 1 'shift'")
+    assert not bundle.onnx_path.exists()
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        code, out, err = run(
+            capsys, "convert", bundle.path, "--trust", trusted[0], "--allow-divergent"
+        )
+    assert code == 0, err
+    assert "NOT checked (--allow-divergent):" in out
+    assert bundle.onnx_path.exists()
+
+
+def test_cli_prints_what_was_checked(tmp_path, capsys) -> None:
+    from cli_support import run
+    from onnxbridge import train_bundle
+
+    train_bundle("iris", "RandomForestClassifier(n_estimators=10, random_state=42)", tmp_path / "b")
+    code, out, err = run(capsys, "convert", tmp_path / "b", "--json")
+    assert code == 0, err
+    printed = json.loads(out)
+    assert printed["checked"] is True and printed["check"]["differing_rows"] == 0
+    card = json.loads((tmp_path / "b" / "card.json").read_text())
+    assert card["conversion"]["checked"] is True
+    assert card["conversion"]["check"]["rows"] == printed["check"]["rows"]
+    assert card["conversion"]["outputs"] == {"label": "label", "probabilities": "probabilities"}
+    code, out, err = run(capsys, "convert", tmp_path / "b")
+    assert code == 0, err
+    assert re.search(
+        r"checked: 0 of \d+ rows differ from scikit-learn \(45 sample \+ \d+ probe\)", out
+    )
+
+
+def test_the_diverging_transformer_inside_a_column_transformer_is_named(
+    wrong_converter, iris_frame
+) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = iris_frame
+    prep = ColumnTransformer(
+        [
+            ("scale", StandardScaler(), ["sepal length (cm)", "sepal width (cm)"]),
+            ("shift", _Shifter(), ["petal length (cm)", "petal width (cm)"]),
+        ]
+    )
+    model = Pipeline([("prep", prep), ("model", LogisticRegression(max_iter=500))]).fit(X, y)
+    with pytest.raises(ConversionError) as caught:
+        convert_estimator(model, X.head(40))
+    assert (
+        "the first diverging step is step 1 'prep' (ColumnTransformer), in its transformer "
+        "'shift' (_Shifter)"
+    ) in str(caught.value)
+
+
+@pytest.mark.parametrize("unknown", ["ignore", "error"])
+def test_unseen_categories_are_probed_where_the_model_takes_them(unknown: str) -> None:
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y = _numeric_table()
+    X = X.assign(city=np.random.default_rng(1).choice(["Paris", "Lyon", "Bern"], len(X)))
+    text = make_pipeline(
+        SimpleImputer(strategy="constant", fill_value="missing"),
+        OneHotEncoder(handle_unknown=unknown, sparse_output=False),
+    )
+    prep = ColumnTransformer(
+        [("num", SimpleImputer(), ["age", "income", "reports"]), ("text", text, ["city"])]
+    )
+    result = convert_estimator(make_pipeline_lr(prep).fit(X, y), X.head(30))
+    assert result.check.ok
+    if unknown == "ignore":
+        assert result.check.probe_rows["unseen"] == 1
+    else:
+        assert "unseen" not in result.check.probe_rows
+        assert "unseen: scikit-learn refuses unseen categories in 'city'" in result.check.skipped

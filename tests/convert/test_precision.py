@@ -26,6 +26,11 @@ from onnxbridge.convert.precision import find_tree_ensemble, threshold_probe_row
 from onnxbridge.convert.tree_ensemble import floor_float32
 from onnxbridge.errors import ConversionError
 
+# Float32 graphs that differ from scikit-learn on purpose: convert returns them only with
+# allow_divergent, and warns.
+pytestmark = pytest.mark.filterwarnings("ignore:NOT CHECKED:UserWarning")
+
+
 NOTE = (
     r"^(switched to double|kept float) precision: (\d[\d ]*) of (\d[\d ]*) probe rows "
     r"\(\d[\d ]* at split thresholds\) flipped in float32"
@@ -99,8 +104,9 @@ def test_auto_keeps_float_for_models_that_compare_in_float32() -> None:
 
 def test_auto_leaves_models_without_trees_alone() -> None:
     X, y = _large()
+    X = X - 1e6  # near 0, where float32 keeps a linear model's answers
     model = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, y)
-    result = convert_estimator(model, X[:40])
+    result = convert_estimator(model, X[:40], fold=False)
     assert result.precision == "float" and result.notes == []
 
 
@@ -118,7 +124,7 @@ def test_auto_says_when_a_step_cannot_be_inverted() -> None:
     X, _ = _large()
     model = make_pipeline(PCA(n_components=3), HistGradientBoostingRegressor(max_iter=10))
     model.fit(X, (X[:, 0] - 1e6) % 5)
-    result = convert_estimator(model, X[:40])
+    result = convert_estimator(model, X[:40], allow_divergent=True)
     assert result.precision == "double"
     assert re.search(
         r"; 0 of (\d+) thresholds probed; \1 behind steps that cannot be inverted \(PCA\)$",
@@ -130,8 +136,9 @@ def test_explicit_precisions_are_not_probed() -> None:
     X, y = _large()
     model = HistGradientBoostingClassifier(max_iter=10, random_state=0).fit(X, y)
     for precision in ("float", "double"):
-        result = convert_estimator(model, X[:40], precision=precision)
-        assert result.precision == precision and result.notes == []
+        result = convert_estimator(model, X[:40], precision=precision, allow_divergent=True)
+        probed = [n for n in result.notes if not n.startswith("NOT CHECKED")]
+        assert result.precision == precision and probed == []
 
 
 def test_unknown_precision_is_refused() -> None:

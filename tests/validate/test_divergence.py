@@ -46,7 +46,12 @@ def large_magnitude(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any
     y = np.sin(frame["meter"] * 7) + 0.1 * frame["noise"]
     model = HistGradientBoostingRegressor(max_iter=20, random_state=0).fit(frame[:400], y[:400])
     path = tmp_path_factory.mktemp("large") / "large.onnx"
-    convert_estimator(model, frame.head(50), precision="float").save(path)
+    # Divergent on purpose: convert would refuse it without allow_divergent.
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        conversion = convert_estimator(
+            model, frame.head(50), precision="float", allow_divergent=True
+        )
+    conversion.save(path)
     return path, model, frame[400:].reset_index(drop=True)
 
 
@@ -153,7 +158,8 @@ def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_pat
         ]
     ).fit(X[::2], y[::2])
     path = tmp_path / "pipe.onnx"
-    convert_estimator(pipeline, X.head(20)).save(path)
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        convert_estimator(pipeline, X.head(20), allow_divergent=True).save(path)
     report = validate_model(path, pipeline, X[1::2], probes=["holdout", "range", "edge"])
     assert report.verdict == "DIVERGENT"
     holdout = report.probe_set("holdout")
@@ -179,7 +185,8 @@ def test_pipeline_prefix_that_cannot_be_converted(wrong_converter, tmp_path: Pat
         ]
     ).fit(X[::2], y[::2])
     path = tmp_path / "pipe.onnx"
-    convert_estimator(pipeline, X.head(20)).save(path)
+    with pytest.warns(UserWarning, match="NOT CHECKED"):
+        convert_estimator(pipeline, X.head(20), allow_divergent=True).save(path)
     report = validate_model(path, pipeline, X[1::2], probes=["holdout"])
     (diagnosis,) = [d for d in report.diagnoses if d.kind == "pipeline"]
     assert diagnosis.summary == (

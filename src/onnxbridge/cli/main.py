@@ -226,6 +226,14 @@ def convert(
         ),
     ] = False,
     trust: TrustOption = None,
+    allow_divergent: Annotated[
+        bool,
+        typer.Option(
+            "--allow-divergent",
+            help="Write the model even when ONNX Runtime and scikit-learn disagree on the "
+            "sample or probe rows (with a warning; the bundle records it as unchecked).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
@@ -249,6 +257,7 @@ def convert(
             precision=precision,
             fold=fold,
             trusted=trusted,
+            allow_divergent=allow_divergent,
         )
         golden_path = write_golden(source, trusted=trusted)
     else:
@@ -276,6 +285,7 @@ def convert(
             target=target,
             description=type(estimator).__name__,
             fold=fold,
+            allow_divergent=allow_divergent,
         )
         result.save(out or source.with_suffix(".onnx"))
     if as_json:
@@ -287,6 +297,8 @@ def convert(
                 "zipmap": result.zipmap,
                 "precision": result.precision,
                 "notes": result.notes,
+                "checked": result.check is not None and result.check.ok,
+                "check": None if result.check is None else result.check.as_dict(),
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,
                 **({"golden": str(golden_path)} if source.is_dir() else {}),
@@ -308,8 +320,14 @@ def convert(
         f"precision: {result.precision}"
     )
     for note in result.notes:
+        if result.check is not None and not result.check.ok and note.startswith("NOT CHECKED"):
+            continue
         console.print(f"note: {note}")
-    console.print("checked: onnx.checker passed, loads and runs in onnxruntime")
+    if result.check is not None and not result.check.ok:
+        # The warning itself went to stderr (convert_estimator warns); say it here too.
+        console.print(f"NOT checked (--allow-divergent): {result.check.summary()}")
+    elif result.check is not None:
+        console.print(f"checked: {result.check.summary()}")
     if source.is_dir():
         console.print(
             f"golden predictions: {golden_path} (onnxbridge validate --golden re-runs them)"

@@ -1,7 +1,9 @@
 """Convert a fitted estimator to ONNX: schema → input types, options, opsets, metadata, checks.
 
 No hand-written ``initial_types``: the graph inputs come from the feature schema. All-numeric
-data becomes one float32 input named ``input`` of shape ``[None, n_features]``. ZipMap is off unless
+data becomes one float32 input named ``input`` of shape ``[None, n_features]``, unless the model
+selects columns by name (a ColumnTransformer with column names): then, as for a table with text
+columns, each column is its own ``[None, 1]`` input named after it. ZipMap is off unless
 asked for, so classifiers output a label tensor ``[N]`` and a probability tensor ``[N, C]``. The
 result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is returned.
 """
@@ -26,6 +28,7 @@ from onnxbridge.bundle import (
     library_versions,
     now_iso,
 )
+from onnxbridge.convert.check import ConversionCheck
 from onnxbridge.convert.folding import fold_scaling_into_linear
 from onnxbridge.convert.given_rows import conversion_rows
 from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
@@ -46,7 +49,9 @@ __all__ = [
     "ConversionResult",
     "convert_bundle",
     "convert_estimator",
+    "convert_unchecked",
     "graph_inputs",
+    "selects_columns_by_name",
 ]
 
 INPUT_NAME = "input"
@@ -67,6 +72,8 @@ class ConversionResult:
         precision: ``"float"`` or ``"double"``: what the input and arithmetic use.
         notes: what was decided on the way, for the user (e.g. why precision switched).
         path: where the model was written, if it was.
+        check: what the comparison with scikit-learn before writing found (rows compared,
+            differences, the diverging step); None for :func:`convert_unchecked`.
     """
 
     model: Any
@@ -76,6 +83,7 @@ class ConversionResult:
     precision: str = "float"
     notes: list[str] = field(default_factory=list)
     path: Path | None = None
+    check: ConversionCheck | None = None
 
     def save(self, path: str | Path) -> Path:
         """Write the model atomically to ``path``; returns the path."""
@@ -307,12 +315,18 @@ def convert_estimator(
     description: str | None = None,
     fold: bool = True,
     categories: Mapping[str, Sequence[Any]] | None = None,
+    allow_divergent: bool = False,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to a checked ONNX model.
 
     Classifiers, regressors, clusterers, outlier detectors and transformers convert; the
     outputs' roles (label, probabilities, scores, value, transformed) are recorded in the
     metadata (see :mod:`onnxbridge.convert.roles`).
+
+    Before the model is returned, scikit-learn and ONNX Runtime are compared on the sample rows
+    and a few probe rows (:mod:`onnxbridge.convert.check`); what was found is
+    :attr:`ConversionResult.check`. When they disagree the conversion is refused, naming the
+    output and the pipeline step that diverge, unless ``allow_divergent``.
 
     Args:
         estimator: the fitted estimator.
@@ -327,13 +341,108 @@ def convert_estimator(
         description: how the estimator was specified (e.g. the ``--model`` spec).
         fold: fold a scaler before a linear model into its coefficients
             (:mod:`onnxbridge.convert.folding`); False keeps one node per pipeline step.
+        allow_divergent: return a model that differs from scikit-learn anyway, with a
+            warning (``UserWarning``) and a note; ``result.check.ok`` is then False.
         categories: column -> values that column can hold, added to the sample's. A CatBoost
             model with ``cat_features`` keeps only hashes of its categories, so the graph knows
             exactly the categories found in ``sample`` and here: give every training category
             (or pass the training rows as ``sample``).
 
     Returns:
-        The converted model, its metadata and the choices made.
+        The converted model, its metadata, the choices made and the check's findings.
+
+    Raises:
+        ModelNotFittedError, MissingConverterError, DataError, ConversionError (also when
+        the ONNX graph differs from scikit-learn, unless ``allow_divergent``).
+    """
+    from onnxbridge.convert.check import check_conversion
+
+    result = convert_unchecked(
+        estimator,
+        sample,
+        opset=opset,
+        ml_opset=ml_opset,
+        zipmap=zipmap,
+        precision=precision,
+        target=target,
+        description=description,
+        fold=fold,
+        categories=categories,
+    )
+    names = getattr(estimator, "feature_names_in_", None)
+    frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
+    frame = _training_columns(estimator, frame)
+    result.check = check_conversion(estimator, result, frame)
+    also_double = ""  # what the float64 graph did, when auto tried it in vain
+    if not result.check.ok and precision == "auto" and result.precision == "float":
+        # auto means float32 unless that changes results: here it does, so try float64.
+        first = result.check
+        try:
+            double = convert_unchecked(
+                estimator,
+                sample,
+                opset=opset,
+                ml_opset=ml_opset,
+                zipmap=zipmap,
+                precision="double",
+                target=target,
+                description=description,
+                fold=fold,
+                categories=categories,
+            )
+        except ConversionError:
+            double = None
+        if double is not None:
+            double.check = check_conversion(estimator, double, frame)
+            if double.check.ok:
+                double.notes.append(
+                    f"switched to double precision: in float32 {first.differing_rows} of "
+                    f"{first.rows} checked rows differed from scikit-learn"
+                )
+                return double
+            also_double = (
+                f" (in float64 too: {double.check.differing_rows} of {double.check.rows} rows)"
+            )
+    if result.check.ok:
+        return result
+    if not allow_divergent:
+        rounding = (
+            " convert with --precision double if float32 rounding is the cause,"
+            if result.precision == "float" and precision != "auto"
+            else ""
+        )
+        raise ConversionError(
+            f"convert refused: the ONNX graph differs from scikit-learn: "
+            f"{result.check.summary()}{also_double}; nothing was written. Fix or replace the "
+            f"diverging converter (docs/convert.md),{rounding} or pass --allow-divergent (Python: "
+            "allow_divergent=True) to write it anyway, marked unchecked"
+        )
+    warning = (
+        f"NOT CHECKED: the ONNX graph differs from scikit-learn: {result.check.summary()}"
+        f"{also_double}; written anyway because divergent models were allowed"
+    )
+    warnings.warn(warning, UserWarning, stacklevel=2)
+    result.notes.append(warning)
+    return result
+
+
+def convert_unchecked(
+    estimator: Any,
+    sample: Any,
+    *,
+    opset: int | None = None,
+    ml_opset: int | None = None,
+    zipmap: bool = False,
+    precision: str = "auto",
+    target: str | None = None,
+    description: str | None = None,
+    fold: bool = True,
+    categories: Mapping[str, Sequence[Any]] | None = None,
+) -> ConversionResult:
+    """Convert a fitted scikit-learn estimator or pipeline to an ONNX model that loads and runs,
+    without comparing it with scikit-learn (:func:`convert_estimator` does).
+
+    Arguments as for :func:`convert_estimator` (without ``allow_divergent``).
 
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
@@ -364,7 +473,7 @@ def convert_estimator(
         from onnxbridge.convert.precision import convert_auto
 
         def convert_as(chosen: str) -> ConversionResult:
-            return convert_estimator(
+            return convert_unchecked(
                 estimator,
                 frame,
                 opset=opset,
@@ -381,7 +490,7 @@ def convert_estimator(
     schema = FeatureSchema.from_frame(frame)
     load_converters()
     float_name = "float64" if precision == "double" else "float32"
-    inputs = graph_inputs(schema, float_name)
+    inputs = graph_inputs(schema, float_name, by_name=selects_columns_by_name(estimator))
     # Converters that need the data's values (CatBoost's categories) read them from here.
     with conversion_rows(frame, categories):
         model, choice = _convert_with_opsets(
@@ -433,14 +542,64 @@ def convert_estimator(
     )
 
 
-def graph_inputs(schema: FeatureSchema, float_name: str = "float32") -> list[dict[str, Any]]:
+def selects_columns_by_name(estimator: Any) -> bool:
+    """Whether ``estimator`` picks input columns by name anywhere inside it.
+
+    A ColumnTransformer given column names (or a callable / ``make_column_selector``, which it
+    resolves to names when fitted: its ``transformers_`` hold the resolved columns) finds its
+    columns among the graph's input names, so such a model needs one input per column. The
+    search goes through Pipelines, ColumnTransformers, FeatureUnions and the fitted sub-models
+    of meta-estimators.
+    """
+    seen: set[int] = set()
+
+    def named(columns: Any) -> bool:
+        if isinstance(columns, str):
+            return True
+        if isinstance(columns, slice):
+            return isinstance(columns.start, str) or isinstance(columns.stop, str)
+        try:
+            values = list(np.ravel(np.asarray(columns, dtype=object)))
+        except Exception:
+            return False
+        return any(isinstance(v, str) for v in values)
+
+    def walk(item: Any, depth: int) -> bool:
+        if depth > 8 or id(item) in seen or not hasattr(item, "get_params"):
+            return False
+        seen.add(id(item))
+        entries = getattr(item, "transformers_", None)
+        if entries is None:
+            entries = getattr(item, "transformers", None)
+        if isinstance(entries, list):
+            for entry in entries:
+                if len(entry) >= 3 and named(entry[2]):
+                    return True
+        children: list[Any] = []
+        for attribute in ("steps", "transformer_list", "transformers_"):
+            children.extend(entry[1] for entry in getattr(item, attribute, None) or [])
+        for attribute in ("estimator_", "estimators_", "regressor_", "final_estimator_"):
+            value = getattr(item, attribute, None)
+            if isinstance(value, list | tuple | np.ndarray):
+                children.extend(np.ravel(np.asarray(value, dtype=object)))
+            elif value is not None:
+                children.append(value)
+        return any(walk(child, depth + 1) for child in children)
+
+    return walk(estimator, 0)
+
+
+def graph_inputs(
+    schema: FeatureSchema, float_name: str = "float32", *, by_name: bool = False
+) -> list[dict[str, Any]]:
     """The graph inputs for a feature schema, as recorded in the metadata.
 
     All-numeric data becomes one ``[N, F]`` input named ``input``; a table with text or
-    category columns gets one ``[N, 1]`` input per column, named after it, numbers as
-    ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
+    category columns, or a model that selects its columns by name (``by_name``, see
+    :func:`selects_columns_by_name`), gets one ``[N, 1]`` input per column, named after it,
+    numbers as ``float_name`` and text as ``string``, so the DataFrame can be fed as it is.
     """
-    if schema.all_numeric:
+    if schema.all_numeric and not by_name:
         return [{"name": INPUT_NAME, "dtype": float_name, "columns": schema.names}]
     return [
         {
@@ -592,11 +751,14 @@ def convert_bundle(
     precision: str = "auto",
     fold: bool = True,
     trusted: Sequence[str] = (),
+    allow_divergent: bool = False,
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
 
-    ``fold``: as in :func:`convert_estimator`. ``trusted``: extra names to trust in
-    ``model.skops`` for this call (see :func:`onnxbridge.bundle.load_estimator`); never stored.
+    ``fold``, ``allow_divergent``: as in :func:`convert_estimator` (a divergent model written
+    with ``allow_divergent`` is recorded in card.json as ``"checked": false``). ``trusted``:
+    extra names to trust in ``model.skops`` for this call (see
+    :func:`onnxbridge.bundle.load_estimator`); never stored.
 
     Raises:
         BundleError, ConversionError, ...: the bundle is left as it was on any error.
@@ -617,6 +779,7 @@ def convert_bundle(
         fold=fold,
         # The held-out rows may miss training categories a CatBoost model knows by hash only.
         categories=bundle.categories,
+        allow_divergent=allow_divergent,
     )
     result.save(bundle.onnx_path)
     bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
@@ -633,6 +796,10 @@ def convert_bundle(
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),
+        # Whether scikit-learn and ONNX Runtime agreed before writing (false only when written
+        # with allow_divergent), and what was compared.
+        "checked": result.check is not None and result.check.ok,
+        "check": None if result.check is None else result.check.as_dict(),
     }
     bundle.save_card()
     return result

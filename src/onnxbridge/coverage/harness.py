@@ -208,7 +208,8 @@ def run_case(
             result.stages["train"] = "ok"
 
             progress.enter("convert")
-            converted = convert_estimator(estimator, data.sample)
+            # The table measures divergence itself, on more rows than convert's check.
+            converted = convert_estimator(estimator, data.sample, allow_divergent=True)
             result.opsets = dict(converted.metadata.opsets)
             result.precision = converted.precision
             result.stages["convert"] = "ok"

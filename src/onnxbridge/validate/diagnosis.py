@@ -2,7 +2,8 @@
 
 - **pipeline**: every prefix ``Pipeline(steps[:k])`` is converted and its ``transformed`` output
   compared with scikit-learn's ``transform`` on the rows that diverged; the first prefix that
-  differs names the step whose conversion is wrong (the final step when none does).
+  differs names the step whose conversion is wrong (the final step when none does). The rule is
+  :func:`onnxbridge.convert.steps.locate_diverging_step`, which convert uses too.
 - **trees**: the rows whose decision flipped are matched with the split thresholds they sit
   on; a row is explained by float32 rounding when its value and the threshold fall on different
   sides once cast to float32. The model is then converted again with ``precision="double"`` and
@@ -79,9 +80,7 @@ def _session(model: Any) -> Predictor:
 def _pipeline_diagnosis(
     estimator: Any, runs: Sequence[Any], sample: pd.DataFrame, tolerances: Mapping[str, Tolerance]
 ) -> Diagnosis | None:
-    from sklearn.pipeline import Pipeline
-
-    from onnxbridge.convert import convert_estimator
+    from onnxbridge.convert.steps import locate_diverging_step
 
     steps = list(getattr(estimator, "steps", []))
     if len(steps) < 2:
@@ -91,83 +90,35 @@ def _pipeline_diagnosis(
         return None
     run, bad = failing[0]
     rows = run.frame[bad].reset_index(drop=True)
+    located = locate_diverging_step(
+        estimator, rows, sample, tolerances.get("transformed", Tolerance())
+    )
+    if located is None:
+        return None
     details = [
         f"{int(bad.sum())} rows of probe set {run.result.name!r} diverge; checking each "
         f"prefix of the {len(steps)} steps on them"
     ]
-    tolerance = tolerances.get("transformed", Tolerance())
-    culprit: tuple[int, str, Any] | None = None
-    evidence: list[dict[str, Any]] = []
-    for k in range(1, len(steps)):
-        prefix = Pipeline(steps[:k])
-        name, step = steps[k - 1]
-        label = f"step {k} {name!r} ({type(step).__name__})"
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                converted = convert_estimator(prefix, sample.head(100), precision="float")
-            ort = OnnxRuntime(_session(converted.model))
-            onnx_out = ort.run(rows)
-            sk_out = SklearnRuntime(prefix, ort.roles).run(rows, like=onnx_out)
-        except OnnxbridgeError as exc:
-            details.append(f"{label}: the prefix cannot be checked ({first_line(exc)})")
-            evidence.append({"step": k, "name": name, "checked": False, "error": first_line(exc)})
-            continue
-        role = "transformed" if "transformed" in onnx_out else next(iter(onnx_out))
-        comparison, _ = compare_output(role, sk_out[role], onnx_out[role], tolerance)
-        evidence.append(
-            {
-                "step": k,
-                "name": name,
-                "class": type(step).__name__,
-                "checked": True,
-                "ok": comparison.ok,
-                "max_abs_diff": comparison.max_abs_diff,
-                "n_mismatched": comparison.n_mismatched,
-            }
-        )
-        details.append(
-            f"{label}: {'agrees' if comparison.ok else 'DIVERGES'} "
-            f"(max |Δ| {comparison.max_abs_diff:.3g} on {comparison.n_rows} rows)"
-        )
-        if not comparison.ok:
-            culprit = (k, name, step)
-            break
-    unchecked = [e for e in evidence if not e["checked"]]
-    if culprit is None and unchecked:
-        # The divergence is at the first prefix that could not be checked, or after it.
-        k = unchecked[0]["step"]
-        name, step = steps[k - 1]
-        summary = (
-            f"steps before step {k} {name!r} ({type(step).__name__}) convert faithfully; from "
-            f"step {k} on the prefixes could not be checked, so the divergence is in steps "
-            f"{k}..{len(steps)}"
-        )
-    elif culprit is None:
-        k, (name, step) = len(steps), steps[-1]
-        summary = (
-            f"every prefix converts faithfully; the final step {name!r} ({type(step).__name__}) "
-            "is where the pipeline diverges"
-        )
-    else:
-        k, name, step = culprit
-        summary = f"the first diverging step is step {k} {name!r} ({type(step).__name__})"
+    for prefix in located.prefixes:
+        label = f"step {prefix.step} {prefix.name!r} ({prefix.cls})"
+        if not prefix.checked:
+            details.append(f"{label}: the prefix cannot be checked ({prefix.error})")
+        else:
+            details.append(
+                f"{label}: {'agrees' if prefix.ok else 'DIVERGES'} "
+                f"(max |Δ| {prefix.max_abs_diff:.3g} on {prefix.n_rows} rows)"
+            )
     next_step = (
-        f"fix or replace the ONNX converter of {type(step).__name__} (see "
+        f"fix or replace the ONNX converter of {located.cls} (see "
         "onnxbridge.registered_converters() and docs/convert.md), or validate "
-        f"Pipeline(steps[:{k}]) alone with validate_model to reproduce it"
+        f"Pipeline(steps[:{located.step}]) alone with validate_model to reproduce it"
     )
     return Diagnosis(
         kind="pipeline",
-        summary=summary,
+        summary=located.summary,
         details=details,
         next_step=next_step,
-        data={
-            "first_diverging_step": k,
-            "step_name": name,
-            "step_class": type(step).__name__,
-            "prefixes": evidence,
-        },
+        data=located.as_dict(),
     )
 
 
@@ -297,7 +248,9 @@ def _recheck_double(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            converted = convert_estimator(estimator, sample.head(100), precision="double")
+            converted = convert_estimator(
+                estimator, sample.head(100), precision="double", allow_divergent=True
+            )
     except OnnxbridgeError as exc:
         return {
             "available": False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,11 @@ TOLERANCE = {"float": 1e-4, "double": 1e-7}
 
 
 def _check(estimator: Any, X: Any, precision: str = "double") -> dict[str, np.ndarray]:
-    result = convert_estimator(estimator, X[:20], precision=precision)
+    # The family tests judge with their own tolerances on X (float32: 1e-4); convert's own
+    # check (validate's 1e-5, probe rows) is tested in tests/convert/test_convert.py.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        result = convert_estimator(estimator, X[:20], precision=precision, allow_divergent=True)
     predictor = Predictor(result.model.SerializeToString())
     raw = predictor.run(predictor.prepare(X))
     by_name = dict(zip([o.name for o in predictor.outputs], raw, strict=True))
