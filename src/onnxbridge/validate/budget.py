@@ -49,6 +49,7 @@ __all__ = [
 DEFAULT_BUDGET_S = 60.0
 DEFAULT_MEMORY_BOUND = 512 * 2**20
 MIN_SAMPLE_ROWS = 200
+_SCORING_SHARE = 0.95
 _BYTES_PER_VALUE = 8
 _LIVE_COPIES = 4
 _FLOAT_TYPES = {1, 10, 11, 16}  # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
@@ -151,22 +152,30 @@ def permutation(n: int, seed: int) -> np.ndarray:
 
 @dataclass
 class Budget:
-    """The time left for scoring, and how many rows of each probe set it affords.
+    """The time left for scoring, and how much of it each probe set may take.
 
     Args:
         seconds: the budget (None: no budget, every row is scored).
         started: ``time.perf_counter()`` when the validation started.
         sizes: rows of every probe set to run, in the order they run.
+        single_rows: per set, rows it also scores one row at a time (``batch``), else 0.
+        single_cost: seconds of a one-row call on every ONNX runtime together, once timed.
     """
 
     seconds: float | None
     started: float
     sizes: list[int] = field(default_factory=list)
+    single_rows: list[int] = field(default_factory=list)
+    single_cost: float | None = None
 
     @property
     def remaining(self) -> float:
-        """Seconds left (may be negative)."""
-        return (self.seconds or 0.0) - (time.perf_counter() - self.started)
+        """Seconds left for scoring (may be negative).
+
+        Scoring aims at 95 % of the budget: the rest is for comparing the outputs, and for
+        the estimates' error (a row's cost varies with the machine's load).
+        """
+        return (self.seconds or 0.0) * _SCORING_SHARE - (time.perf_counter() - self.started)
 
     def seconds_for(self, index: int, cost_per_row: float, left: float, *, headline: bool) -> float:
         """Seconds probe set ``index`` may take (``inf``: all its rows).
@@ -181,11 +190,13 @@ class Budget:
         """
         n = self.sizes[index]
         later = self.sizes[index + 1 :]
+        # One-row calls (the batch set) cannot be sampled: their time is kept for them.
+        single = (self.single_cost or 0.0) * sum(self.single_rows[index + 1 :])
         floors = sum(min(m, MIN_SAMPLE_ROWS) for m in later)
-        if cost_per_row * (n + sum(later)) <= left:
+        if cost_per_row * (n + sum(later)) + single <= left:
             return float("inf")
         if headline:
-            if cost_per_row * (n + floors) <= left:
+            if cost_per_row * (n + floors) + single <= left:
                 return float("inf")
-            return max(left - cost_per_row * floors, 0.0)
-        return max(left, 0.0) * n / (n + sum(later))
+            return max(left - single - cost_per_row * floors, 0.0)
+        return max(left - single, 0.0) * n / (n + sum(later))

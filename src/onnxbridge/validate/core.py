@@ -235,6 +235,16 @@ class _Scoring:
     seed: int = 0
 
 
+def _seconds(call: Any) -> float:
+    """Seconds ``call()`` takes (0 when it raises: its error shows when the set is scored)."""
+    started = time.perf_counter()
+    try:
+        call()
+    except Exception:
+        return 0.0
+    return time.perf_counter() - started
+
+
 @dataclass
 class _Scored:
     """A probe set's rows as the runtimes scored them (in the set's order)."""
@@ -269,14 +279,20 @@ def _score(
     parts: dict[str, list[dict[str, np.ndarray]]] = {}
     errors: dict[str, str] = {}
     refused: InferenceError | None = None
-    done, spent, allowed = 0, 0.0, None
+    done, spent, allowed, last = 0, 0.0, None, 0.0
+    if timed and budget is not None and budget.single_cost is None and any(budget.single_rows):
+        # What a one-row call costs, for the time the batch set's one-row calls will take.
+        one = frame.iloc[order[:1]]
+        budget.single_cost = sum(_seconds(lambda r=r: r.run(one)) for r in onnx_runtimes)
     while done < n:
         size = min(batch, n - done)
         if timed and budget is not None:
             if done < MIN_SAMPLE_ROWS:
                 size = min(size, MIN_SAMPLE_ROWS - done)
             else:
-                cost = spent / done
+                # The dearer of the average and the last batch: a row's cost can grow with
+                # the batch (a loop runs as long as its slowest row needs).
+                cost = max(spent / done, last)
                 if allowed is None:  # once, from the cost of the minimum sample
                     allowed = budget.seconds_for(scoring.index, cost, left, headline=headline)
                 if math.isfinite(allowed):
@@ -303,8 +319,8 @@ def _score(
             except InferenceError as exc:
                 refused = exc
                 parts.pop(SKLEARN, None)
-        spent += time.perf_counter() - started
-        done += size
+        took = time.perf_counter() - started
+        spent, done, last = spent + took, done + size, took / size
     scored = order[:done]
     # Back to the set's order: the outputs of the rows in order, as one call gives them.
     back = np.argsort(scored, kind="stable")
@@ -591,7 +607,13 @@ def validate_model(
         spec=spec,
     )
     rows_per_batch = batch_rows(graph_width(model, len(frame.columns)), memory_bound)
-    plan = Budget(budget, started, [len(p.frame) for p in sets if p.skipped is None])
+    compared = [p for p in sets if p.skipped is None]
+    plan = Budget(
+        budget,
+        started,
+        [len(p.frame) for p in compared],
+        [len(p.frame) if p.name == "batch" else 0 for p in compared],
+    )
     runs: list[ProbeRun] = []
     for probe in sets:
         index = sum(1 for r in runs if r.probe.skipped is None)
