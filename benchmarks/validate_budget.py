@@ -1,8 +1,9 @@
 """Benchmark: `validate` of neighbour and kernel models on a 58 000-row table, within its budget.
 
-Data: ``make_classification(n_samples=68000, n_features=28, n_informative=15, n_classes=2,
+Data: ``make_classification(n_samples=T + 58000, n_features=28, n_informative=15, n_classes=2,
 random_state=0)`` (the benchmark data of the design notes, longer): the models are fitted on the
-first 10 000 rows and validated on the other 58 000. Models, converted by onnxbridge:
+first ``T`` rows (``--train-rows``, default 10 000) and validated on the other 58 000. Models,
+converted by onnxbridge:
 
 - ``svc``: ``SVC(probability=True, random_state=0)`` — a kernel model, cost rows × support
   vectors;
@@ -15,7 +16,8 @@ Prints, per model: the wall time of ``validate_model`` (the model is fitted and 
 the clock starts), the child's peak RSS, the verdict, and which probe sets were sampled and how.
 Targets: each under the budget (60 s by default) plus the model's load, and under 4 GiB.
 
-    .venv/bin/python benchmarks/validate_budget.py [--budget 60] [--models svc,knn] [--json]
+    .venv/bin/python benchmarks/validate_budget.py [--budget 60] [--models svc,knn]
+        [--train-rows 10000] [--json]
 
 ``--budget none`` measures the unbudgeted validation (minutes: onnx.reference is slow).
 """
@@ -31,11 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-N_TRAIN = 10_000
 N_ROWS = 58_000
 
 
-def _child(kind: str, budget: str, folder: str) -> None:
+def _child(kind: str, budget: str, folder: str, n_train: int) -> None:
     import pandas as pd
     from sklearn.datasets import make_classification
     from sklearn.neighbors import KNeighborsClassifier
@@ -45,16 +46,16 @@ def _child(kind: str, budget: str, folder: str) -> None:
     from onnxbridge.validate import validate_model
 
     X, y = make_classification(
-        n_samples=N_TRAIN + N_ROWS, n_features=28, n_informative=15, n_classes=2, random_state=0
+        n_samples=n_train + N_ROWS, n_features=28, n_informative=15, n_classes=2, random_state=0
     )
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     model = (
         SVC(probability=True, random_state=0) if kind == "svc" else KNeighborsClassifier()
-    ).fit(frame[:N_TRAIN], y[:N_TRAIN])
+    ).fit(frame[:n_train], y[:n_train])
     path = Path(folder) / f"{kind}.onnx"
     convert_estimator(model, frame.head(200)).save(path)
     start = time.perf_counter()
-    report = validate_model(path, model, frame[N_TRAIN:], budget=budget)
+    report = validate_model(path, model, frame[n_train:], budget=budget)
     seconds = time.perf_counter() - start
     print(
         json.dumps(
@@ -79,12 +80,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", default="60", help="seconds, or none")
     parser.add_argument("--models", default="svc,knn", help="comma-separated: svc, knn")
+    parser.add_argument("--train-rows", type=int, default=10_000, help="rows the models learn")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.child, args.budget, args.folder)
+        _child(args.child, args.budget, args.folder, args.train_rows)
         return
     results = []
     with tempfile.TemporaryDirectory() as folder:
@@ -100,6 +102,8 @@ def main() -> None:
                     args.budget,
                     "--folder",
                     folder,
+                    "--train-rows",
+                    str(args.train_rows),
                 ],
                 stdout=subprocess.PIPE,
                 text=True,

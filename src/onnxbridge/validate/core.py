@@ -284,7 +284,7 @@ def _score(
         # What a one-row call costs, for the time the batch set's one-row calls will take.
         one = frame.iloc[order[:1]]
         budget.single_cost = sum(_seconds(lambda r=r: r.run(one)) for r in onnx_runtimes)
-    while done < n:
+    while done < n or n == 0:  # an empty set goes through once: the runtimes refuse it
         size = min(batch, n - done)
         if timed and budget is not None:
             if done < MIN_SAMPLE_ROWS:
@@ -320,7 +320,9 @@ def _score(
                 refused = exc
                 parts.pop(SKLEARN, None)
         took = time.perf_counter() - started
-        spent, done, last = spent + took, done + size, took / size
+        spent, done, last = spent + took, done + size, took / max(size, 1)
+        if size == 0:
+            break
     scored = order[:done]
     # Back to the set's order: the outputs of the rows in order, as one call gives them.
     back = np.argsort(scored, kind="stable")
