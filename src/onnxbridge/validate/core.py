@@ -621,6 +621,7 @@ def validate_model(
         index = sum(1 for r in runs if r.probe.skipped is None)
         scoring = _Scoring(rows_per_batch, plan, index, spec.seed)
         runs.append(_run_probe(probe, sklearn, onnx_runtimes, resolved, worst_rows, scoring))
+    scoring_s = time.perf_counter() - started
     failed_on = [r.result.name for r in runs if REFERENCE in r.result.unavailable]
     if failed_on and REFERENCE in runtime_info:
         first = next(
@@ -657,6 +658,7 @@ def validate_model(
         budget_s=budget,
         memory_bound=memory_bound,
         batch_rows=rows_per_batch,
+        scoring_s=round(scoring_s, 3),
         diff_samples={r.result.name: r.diffs.tolist() for r in runs if r.diffs.size},
     )
     if diagnose and not all(r.result.ok for r in runs):

@@ -159,6 +159,7 @@ class ValidationReport:
         memory_bound: bytes of intermediate results one batch of rows may take in a runtime;
             each runtime scores a probe set in batches sized to stay under it.
         batch_rows: the rows of one such batch for this model.
+        scoring_s: wall time of scoring the probe sets (what the budget bounds).
         duration_s: wall time of the validation.
         schema_version: :data:`REPORT_SCHEMA_VERSION`.
     """
@@ -180,6 +181,7 @@ class ValidationReport:
     budget_s: float | None = None
     memory_bound: int | None = None
     batch_rows: int | None = None
+    scoring_s: float | None = None
     duration_s: float = 0.0
     created_at: str = field(default_factory=now_iso)
     versions: dict[str, str] = field(default_factory=library_versions)
@@ -226,7 +228,8 @@ class ValidationReport:
         A runtime that could not score some probe sets (``onnx.reference`` without a kernel
         ONNX Runtime has) leaves its pairs out of them:
         ``compared on 2 of 3 runtimes: onnx.reference cannot load the model: ...``, with the
-        probe sets named when it is not all of them.
+        probe sets named when it is not all of them. Scoring that took longer than the budget
+        (the minimum samples alone cost more) says so too.
         """
         asked = list(self.runtimes)
         compared = [p for p in self.probe_sets if p.skipped is None]
@@ -242,6 +245,13 @@ class ValidationReport:
             lines.append(
                 f"compared on {len(asked) - 1} of {len(asked)} runtimes{where}: "
                 f"{info.get('error') or name + ' could not run the model'}"
+            )
+        over = self.budget_s is not None and (self.scoring_s or 0.0) > self.budget_s * 1.1
+        if over and self.sampled_probe_sets:
+            lines.append(
+                f"scoring took {self.scoring_s:.0f} s, beyond the {self.budget_s:g} s budget: the "
+                "minimum samples alone cost more on this model; pass a larger --budget, or "
+                "--runtimes sklearn,onnxruntime to leave the slowest runtime out"
             )
         return lines
 
