@@ -42,6 +42,7 @@ __all__ = [
     "Budget",
     "batch_rows",
     "graph_width",
+    "next_batch",
     "permutation",
     "run_in_batches",
 ]
@@ -106,11 +107,24 @@ def batch_rows(width: int, memory_bound: int) -> int:
     return max(1, int(memory_bound) // per_row)
 
 
+def next_batch(left: int, rows: int) -> int:
+    """Rows of the next batch when ``left`` rows remain, in batches of at most ``rows``.
+
+    The batches are as even as can be (10 rows by 3: 3, 3, 2, 2), so none is much smaller.
+    """
+    if left <= 0:
+        return 0
+    return math.ceil(left / math.ceil(left / max(1, rows)))
+
+
 def _slices(n: int, rows: int) -> list[slice]:
-    """``n`` rows in even batches of at most ``rows`` (no small last batch)."""
-    count = max(1, math.ceil(n / max(1, rows)))
-    size = math.ceil(n / count)
-    return [slice(start, min(start + size, n)) for start in range(0, n, size)]
+    """``n`` rows in even batches of at most ``rows``."""
+    found, start = [], 0
+    while start < n:
+        size = next_batch(n - start, rows)
+        found.append(slice(start, start + size))
+        start += size
+    return found or [slice(0, 0)]
 
 
 def run_in_batches(

@@ -33,6 +33,7 @@ from onnxbridge.validate.budget import (
     Budget,
     batch_rows,
     graph_width,
+    next_batch,
     permutation,
     run_in_batches,
 )
@@ -285,7 +286,7 @@ def _score(
         one = frame.iloc[order[:1]]
         budget.single_cost = sum(_seconds(lambda r=r: r.run(one)) for r in onnx_runtimes)
     while done < n or n == 0:  # an empty set goes through once: the runtimes refuse it
-        size = min(batch, n - done)
+        size = next_batch(n - done, batch)
         if timed and budget is not None:
             if done < MIN_SAMPLE_ROWS:
                 size = min(size, MIN_SAMPLE_ROWS - done)
