@@ -20,6 +20,7 @@ from cli_support import assert_one_line_error, run
 from onnxbridge import convert_estimator, save_estimator
 from onnxbridge.errors import DataError
 from onnxbridge.validate import ProbeSpec, validate_model
+from onnxbridge.validate.html import render_html
 
 EVERY_PAIR = ["sklearn~onnxruntime", "sklearn~reference", "onnxruntime~reference"]
 
@@ -242,3 +243,63 @@ def test_one_runnable_runtime_is_refused(contrib_model) -> None:
     # No source model and no onnx.reference: nothing to compare ONNX Runtime with.
     with pytest.raises(DataError, match="only one runtime can run the model, so there is nothing"):
         validate_model(path, None, frame)
+
+
+def test_a_runtime_that_fails_on_some_sets_is_named(tmp_path: Path) -> None:
+    # The same linear model, plus a branch taken only when a row holds a value above 100 (the
+    # edge set's rows): it matches the values with a regular expression in re2 syntax (\p{N}),
+    # which ONNX Runtime runs and onnx.reference, on Python's re, refuses when it runs it.
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(rng.rand(300, 3), columns=["a", "b", "c"])
+    model = LinearRegression().fit(frame, frame.to_numpy() @ np.array([0.5, -0.25, 0.125]) + 1)
+    matched = helper.make_graph(
+        [
+            helper.make_node("Cast", ["X"], ["text"], to=TensorProto.STRING),
+            helper.make_node("RegexFullMatch", ["text"], ["match"], pattern=r"\p{N}.*"),
+            helper.make_node("Cast", ["match"], ["ones"], to=TensorProto.DOUBLE),
+            helper.make_node("ReduceSum", ["ones"], ["count"], keepdims=0),
+            helper.make_node("Mul", ["count", "zero"], ["nothing"]),
+            helper.make_node("Add", ["P", "nothing"], ["Y1"]),
+        ],
+        "matched",
+        [],
+        [helper.make_tensor_value_info("Y1", TensorProto.DOUBLE, [None, 1])],
+    )
+    plain = helper.make_graph(
+        [helper.make_node("Identity", ["P"], ["Y2"])],
+        "plain",
+        [],
+        [helper.make_tensor_value_info("Y2", TensorProto.DOUBLE, [None, 1])],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["X", "W"], ["XW"]),
+            helper.make_node("Add", ["XW", "B"], ["P"]),
+            helper.make_node("ReduceMax", ["X"], ["largest"], keepdims=0),
+            helper.make_node("Greater", ["largest", "limit"], ["large"]),
+            helper.make_node("If", ["large"], ["Y"], then_branch=matched, else_branch=plain),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("X", TensorProto.DOUBLE, [None, 3])],
+        [helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [None, 1])],
+        [
+            numpy_helper.from_array(model.coef_.reshape(3, 1), "W"),
+            numpy_helper.from_array(np.array([model.intercept_]), "B"),
+            numpy_helper.from_array(np.array(100.0), "limit"),
+            numpy_helper.from_array(np.array(0.0), "zero"),
+        ],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    proto.ir_version = 9
+    onnx.save(proto, tmp_path / "linear.onnx")
+    report = validate_model(tmp_path / "linear.onnx", model, frame, probes=["holdout", "edge"])
+    assert report.verdict == "EQUIVALENT"
+    assert [p.name for p in report.probe_set("holdout").pairs] == EVERY_PAIR
+    assert [p.name for p in report.probe_set("edge").pairs] == ["sklearn~onnxruntime"]
+    (warning,) = report.warnings
+    assert warning.startswith(
+        "compared on 2 of 3 runtimes on edge: onnx.reference failed to run the model: "
+        "Invalid regex pattern"
+    ), warning
+    assert report.to_dict()["warnings"] == [warning]
+    assert "warning: compared on 2 of 3 runtimes on edge:" in render_html(report)
