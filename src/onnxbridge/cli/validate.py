@@ -140,10 +140,9 @@ def print_validation(report: Any, console: Console) -> None:
     )
     if skipped:
         console.print("skipped: " + "; ".join(skipped))
-    for name, info in report.runtimes.items():
-        if not info.get("available", True) or info.get("failed_on"):
-            where = ", ".join(info.get("failed_on") or []) or "every probe set"
-            console.print(f"note: {name} could not run the model on {where}: {info.get('error')}")
+    for probe in report.probe_sets:
+        if probe.sampled is not None:
+            console.print(f"{probe.name}: {probe.sampled}")
     shown = {role_parts(c.name)[0] for c in report.outputs} or set(report.tolerances)
     parts = [
         f"{role} |Δ| <= {t['atol']:g} + {t['rtol']:g}·|a|"
@@ -171,6 +170,8 @@ def print_validation(report: Any, console: Console) -> None:
     if report.warning_probe_sets:
         console.print(f"warnings: {', '.join(report.warning_probe_sets)}")
     console.print(f"verdict: {report.verdict}")
+    for line in report.warnings:
+        console.print(f"warning: {line}")
 
 
 def validate_command(
@@ -239,6 +240,14 @@ def validate_command(
     runtimes: Annotated[
         str, typer.Option(help="Runtimes to compare pairwise, comma-separated.")
     ] = "sklearn,onnxruntime,reference",
+    budget: Annotated[
+        str,
+        typer.Option(
+            metavar="SECONDS",
+            help="Time for scoring the probe sets; a set that would not fit runs on a seeded "
+            "sample of its rows (0 or none: no budget).",
+        ),
+    ] = "60",
     golden: Annotated[
         bool,
         typer.Option(
@@ -297,6 +306,7 @@ def validate_command(
         "runtimes": chosen,
         "diagnose": not no_diagnosis,
         "missing_values": missing_values,
+        "budget": budget,
     }
     if target.is_dir() or (target.suffix.lower() != ".onnx" and reference is None):
         if reference is not None or data is not None or allow_pickle or target_column:

@@ -10,6 +10,7 @@ every pair agrees on every probe set. A DIVERGENT verdict comes with diagnoses
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,17 @@ from onnxbridge.convert.metadata import role_parts
 from onnxbridge.data import FeatureSchema, read_table
 from onnxbridge.errors import DataError, InferenceError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
+from onnxbridge.validate.budget import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_MEMORY_BOUND,
+    MIN_SAMPLE_ROWS,
+    Budget,
+    batch_rows,
+    graph_width,
+    next_batch,
+    permutation,
+    run_in_batches,
+)
 from onnxbridge.validate.compare import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
@@ -214,13 +226,125 @@ def _cause(result: ProbeSetResult) -> str | None:
     return "runtime"
 
 
+@dataclass
+class _Scoring:
+    """How a probe set is scored: batch size (memory bound), time budget and sample seed."""
+
+    rows_per_batch: int | None = None
+    budget: Budget | None = None
+    index: int = 0
+    seed: int = 0
+
+
+def _seconds(call: Any) -> float:
+    """Seconds ``call()`` takes (0 when it raises: its error shows when the set is scored)."""
+    started = time.perf_counter()
+    try:
+        call()
+    except Exception:
+        return 0.0
+    return time.perf_counter() - started
+
+
+@dataclass
+class _Scored:
+    """A probe set's rows as the runtimes scored them (in the set's order)."""
+
+    positions: np.ndarray | None  # the rows scored when the budget made it a sample
+    outputs: dict[str, dict[str, np.ndarray]]
+    errors: dict[str, str]
+    refused: InferenceError | None  # scikit-learn raised on some batch
+
+
+def _score(
+    frame: pd.DataFrame,
+    sklearn: SklearnRuntime | None,
+    onnx_runtimes: Sequence[Any],
+    scoring: _Scoring,
+    headline: bool,
+) -> _Scored:
+    """Every runtime on the same batches of rows; with a budget, as many rows as it affords.
+
+    Without a budget the batches follow the set's order. With one (and more rows than the
+    minimum sample) they follow a permutation seeded with the report's seed: the first
+    batches make the minimum sample and time what a row costs on every runtime; the next ones
+    are sized to fit what the budget leaves for this set, and scoring stops when it is spent.
+    The rows scored are then the first rows of that permutation, put back in the set's order.
+    """
+    n = len(frame)
+    batch = scoring.rows_per_batch or max(1, n)
+    budget = scoring.budget
+    timed = budget is not None and budget.seconds is not None and n > MIN_SAMPLE_ROWS
+    order = permutation(n, scoring.seed) if timed else np.arange(n)
+    left = budget.remaining if timed and budget is not None else 0.0
+    parts: dict[str, list[dict[str, np.ndarray]]] = {}
+    errors: dict[str, str] = {}
+    refused: InferenceError | None = None
+    done, spent, allowed, last = 0, 0.0, None, 0.0
+    if timed and budget is not None and budget.single_cost is None and any(budget.single_rows):
+        # What a one-row call costs, for the time the batch set's one-row calls will take.
+        one = frame.iloc[order[:1]]
+        budget.single_cost = sum(_seconds(lambda r=r: r.run(one)) for r in onnx_runtimes)
+    while done < n or n == 0:  # an empty set goes through once: the runtimes refuse it
+        size = next_batch(n - done, batch)
+        if timed and budget is not None:
+            if done < MIN_SAMPLE_ROWS:
+                size = min(size, MIN_SAMPLE_ROWS - done)
+            else:
+                # The dearer of the average and the last batch: a row's cost can grow with
+                # the batch (a loop runs as long as its slowest row needs).
+                cost = max(spent / done, last)
+                if allowed is None:  # once, from the cost of the minimum sample
+                    allowed = budget.seconds_for(scoring.index, cost, left, headline=headline)
+                if math.isfinite(allowed):
+                    size = min(size, int(max(allowed - spent, 0.0) // max(cost, 1e-9)))
+                if size < 1:
+                    break
+        chunk = frame.iloc[order[done : done + size]]
+        started = time.perf_counter()
+        first: dict[str, np.ndarray] | None = None
+        for runtime in onnx_runtimes:
+            if runtime.name in errors:
+                continue
+            try:
+                out = runtime.run(chunk)
+            except OnnxbridgeError as exc:
+                errors[runtime.name] = first_line(exc)
+                parts.pop(runtime.name, None)
+                continue
+            parts.setdefault(runtime.name, []).append(out)
+            first = first if first is not None else out
+        if sklearn is not None and refused is None:
+            try:
+                parts.setdefault(SKLEARN, []).append(sklearn.run(chunk, like=first))
+            except InferenceError as exc:
+                refused = exc
+                parts.pop(SKLEARN, None)
+        took = time.perf_counter() - started
+        spent, done, last = spent + took, done + size, took / max(size, 1)
+        if size == 0:
+            break
+    scored = order[:done]
+    # Back to the set's order: the outputs of the rows in order, as one call gives them.
+    back = np.argsort(scored, kind="stable")
+    outputs = {
+        name: {role: np.concatenate([np.asarray(p[role]) for p in runs])[back] for role in runs[0]}
+        for name, runs in parts.items()
+        if runs
+    }
+    positions = np.sort(scored) if done < n else None
+    return _Scored(positions, outputs, errors, refused)
+
+
 def _run_probe(
     probe: ProbeSet,
     sklearn: SklearnRuntime | None,
     onnx_runtimes: Sequence[Any],
     tolerances: Mapping[str, Tolerance],
     worst: int,
+    scoring: _Scoring | None = None,
 ) -> ProbeRun:
+    scoring = scoring or _Scoring()
     result = ProbeSetResult(
         name=probe.name,
         description=probe.description,
@@ -231,43 +355,51 @@ def _run_probe(
     if probe.skipped is not None:
         return run
     frame = probe.frame
-    outputs: dict[str, dict[str, np.ndarray]] = {}
-    errors: dict[str, str] = {}
-    for runtime in onnx_runtimes:
-        try:
-            outputs[runtime.name] = runtime.run(frame)
-        except OnnxbridgeError as exc:
-            errors[runtime.name] = first_line(exc)
-    if sklearn is not None:
+    scored = _score(frame, sklearn, onnx_runtimes, scoring, headline=probe.name == "holdout")
+    positions = scored.positions
+    if positions is not None:
+        # Every runtime scores the same rows, so that every pair still compares.
+        result.sample = {
+            "rows": len(positions),
+            "of": len(frame),
+            "seed": scoring.seed,
+            "budget_s": scoring.budget.seconds if scoring.budget is not None else None,
+            "positions": positions.tolist(),
+        }
+        frame = frame.iloc[positions].reset_index(drop=True)
+        run.meta = [run.meta[i] for i in positions] if run.meta else []
+    batch = scoring.rows_per_batch or max(1, len(frame))
+    outputs = scored.outputs
+    errors = scored.errors
+    if sklearn is not None and scored.refused is not None:
+        exc = scored.refused
+        # Keep the rows scikit-learn scores; the others are not a conversion's concern.
+        keep = np.zeros(len(frame), dtype=bool)
+        for i in range(len(frame)):
+            try:
+                sklearn.run(frame.iloc[i : i + 1])
+                keep[i] = True
+            except InferenceError:
+                continue
+        result.n_refused = int((~keep).sum())
+        result.refused = first_line(exc)
+        if not keep.any():
+            result.skipped = f"scikit-learn refused every row ({first_line(exc)})"
+            result.n_rows = 0
+            return run
+        frame = frame[keep].reset_index(drop=True)
+        run.meta = [m for m, k in zip(run.meta, keep, strict=False) if k] if run.meta else []
+        outputs = {name: _take(out, keep) for name, out in outputs.items()}
         like = next(iter(outputs.values()), None)
-        try:
-            outputs[SKLEARN] = sklearn.run(frame, like=like)
-        except InferenceError as exc:
-            # Keep the rows scikit-learn scores; the others are not a conversion's concern.
-            keep = np.zeros(len(frame), dtype=bool)
-            for i in range(len(frame)):
-                try:
-                    sklearn.run(frame.iloc[i : i + 1])
-                    keep[i] = True
-                except InferenceError:
-                    continue
-            result.n_refused = int((~keep).sum())
-            result.refused = first_line(exc)
-            if not keep.any():
-                result.skipped = f"scikit-learn refused every row ({first_line(exc)})"
-                result.n_rows = 0
-                return run
-            frame = frame[keep].reset_index(drop=True)
-            run.meta = [m for m, k in zip(run.meta, keep, strict=False) if k] if run.meta else []
-            outputs = {name: _take(out, keep) for name, out in outputs.items()}
-            like = next(iter(outputs.values()), None)
-            outputs[SKLEARN] = sklearn.run(frame, like=like)
+        outputs[SKLEARN] = run_in_batches(sklearn.run, frame, batch, like=like)
     run.frame = frame
     result.n_rows = len(frame)
     names = ([SKLEARN] if sklearn is not None else []) + [r.name for r in onnx_runtimes]
-    if REFERENCE in errors and (ONNXRUNTIME in names or sklearn is None):
+    if REFERENCE in errors and ONNXRUNTIME in names and len(names) > 2:
         # The specification's evaluator does not implement everything ONNX Runtime runs (e.g.
-        # float64 tree ensembles): that is no divergence; compare without it and say so.
+        # float64 tree ensembles): that is no divergence; compare without it and say so (the
+        # report's warnings). With one runtime left there would be nothing to compare: the
+        # failed pair stays.
         result.unavailable[REFERENCE] = errors.pop(REFERENCE)
         names = [n for n in names if n != REFERENCE]
         onnx_runtimes = [r for r in onnx_runtimes if r.name != REFERENCE]
@@ -382,6 +514,8 @@ def validate_model(
     diagnose: bool = True,
     worst_rows: int = WORST_ROWS,
     missing_values: str = "auto",
+    budget: float | str | None = DEFAULT_BUDGET_S,
+    memory_bound: int = DEFAULT_MEMORY_BOUND,
 ) -> ValidationReport:
     """Validate an ONNX file against its fitted source model on every probe set.
 
@@ -402,11 +536,24 @@ def validate_model(
             DIVERGENT: ``gate``, ``warn`` (reported, verdict unchanged), or ``auto`` — gate when
             the rows given hold NaN (the model was trained on data with missing values), warn
             when they do not (the model never learned where NaN goes).
+        budget: seconds for scoring the probe sets (default 60; None, 0 or ``"none"``: no
+            budget). A set
+            that would not fit is scored on a random sample of its rows (seeded with ``seed``,
+            at least 200 rows), the same rows on every runtime; the report says which.
+        memory_bound: bytes one batch of rows may take in a runtime (default 512 MiB); every
+            runtime scores in batches sized from the model's cost per row (see
+            :mod:`onnxbridge.validate.budget`).
 
     Raises:
         DataError, OnnxModelError, SchemaMismatchError: the inputs cannot be validated.
     """
     started = time.perf_counter()
+    budget = _check_budget(budget)
+    if not isinstance(memory_bound, int) or isinstance(memory_bound, bool) or memory_bound < 1:
+        raise DataError(
+            f"memory_bound must be a number of bytes >= 1, got {memory_bound!r}; e.g. "
+            f"{DEFAULT_MEMORY_BOUND} (512 MiB)"
+        )
     unknown = [r for r in runtimes if r not in RUNTIME_NAMES]
     if unknown or len(set(runtimes)) < 2:
         raise DataError(
@@ -445,6 +592,13 @@ def validate_model(
     sklearn = SklearnRuntime(estimator, ort.roles) if SKLEARN in runtimes else None
     if sklearn is not None:
         runtime_info[SKLEARN] = {"available": True, "version": version("scikit-learn")}
+    if len(onnx_runtimes) + (sklearn is not None) < 2:
+        lost = [i["error"] for i in runtime_info.values() if not i["available"]]
+        why = "; ".join(lost) if lost else "no source model was given"
+        raise DataError(
+            f"only one runtime can run the model, so there is nothing to compare it with "
+            f"({why}); pass the source model (--reference) and compare with scikit-learn"
+        )
     schema = (
         predictor.metadata.features
         if predictor.metadata is not None
@@ -457,7 +611,20 @@ def validate_model(
         accepts_missing=_accepts_missing(predictor, estimator, frame),
         spec=spec,
     )
-    runs = [_run_probe(p, sklearn, onnx_runtimes, resolved, worst_rows) for p in sets]
+    rows_per_batch = batch_rows(graph_width(model, len(frame.columns)), memory_bound)
+    compared = [p for p in sets if p.skipped is None]
+    plan = Budget(
+        budget,
+        started,
+        [len(p.frame) for p in compared],
+        [len(p.frame) if p.name == "batch" else 0 for p in compared],
+    )
+    runs: list[ProbeRun] = []
+    for probe in sets:
+        index = sum(1 for r in runs if r.probe.skipped is None)
+        scoring = _Scoring(rows_per_batch, plan, index, spec.seed)
+        runs.append(_run_probe(probe, sklearn, onnx_runtimes, resolved, worst_rows, scoring))
+    scoring_s = time.perf_counter() - started
     failed_on = [r.result.name for r in runs if REFERENCE in r.result.unavailable]
     if failed_on and REFERENCE in runtime_info:
         first = next(
@@ -491,6 +658,10 @@ def validate_model(
         tolerances={role: {"atol": t.atol, "rtol": t.rtol} for role, t in resolved.items()},
         probe_sets=[r.result for r in runs],
         seed=spec.seed,
+        budget_s=budget,
+        memory_bound=memory_bound,
+        batch_rows=rows_per_batch,
+        scoring_s=round(scoring_s, 3),
         diff_samples={r.result.name: r.diffs.tolist() for r in runs if r.diffs.size},
     )
     if diagnose and not all(r.result.ok for r in runs):
@@ -501,6 +672,26 @@ def validate_model(
         )
     report.duration_s = round(time.perf_counter() - started, 3)
     return report
+
+
+def _check_budget(budget: Any) -> float | None:
+    """Seconds, or None for no budget (``None``, ``0`` or ``"none"``).
+
+    Raises:
+        DataError: not a number >= 0.
+    """
+    if budget is None or (isinstance(budget, str) and budget.strip().lower() == "none"):
+        return None
+    try:
+        seconds = float(budget)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if isinstance(budget, bool) or not np.isfinite(seconds) or seconds < 0:
+        raise DataError(
+            f"--budget {budget!r} is not valid: pass seconds >= 0 (e.g. --budget 60), or 0 or "
+            "none for no budget"
+        )
+    return seconds or None
 
 
 def compare_predictions(
@@ -553,6 +744,8 @@ def validate_bundle(
     golden: bool = False,
     diagnose: bool = True,
     missing_values: str = "auto",
+    budget: float | str | None = DEFAULT_BUDGET_S,
+    memory_bound: int = DEFAULT_MEMORY_BOUND,
     write_report: bool = True,
     html: bool = True,
     trusted: Sequence[str] = (),
@@ -575,6 +768,7 @@ def validate_bundle(
         DataError: bad tolerances or probe options.
     """
     resolve_tolerances(atol, rtol, tolerances)  # fail on bad tolerances before any work
+    _check_budget(budget)
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
     bundle.check_file(ONNX_NAME)
@@ -596,6 +790,8 @@ def validate_bundle(
         runtimes=runtimes,
         diagnose=diagnose,
         missing_values=missing_values,
+        budget=budget,
+        memory_bound=memory_bound,
     )
     if golden:
         report.golden = golden_result.to_dict()

@@ -35,6 +35,7 @@ section{margin-bottom:2em} img{max-width:100%;border:1px solid #ddd}
 code{background:#f5f5f5;padding:0 .2em}
 .diag{border-left:4px solid #c0392b;padding:.2em 1em;margin:1em 0;background:#fdf3f2}
 .next{font-weight:600}
+.warn{border-left:4px solid #d68910;padding:.2em 1em;background:#fef5e7}
 """
 
 
@@ -169,6 +170,21 @@ def _diagnoses(report: ValidationReport) -> str:
     return "".join(parts)
 
 
+def _budget(report: ValidationReport) -> str:
+    return "none" if report.budget_s is None else f"{report.budget_s:g} s"
+
+
+def _summary(report: ValidationReport) -> str:
+    """The lines under the verdict: what it rests on less than asked (warnings), and samples."""
+    lines = [f"<p class='warn'>warning: {_e(line)}</p>" for line in report.warnings]
+    lines.extend(
+        f"<p class=sampled>{_e(probe.name)}: {_e(probe.sampled)}</p>"
+        for probe in report.probe_sets
+        if probe.sampled is not None
+    )
+    return "\n".join(lines)
+
+
 def render_html(report: ValidationReport, *, bench_png: str | Path | None = None) -> str:
     """The report as one HTML page (a string), with its images embedded.
 
@@ -215,8 +231,10 @@ def render_html(report: ValidationReport, *, bench_png: str | Path | None = None
 <p><span id=verdict class="verdict {_e(report.verdict)}">verdict: {_e(report.verdict)}</span></p>
 <p>failing probe sets: {_e(", ".join(report.failing_probe_sets) or "none")}
  · warnings (not part of the verdict): {_e(", ".join(report.warning_probe_sets) or "none")}</p>
+{_summary(report)}
 <p>runtimes: {_e(runtimes)}<br>tolerances: labels identical; {_e(tolerances)}<br>
-probe seed: {report.seed} · report schema {report.schema_version}</p>
+probe seed: {report.seed} · time budget: {_budget(report)}
+ · report schema {report.schema_version}</p>
 <section><h2>Diagnosis</h2>{_diagnoses(report)}</section>
 <section><h2>Probe sets</h2>{_probe_table(report)}</section>
 <section><h2>Differences (scikit-learn vs ONNX Runtime)</h2>{hist}</section>

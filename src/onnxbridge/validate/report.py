@@ -78,7 +78,12 @@ class ProbeSetResult:
         gating: whether a failure makes the verdict DIVERGENT (False: reported as a warning;
             see ``missing_values`` in :func:`onnxbridge.validate.validate_model`).
         unavailable: runtime → why it could not score these rows (``onnx.reference`` lacks
-            some kernels ONNX Runtime has); its pairs are then left out.
+            some kernels ONNX Runtime has); its pairs are then left out, and the report's
+            ``warnings`` say so.
+        sample: when the time budget made the set run on a sample of its rows, ``{"rows": N,
+            "of": M, "seed": S, "budget_s": B, "positions": [...]}`` — the N of its M rows
+            (their positions in the set, in order) that every runtime scored; None when every
+            row was scored.
     """
 
     name: str
@@ -92,6 +97,18 @@ class ProbeSetResult:
     refused: str | None = None
     gating: bool = True
     unavailable: dict[str, str] = field(default_factory=dict)
+    sample: dict[str, Any] | None = None
+
+    @property
+    def sampled(self) -> str | None:
+        """``sampled N of M rows (seed S) to stay within the B s budget``, or None."""
+        if self.sample is None:
+            return None
+        s = self.sample
+        return (
+            f"sampled {s['rows']} of {s['of']} rows (seed {s['seed']}) to stay within the "
+            f"{s['budget_s']:g} s budget"
+        )
 
     @property
     def fails_verdict(self) -> bool:
@@ -136,7 +153,13 @@ class ValidationReport:
         probe_sets: every probe set.
         diagnoses: for a DIVERGENT verdict, what went wrong and what to do.
         golden: the golden-predictions check, when asked for.
-        seed: the probe seed.
+        seed: the probe seed (also the seed of the rows sampled to stay within the budget).
+        budget_s: the time budget in seconds (None: no budget); probe sets that would not fit
+            in it ran on a seeded sample of their rows (``probe_sets[].sample``).
+        memory_bound: bytes of intermediate results one batch of rows may take in a runtime;
+            each runtime scores a probe set in batches sized to stay under it.
+        batch_rows: the rows of one such batch for this model.
+        scoring_s: wall time of scoring the probe sets (what the budget bounds).
         duration_s: wall time of the validation.
         schema_version: :data:`REPORT_SCHEMA_VERSION`.
     """
@@ -155,6 +178,10 @@ class ValidationReport:
     diagnoses: list[Diagnosis] = field(default_factory=list)
     golden: dict[str, Any] | None = None
     seed: int = 0
+    budget_s: float | None = None
+    memory_bound: int | None = None
+    batch_rows: int | None = None
+    scoring_s: float | None = None
     duration_s: float = 0.0
     created_at: str = field(default_factory=now_iso)
     versions: dict[str, str] = field(default_factory=library_versions)
@@ -189,14 +216,56 @@ class ValidationReport:
         """Names of the probe sets that differ without making the verdict DIVERGENT."""
         return [p.name for p in self.probe_sets if not p.ok and not p.fails_verdict]
 
+    @property
+    def sampled_probe_sets(self) -> list[str]:
+        """Names of the probe sets that ran on a sample of their rows (the time budget)."""
+        return [p.name for p in self.probe_sets if p.sample is not None]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the verdict rests on less than it was asked to, one line each.
+
+        A runtime that could not score some probe sets (``onnx.reference`` without a kernel
+        ONNX Runtime has) leaves its pairs out of them:
+        ``compared on 2 of 3 runtimes: onnx.reference cannot load the model: ...``, with the
+        probe sets named when it is not all of them. Scoring that took longer than the budget
+        (the minimum samples alone cost more) says so too.
+        """
+        asked = list(self.runtimes)
+        compared = [p for p in self.probe_sets if p.skipped is None]
+        lines = []
+        for name, info in self.runtimes.items():
+            failed_on = list(info.get("failed_on") or [])
+            if info.get("available", True) and not failed_on:
+                continue
+            if not info.get("available", True) or len(failed_on) == len(compared):
+                where = ""
+            else:
+                where = f" on {', '.join(failed_on)}"
+            lines.append(
+                f"compared on {len(asked) - 1} of {len(asked)} runtimes{where}: "
+                f"{info.get('error') or name + ' could not run the model'}"
+            )
+        over = self.budget_s is not None and (self.scoring_s or 0.0) > self.budget_s * 1.1
+        if over and self.sampled_probe_sets:
+            lines.append(
+                f"scoring took {self.scoring_s:.0f} s, beyond the {self.budget_s:g} s budget: the "
+                "minimum samples alone cost more on this model; pass a larger --budget, or "
+                "--runtimes sklearn,onnxruntime to leave the slowest runtime out"
+            )
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (``reports/validation.json``)."""
         payload = asdict(self)
         payload.pop("diff_samples", None)
         for probe, raw in zip(self.probe_sets, payload["probe_sets"], strict=True):
             raw["fails_verdict"] = probe.fails_verdict
+            raw["sampled"] = probe.sampled
             for pair, raw_pair in zip(probe.pairs, raw["pairs"], strict=True):
                 raw_pair["name"] = pair.name
         payload["failing_probe_sets"] = self.failing_probe_sets
         payload["warning_probe_sets"] = self.warning_probe_sets
+        payload["sampled_probe_sets"] = self.sampled_probe_sets
+        payload["warnings"] = self.warnings
         return payload
