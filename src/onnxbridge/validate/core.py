@@ -453,11 +453,17 @@ def _run_probe(
     return run
 
 
-def _accepts_missing(predictor: Predictor, estimator: Any, frame: pd.DataFrame) -> bool:
-    if predictor.metadata is not None and predictor.metadata.missing_values is not None:
-        # The missing probe set puts NaN in every column in turn: only for a source model
-        # that takes it in each of them.
-        return predictor.metadata.accepts_missing_everywhere()
+def _accepts_missing(
+    predictor: Predictor, estimator: Any, frame: pd.DataFrame
+) -> bool | list[str]:
+    """Where the source model takes a missing value: every column (True), none (False), or
+    the columns recorded per column in the model's metadata."""
+    metadata = predictor.metadata
+    if metadata is not None and metadata.missing_by_column is not None:
+        by_column = metadata.missing_by_column
+        return [name for name in metadata.features.names if by_column.get(name) == "accepted"]
+    if metadata is not None and metadata.missing_values is not None:
+        return metadata.accepts_missing_everywhere()
     if estimator is None:
         return False
     probe = frame.head(1).astype(np.float64)

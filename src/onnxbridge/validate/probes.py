@@ -22,13 +22,14 @@ Every generator is deterministic for a given :class:`ProbeSpec` (sizes and seed)
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from onnxbridge.data import FeatureSchema
+from onnxbridge.data import FeatureSchema, preview_names
 from onnxbridge.errors import DataError
 
 __all__ = [
@@ -235,27 +236,48 @@ def _edge_rows(
     return rows, meta
 
 
+def missing_columns(schema: FeatureSchema, accepts_missing: bool | Collection[str]) -> list[str]:
+    """The columns, in schema order, where the source model takes a missing value.
+
+    ``accepts_missing`` is True (every column), False (none) or the accepting columns by name.
+    """
+    if isinstance(accepts_missing, bool):
+        return list(schema.names) if accepts_missing else []
+    accepted = set(accepts_missing)
+    return [name for name in schema.names if name in accepted]
+
+
 def _missing_rows(
-    holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec
+    holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec, columns: list[str]
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    numeric = _numeric_columns(schema)
+    """Held-out rows with one column missing at a time, then one row with all of ``columns``
+    missing: NaN in a number column, None in a text column."""
+    strings = set(_string_columns(schema))
     per_column = min(spec.missing_rows, len(holdout))
+
+    def blank(rows: pd.DataFrame, name: str) -> None:
+        if name in strings:
+            rows[name] = rows[name].astype(object)
+            rows[name] = None
+        else:
+            _as_float_column(rows, name)
+            rows[name] = np.nan
+
     parts, meta = [], []
-    for name in numeric:
+    for name in columns:
         block = _base_rows(holdout, per_column)
-        _as_float_column(block, name)
-        block[name] = np.nan
+        blank(block, name)
         parts.append(block)
         meta.extend({"feature": name} for _ in range(per_column))
     everything = _base_rows(holdout, 1)
-    for name in numeric:
-        _as_float_column(everything, name)
-        everything[name] = np.nan
+    for name in columns:
+        blank(everything, name)
     parts.append(everything)
     meta.append({"feature": "*"})
     frame = pd.concat(parts, ignore_index=True)
-    for name in numeric:
-        _as_float_column(frame, name)
+    for name in columns:
+        if name not in strings:
+            _as_float_column(frame, name)
     return frame, meta
 
 
@@ -349,9 +371,10 @@ def known_categories(
 
 
 def _category_rows(
-    holdout: pd.DataFrame, schema: FeatureSchema, known: dict[str, list[Any]], missing: bool
+    holdout: pd.DataFrame, schema: FeatureSchema, known: dict[str, list[Any]], missing: list[str]
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     strings = _string_columns(schema)
+    missing = [name for name in strings if name in set(missing)]
     total = sum(len(known[name]) for name in strings) + (1 if missing else 0)
     rows = _base_rows(holdout, max(total, 1))
     meta: list[dict[str, Any]] = []
@@ -362,8 +385,8 @@ def _category_rows(
             rows.loc[position, name] = value
             meta.append({"feature": name, "value": value})
             position += 1
-    if missing:  # every category column missing at once
-        for name in strings:
+    if missing:  # every category column the model takes missing at once
+        for name in missing:
             rows.loc[position, name] = None
         meta.append({"feature": "*", "value": None})
         position += 1
@@ -400,7 +423,7 @@ def build_probe_sets(
     schema: FeatureSchema,
     *,
     estimator: Any = None,
-    accepts_missing: bool,
+    accepts_missing: bool | Collection[str],
     spec: ProbeSpec | None = None,
 ) -> list[ProbeSet]:
     """Build the probe sets ``spec.probes`` asks for, in :data:`PROBE_NAMES` order.
@@ -409,7 +432,9 @@ def build_probe_sets(
         holdout: ``[N, F]`` rows the model was not trained on; every other set starts from them.
         schema: the model's input columns.
         estimator: the source model (tree thresholds come from it); None skips ``thresholds``.
-        accepts_missing: whether the source model predicts on NaN (else ``missing`` is skipped).
+        accepts_missing: where the source model predicts on a missing value: True (every
+            column), False (none: ``missing`` is skipped) or the accepting columns' names
+            (the ``missing`` set blanks only those).
         spec: sizes and seed.
 
     Raises:
@@ -448,7 +473,8 @@ def build_probe_sets(
             values = ", ".join(f"{v:g}" for v in EDGE_VALUES)
             sets.append(ProbeSet(name, f"edge values {values} per feature", frame, meta=meta))
         elif name == "missing":
-            if not accepts_missing:
+            columns = missing_columns(schema, accepts_missing)
+            if not columns:
                 sets.append(
                     ProbeSet(
                         name,
@@ -458,10 +484,15 @@ def build_probe_sets(
                     )
                 )
                 continue
-            frame, meta = _missing_rows(base, schema, spec)
-            sets.append(
-                ProbeSet(name, "held-out rows with NaN injected per column", frame, meta=meta)
-            )
+            frame, meta = _missing_rows(base, schema, spec, columns)
+            described = "held-out rows with a missing value injected per column"
+            refused = [n for n in schema.names if n not in set(columns)]
+            if refused:
+                described += (
+                    f" ({len(columns)} of {len(schema.names)} columns; the source model "
+                    f"refuses missing values in {preview_names(refused, limit=5)})"
+                )
+            sets.append(ProbeSet(name, described, frame, meta=meta))
         elif name == "strings":
             if not _string_columns(schema):
                 sets.append(
@@ -479,11 +510,14 @@ def build_probe_sets(
                 sets.append(ProbeSet(name, "every known category", empty, "no string columns"))
                 continue
             known = known_categories(estimator, schema, holdout)
-            frame, meta = _category_rows(base, schema, known, accepts_missing)
+            blank = [
+                n for n in missing_columns(schema, accepts_missing) if n in _string_columns(schema)
+            ]
+            frame, meta = _category_rows(base, schema, known, blank)
             count = sum(len(v) for v in known.values())
             described = (
                 f"each of {count} categories (the model's and the rows') per string column"
-                + (", and every string column missing" if accepts_missing else "")
+                + (", and every string column the model takes missing, missing" if blank else "")
             )
             sets.append(ProbeSet(name, described, frame, meta=meta))
         elif name == "batch":
