@@ -1,12 +1,19 @@
-"""MissingIndicator: which entries of the selected features are missing.
+"""Missing-value masks: MissingIndicator, and the indicator columns of SimpleImputer / KNNImputer.
 
-skl2onnx has no converter for it (only for the indicator inside SimpleImputer).
-``[N, F] -> transformed [N, K]``, K the features kept at fit (``features_``: all of them, or only
-those that had missing values). scikit-learn returns booleans; the graph returns 0.0 / 1.0 in the
-input's float type, the form every downstream ONNX operator takes, equal to scikit-learn's mask
-value for value. What a graph cannot do: raise as scikit-learn does (``error_on_new=True``) when a
-feature that had no missing values at fit has some at transform; such a feature is not reported,
-as in scikit-learn's output for ``error_on_new=False``.
+MissingIndicator: skl2onnx has no converter for it. ``[N, F] -> transformed [N, K]``, K the
+features kept at fit (``features_``: all of them, or only those that had missing values).
+scikit-learn returns booleans; the graph returns 0.0 / 1.0 in the input's float type, the form
+every downstream ONNX operator takes, equal to scikit-learn's mask value for value. What a graph
+cannot do: raise as scikit-learn does (``error_on_new=True``) when a feature that had no missing
+values at fit has some at transform; such a feature is not reported, as in scikit-learn's output
+for ``error_on_new=False``.
+
+An imputer fitted with ``add_indicator=True`` appends its ``indicator_`` (a MissingIndicator over
+the features that had missing values at fit) after the imputed columns. skl2onnx's SimpleImputer
+and KNNImputer converters leave those columns out while the next step (a scaler, a linear model)
+was fitted on them, so the graph is one column short per indicator: it fails to build, refuses to
+run, or (a step sized from its own constants) runs and answers wrongly. The helpers below append
+them; SimpleImputer's converter is in :mod:`onnxbridge.convert.converters.string_imputer`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,63 @@ from onnxbridge.convert.converters._graph import Graph, set_float_output
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
+__all__ = ["append_indicator", "indicator_width", "missing_mask", "numeric_marker"]
+
+
+def numeric_marker(model: Any) -> float:
+    """The model's ``missing_values`` when a numeric graph can test for it (NaN or a number).
+
+    Raises:
+        ConversionError: the marker is text or None.
+    """
+    marker = model.missing_values
+    if isinstance(marker, (str, bytes)) or marker is None:
+        raise ConversionError(
+            f"{type(model).__name__}(missing_values={marker!r}) marks text entries; onnxbridge "
+            "converts numeric inputs only: use missing_values=np.nan or a number"
+        )
+    return float(marker)
+
+
+def missing_mask(g: Graph, x: str, marker: float) -> str:
+    """``[N, F] -> [N, F]`` booleans: which entries of ``x`` are ``marker`` (NaN: IsNaN)."""
+    output = g.name("is_missing")
+    if np.isnan(marker):
+        return g.node("IsNaN", [x], output)
+    return g.node("Equal", [x, g.const(marker, hint="missing_value")], output)
+
+
+def _indicator_features(indicator: Any) -> np.ndarray:
+    return np.asarray(indicator.features_, dtype=np.int64)
+
+
+def _indicator_columns(g: Graph, mask: str, indicator: Any, output: str | None = None) -> str:
+    """``[N, F]`` booleans -> ``[N, K]`` 0.0 / 1.0: the mask of the indicator's features."""
+    features = _indicator_features(indicator)
+    # Distinct names: skl2onnx's KNNImputer graph writes plain ones ("isnan", "cast") that the
+    # scope does not reserve.
+    if len(features) < indicator.n_features_in_:
+        kept = g.int64(features, hint="indicator_features")
+        mask = g.node("Gather", [mask, kept], g.name("indicator_mask"), axis=1)
+    return g.node("Cast", [mask], output or g.name("indicator"), to=g.onnx_type)
+
+
+def indicator_width(model: Any) -> int:
+    """How many indicator columns the imputer ``model`` appends (0 without ``add_indicator``)."""
+    indicator = getattr(model, "indicator_", None)
+    return 0 if indicator is None else len(_indicator_features(indicator))
+
+
+def append_indicator(g: Graph, imputed: str, x: str, model: Any) -> None:
+    """Write ``[imputed, indicator columns of x]`` to the operator's output (``imputed`` alone
+    when the imputer has no indicator columns)."""
+    if not indicator_width(model):
+        g.node("Identity", [imputed], g.output())
+        return
+    mask = missing_mask(g, x, numeric_marker(model))
+    columns = _indicator_columns(g, mask, model.indicator_)
+    g.node("Concat", [imputed, columns], g.output(), axis=1)
+
 
 def _shape(operator: Any) -> None:
     set_float_output(operator, 0, [None, len(operator.raw_operator.features_)])
@@ -27,21 +91,9 @@ def _shape(operator: Any) -> None:
 
 def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
-    marker = model.missing_values
-    if isinstance(marker, (str, bytes)) or marker is None:
-        raise ConversionError(
-            f"MissingIndicator(missing_values={marker!r}) marks text entries; onnxbridge converts "
-            "numeric inputs only: use missing_values=np.nan or a number"
-        )
+    marker = numeric_marker(model)
     g = Graph(scope, operator, container)
-    if isinstance(marker, float) and np.isnan(marker):
-        mask = g.node("IsNaN", [g.input])
-    else:
-        mask = g.node("Equal", [g.input, g.const(marker)])
-    features = np.asarray(model.features_, dtype=np.int64)
-    if len(features) < model.n_features_in_:
-        mask = g.node("Gather", [mask, g.int64(features)], axis=1)
-    g.node("Cast", [mask], g.output(), to=g.onnx_type)
+    _indicator_columns(g, missing_mask(g, g.input, marker), model, g.output())
 
 
 def _example() -> tuple[Any, Any]:
