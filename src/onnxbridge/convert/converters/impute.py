@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.impute import MissingIndicator
+from sklearn.impute import KNNImputer, MissingIndicator
 
 from onnxbridge.convert.converters._graph import Graph, set_float_output
 from onnxbridge.convert.registry import ConverterSpec, register_converter
@@ -106,3 +106,136 @@ def _example() -> tuple[Any, Any]:
 
 
 register_converter(ConverterSpec(MissingIndicator, _shape, _convert, _example))
+
+
+# KNNImputer. skl2onnx's graph leaves out the indicator columns, runs on float32 only (its local
+# functions hold float32 constants) and fails in ONNX Runtime on rows it finds no donor for
+# ("GatherElements op: Out of range value in index tensor"). This one follows
+# KNNImputer.transform: nan-euclidean distances to the training rows; for each feature, the
+# k nearest training rows that have it (fewer if fewer have it), averaged (uniform weights, or
+# 1 / distance, a zero distance taking all the weight); the feature's mean at fit when no such
+# row shares a present feature with the row; then the features kept at fit and the indicator.
+
+
+def _knn_kept(model: Any) -> np.ndarray:
+    """The features KNNImputer keeps: those with a value at fit (all with keep_empty_features,
+    the others then being zeros)."""
+    return np.asarray(model._valid_mask, dtype=bool)
+
+
+def _knn_shape(operator: Any) -> None:
+    model = operator.raw_operator
+    width = model.n_features_in_ if model.keep_empty_features else int(_knn_kept(model).sum())
+    set_float_output(operator, 0, [None, width + indicator_width(model)])
+
+
+def _knn_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    if model.metric != "nan_euclidean" or model.weights not in ("uniform", "distance"):
+        raise ConversionError(
+            f"KNNImputer(metric={model.metric!r}, weights={model.weights!r}) cannot be "
+            "converted; use metric='nan_euclidean' and weights='uniform' or 'distance'"
+        )
+    g = Graph(scope, operator, container)
+    marker = numeric_marker(model)
+    fit = np.asarray(model._fit_X, dtype=np.float64)
+    fit_missing = np.asarray(model._mask_fit_X, dtype=bool)
+    fit_present = (~fit_missing).astype(np.float64)
+    fit_zero = np.where(fit_missing, 0.0, fit)
+    n_features = fit.shape[1]
+
+    x = g.input
+    mask = missing_mask(g, x, marker)
+    zero = g.const(0.0)
+    x_zero = g.node("Where", [mask, zero, x])
+    present = g.node("Cast", [g.node("Not", [mask])], to=g.onnx_type)
+    # Squared distance over the features both rows have, scaled to all features
+    # (sklearn.metrics.pairwise.nan_euclidean_distances).
+    squares = g.node("Mul", [x_zero, x_zero])
+    total = g.node("MatMul", [squares, g.const(fit_present.T)])
+    total = g.node("Add", [total, g.node("MatMul", [present, g.const((fit_zero**2).T)])])
+    cross = g.node("MatMul", [x_zero, g.const(-2.0 * fit_zero.T)])
+    total = g.node("Max", [g.node("Add", [total, cross]), zero])
+    shared = g.node("MatMul", [present, g.const(fit_present.T)])
+    scaled = g.node("Div", [total, g.node("Max", [shared, g.const(1.0)])])
+    distance = g.node("Sqrt", [g.node("Mul", [scaled, g.const(float(n_features))])])
+    # No shared feature: scikit-learn's NaN distance, never a neighbour (+inf here).
+    no_shared = g.node("Equal", [shared, zero])
+    distance = g.node("Where", [no_shared, g.const(np.inf), distance])
+
+    kept = _knn_kept(model)
+    columns = []
+    for feature in range(n_features):
+        if not kept[feature]:
+            if model.keep_empty_features:
+                x_column = g.node("Gather", [x_zero, g.int64([feature])], axis=1)
+                columns.append(g.node("Mul", [x_column, zero]))
+            continue
+        columns.append(_knn_column(g, model, x, mask, distance, feature, fit, fit_missing))
+    imputed = g.node("Concat", columns, axis=1) if len(columns) > 1 else columns[0]
+    append_indicator(g, imputed, x, model)
+
+
+def _knn_column(
+    g: Graph,
+    model: Any,
+    x: str,
+    mask: str,
+    distance: str,
+    feature: int,
+    fit: np.ndarray,
+    fit_missing: np.ndarray,
+) -> str:
+    """``[N, 1]``: feature ``feature`` of ``x``, its missing entries imputed."""
+    donors = np.flatnonzero(~fit_missing[:, feature])
+    k = min(int(model.n_neighbors), len(donors))
+    candidates = g.node("Gather", [distance, g.int64(donors)], axis=1)
+    nearest, index = g.name("knn_distance"), g.name("knn_index")
+    g.container.add_node(
+        "TopK",
+        [candidates, g.int64([k])],
+        [nearest, index],
+        name=g.scope.get_unique_operator_name("TopK"),
+        axis=-1,
+        largest=0,
+        sorted=1,
+    )
+    values = g.node("Gather", [g.const(fit[donors, feature]), index], axis=0)
+    if model.weights == "uniform":
+        weights = g.node("Cast", [g.node("Not", [g.node("IsInf", [nearest])])], to=g.onnx_type)
+    else:
+        inverse = g.node("Reciprocal", [nearest])
+        at_zero = g.node("Cast", [g.node("Equal", [nearest, g.const(0.0)])], to=g.onnx_type)
+        any_zero = g.node("ReduceMax", [at_zero, g.int64([1])], keepdims=1)
+        has_zero = g.node("Greater", [any_zero, g.const(0.0)])
+        weights = g.node("Where", [has_zero, at_zero, inverse])
+    axis = g.int64([1])
+    weighted = g.node("ReduceSum", [g.node("Mul", [weights, values]), axis], keepdims=1)
+    weight = g.node("ReduceSum", [weights, axis], keepdims=1)
+    mean = float(fit[donors, feature].mean())
+    average = g.node("Div", [weighted, g.node("Max", [weight, g.const(np.finfo(g.dtype).tiny)])])
+    no_donor = g.node("Equal", [weight, g.const(0.0)])
+    fill = g.node("Where", [no_donor, g.const(mean), average])
+    column = g.int64([feature])
+    missing = g.node("Gather", [mask, column], axis=1)
+    return g.node("Where", [missing, fill, g.node("Gather", [x, column], axis=1)])
+
+
+def _knn_example() -> tuple[Any, Any]:
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(60, 4))
+    X[rng.rand(60, 4) < [0.15, 0.0, 0.2, 0.1]] = np.nan
+    X[0] = np.nan  # a row that shares no feature with any training row: the feature means
+    return KNNImputer(n_neighbors=3, add_indicator=True).fit(X), X
+
+
+register_converter(
+    ConverterSpec(
+        KNNImputer,
+        _knn_shape,
+        _knn_convert,
+        _knn_example,
+        replaces="skl2onnx's KNNImputer leaves out the add_indicator columns, takes float32 "
+        "input only and fails in ONNX Runtime on rows without a donor",
+    )
+)

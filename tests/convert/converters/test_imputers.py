@@ -1,5 +1,6 @@
-"""SimpleImputer: the add_indicator columns, features without values at fit, numeric markers,
-before every scaler and inside a ColumnTransformer, in float32 and float64."""
+"""SimpleImputer and KNNImputer: the add_indicator columns, features without values at fit,
+numeric markers, before every scaler and inside a ColumnTransformer, in float32 and float64;
+KNNImputer's weights and rows without a donor."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
+from sklearn.impute import KNNImputer, SimpleImputer
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, StandardScaler
@@ -42,6 +43,7 @@ NEW_ROWS = pd.DataFrame(
     }
 )
 SCALERS = [MinMaxScaler, StandardScaler, MaxAbsScaler, RobustScaler]
+IMPUTERS = [SimpleImputer, KNNImputer]
 TOLERANCE = {"float": 1e-4, "double": 1e-9}
 
 
@@ -55,8 +57,11 @@ def _predict(model, frame: pd.DataFrame, precision: str) -> np.ndarray:
 @pytest.mark.parametrize("precision", ["float", "double"])
 @pytest.mark.parametrize("in_column_transformer", [True, False], ids=["columns", "pipeline"])
 @pytest.mark.parametrize("scaler", SCALERS, ids=lambda s: s.__name__)
-def test_indicator_before_scaler(scaler, in_column_transformer: bool, precision: str) -> None:
-    branch = make_pipeline(SimpleImputer(add_indicator=True), scaler())
+@pytest.mark.parametrize("imputer", IMPUTERS, ids=lambda i: i.__name__)
+def test_indicator_before_scaler(
+    imputer, scaler, in_column_transformer: bool, precision: str
+) -> None:
+    branch = make_pipeline(imputer(add_indicator=True), scaler())
     if in_column_transformer:
         branch = ColumnTransformer([("m", branch, NUMERIC)], remainder="drop")
         frame = FRAME
@@ -82,11 +87,12 @@ def test_indicator_pipeline_validates_equivalent(tmp_path) -> None:
 
 @pytest.mark.parametrize("precision", ["float", "double"])
 @pytest.mark.parametrize("keep_empty_features", [False, True])
-def test_feature_without_values_at_fit(keep_empty_features: bool, precision: str) -> None:
-    """scikit-learn drops a feature that had no value at fit (its statistic is NaN) unless
-    keep_empty_features; its indicator column stays."""
+@pytest.mark.parametrize("imputer", IMPUTERS, ids=lambda i: i.__name__)
+def test_feature_without_values_at_fit(imputer, keep_empty_features: bool, precision: str) -> None:
+    """scikit-learn drops a feature that had no value at fit unless keep_empty_features; its
+    indicator column stays."""
     frame = FRAME[NUMERIC].assign(empty=np.nan)
-    imputer = SimpleImputer(add_indicator=True, keep_empty_features=keep_empty_features)
+    imputer = imputer(add_indicator=True, keep_empty_features=keep_empty_features)
     model = make_pipeline(imputer, StandardScaler(), LinearRegression())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "Skipping features without any observed"
@@ -116,3 +122,35 @@ def test_indicator_on_text_columns_is_refused() -> None:
     model = SimpleImputer(strategy="most_frequent", add_indicator=True).fit(frame)
     with pytest.raises(ConversionError, match=r"add_indicator=True\) on text columns"):
         convert_estimator(model, frame)
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+@pytest.mark.parametrize("weights", ["uniform", "distance"])
+@pytest.mark.parametrize("n_neighbors", [1, 5, 200])
+def test_knn_weights_and_rows_without_donor(
+    assert_converts, weights: str, n_neighbors: int, precision: str
+) -> None:
+    """More neighbours asked than training rows have a feature, a row sharing no feature with
+    any training row (the feature's mean), a row equal to a training row (distance 0)."""
+    values = RNG.normal(size=(120, 4))
+    values[RNG.rand(120, 4) < [0.1, 0.5, 0.2, 0.0]] = np.nan
+    model = KNNImputer(n_neighbors=n_neighbors, weights=weights).fit(values)
+    rows = np.vstack([values, [[np.nan] * 4], np.where([1, 0, 1, 1], values[3], np.nan)])
+    got = assert_converts(model, rows, precision)
+    assert not np.isnan(got["transformed"]).any()
+
+
+def test_knn_numeric_marker(assert_converts) -> None:
+    # Continuous values: no two training rows equally far (see the tie note in docs/convert.md).
+    values = RNG.normal(size=(80, 3))
+    values[RNG.rand(80, 3) < 0.2] = -1.0
+    model = KNNImputer(missing_values=-1.0, n_neighbors=3, add_indicator=True).fit(values)
+    got = assert_converts(model, values)
+    assert got["transformed"].shape == (80, 6)
+
+
+def test_knn_callable_metric_is_refused() -> None:
+    values = RNG.normal(size=(20, 2))
+    model = KNNImputer(metric=lambda a, b, **_: float(np.nansum(np.abs(a - b)))).fit(values)
+    with pytest.raises(ConversionError, match=r"KNNImputer\(metric=<function.*use metric="):
+        convert_estimator(model, values)
