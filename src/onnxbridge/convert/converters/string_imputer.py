@@ -133,10 +133,27 @@ def _convert_text(g: Graph, operator: Any, model: Any) -> None:
     kept = _kept(model)
     fill = [str(v) for v in np.asarray(model.statistics_, dtype=object)[kept].ravel()]
     kept_x = _keep_columns(g, _joined(g, operator), model)
-    empty = _strings(g, [fill_missing], [], "missing")
     row = _strings(g, fill, [1, len(fill)], "fill")
-    mask = g.node("Equal", [kept_x, empty])
-    g.node("Where", [mask, row, kept_x], g.output())
+    g.node("Where", [_text_mask(g, kept_x, fill_missing), row, kept_x], g.output())
+
+
+def _text_mask(g: Graph, x: str, marker: str) -> str:
+    """``[N, F]`` booleans: which entries of the string tensor ``x`` are ``marker``."""
+    if g.opset >= 19:  # Equal takes strings from opset 19
+        return g.node("Equal", [x, _strings(g, [marker], [], "missing")])
+    flags = g.name("is_missing_flag")
+    g.container.add_node(
+        "LabelEncoder",
+        [x],
+        [flags],
+        name=g.scope.get_unique_operator_name("LabelEncoder"),
+        op_domain="ai.onnx.ml",
+        op_version=2,
+        keys_strings=[marker],
+        values_int64s=[1],
+        default_int64=0,
+    )
+    return g.node("Cast", [flags], to=TensorProto.BOOL)
 
 
 def _convert(scope: Any, operator: Any, container: Any) -> None:
