@@ -108,8 +108,9 @@ def test_feature_without_values_at_fit(imputer, keep_empty_features: bool, preci
 
 @pytest.mark.parametrize("strategy", ["mean", "median", "most_frequent", "constant"])
 def test_numeric_marker_and_strategies(assert_converts, strategy: str) -> None:
-    values = RNG.randint(0, 5, size=(80, 4)).astype(float)
-    values[RNG.rand(80, 4) < 0.15] = -1.0
+    rng = np.random.RandomState(2)
+    values = rng.randint(0, 5, size=(80, 4)).astype(float)
+    values[rng.rand(80, 4) < 0.15] = -1.0
     values[:, 1] = np.abs(values[:, 1])  # no marker at fit: imputed, no indicator column
     imputer = SimpleImputer(missing_values=-1.0, strategy=strategy, fill_value=7.0)
     model = imputer.set_params(add_indicator=True).fit(values)
@@ -132,8 +133,9 @@ def test_knn_weights_and_rows_without_donor(
 ) -> None:
     """More neighbours asked than training rows have a feature, a row sharing no feature with
     any training row (the feature's mean), a row equal to a training row (distance 0)."""
-    values = RNG.normal(size=(120, 4))
-    values[RNG.rand(120, 4) < [0.1, 0.5, 0.2, 0.0]] = np.nan
+    rng = np.random.RandomState(3)
+    values = rng.normal(size=(120, 4))
+    values[rng.rand(120, 4) < [0.1, 0.5, 0.2, 0.0]] = np.nan
     model = KNNImputer(n_neighbors=n_neighbors, weights=weights).fit(values)
     rows = np.vstack([values, [[np.nan] * 4], np.where([1, 0, 1, 1], values[3], np.nan)])
     got = assert_converts(model, rows, precision)
@@ -142,15 +144,25 @@ def test_knn_weights_and_rows_without_donor(
 
 def test_knn_numeric_marker(assert_converts) -> None:
     # Continuous values: no two training rows equally far (see the tie note in docs/convert.md).
-    values = RNG.normal(size=(80, 3))
-    values[RNG.rand(80, 3) < 0.2] = -1.0
+    rng = np.random.RandomState(4)
+    values = rng.normal(size=(80, 3))
+    values[rng.rand(80, 3) < 0.2] = -1.0
     model = KNNImputer(missing_values=-1.0, n_neighbors=3, add_indicator=True).fit(values)
     got = assert_converts(model, values)
     assert got["transformed"].shape == (80, 6)
 
 
 def test_knn_callable_metric_is_refused() -> None:
-    values = RNG.normal(size=(20, 2))
+    values = np.random.RandomState(5).normal(size=(20, 2))
     model = KNNImputer(metric=lambda a, b, **_: float(np.nansum(np.abs(a - b)))).fit(values)
     with pytest.raises(ConversionError, match=r"KNNImputer\(metric=<function.*use metric="):
         convert_estimator(model, values)
+
+
+def test_knn_float_features_far_from_zero(assert_converts) -> None:
+    """float32 distances keep the neighbours' order when the features sit far from zero."""
+    rng = np.random.RandomState(0)
+    values = rng.normal(100.0, 1.0, size=(300, 5))
+    values[rng.rand(300, 5) < 0.2] = np.nan
+    model = KNNImputer(n_neighbors=5).fit(values[:200])
+    assert_converts(model, values, "float")

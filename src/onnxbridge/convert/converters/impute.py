@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 from sklearn.impute import KNNImputer, MissingIndicator
 
 from onnxbridge.convert.converters._graph import Graph, set_float_output
@@ -138,24 +139,44 @@ def _knn_convert(scope: Any, operator: Any, container: Any) -> None:
         )
     g = Graph(scope, operator, container)
     marker = numeric_marker(model)
+    mask = missing_mask(g, g.input, marker)  # in the input's type: a marker like 0.1 matches
+    # The neighbours are found and averaged in float64 also for a float32 input: float32
+    # distances from |x|² - 2x·y + |y|² lose the digits that rank near neighbours (a feature
+    # with mean 100 and spread 1 reordered 2 % of the imputed values).
+    work = Graph(scope, operator, container)
+    work.dtype, work.onnx_type = np.float64, TensorProto.DOUBLE
+    x = g.input
+    if g.dtype != np.float64:
+        x = work.node("Cast", [x], to=TensorProto.DOUBLE)
+    imputed = _knn_imputed(work, model, x, mask)
+    if g.dtype != np.float64:
+        imputed = g.node("Cast", [imputed], to=g.onnx_type)
+    append_indicator(g, imputed, g.input, model)
+
+
+def _knn_imputed(g: Graph, model: Any, x: str, mask: str) -> str:
+    """``[N, F']`` float64: the features KNNImputer keeps, missing entries imputed."""
     fit = np.asarray(model._fit_X, dtype=np.float64)
     fit_missing = np.asarray(model._mask_fit_X, dtype=bool)
     fit_present = (~fit_missing).astype(np.float64)
     fit_zero = np.where(fit_missing, 0.0, fit)
     n_features = fit.shape[1]
 
-    x = g.input
-    mask = missing_mask(g, x, marker)
     zero = g.const(0.0)
     x_zero = g.node("Where", [mask, zero, x])
     present = g.node("Cast", [g.node("Not", [mask])], to=g.onnx_type)
-    # Squared distance over the features both rows have, scaled to all features
-    # (sklearn.metrics.pairwise.nan_euclidean_distances).
+    # sklearn.metrics.pairwise.nan_euclidean_distances, in its order: the squared distance of
+    # the zero-filled rows, less the terms of features one of the two rows lacks, over the
+    # features both have, scaled to all features.
     squares = g.node("Mul", [x_zero, x_zero])
-    total = g.node("MatMul", [squares, g.const(fit_present.T)])
-    total = g.node("Add", [total, g.node("MatMul", [present, g.const((fit_zero**2).T)])])
-    cross = g.node("MatMul", [x_zero, g.const(-2.0 * fit_zero.T)])
-    total = g.node("Max", [g.node("Add", [total, cross]), zero])
+    total = g.node("MatMul", [x_zero, g.const(-2.0 * fit_zero.T)])
+    total = g.node("Add", [total, g.node("ReduceSum", [squares, g.int64([1])], keepdims=1)])
+    total = g.node("Add", [total, g.const(np.einsum("ij,ij->i", fit_zero, fit_zero)[None, :])])
+    total = g.node("Max", [total, zero])
+    total = g.node("Sub", [total, g.node("MatMul", [squares, g.const(fit_missing.T)])])
+    lacking = g.node("Cast", [mask], to=g.onnx_type)
+    total = g.node("Sub", [total, g.node("MatMul", [lacking, g.const((fit_zero**2).T)])])
+    total = g.node("Max", [total, zero])
     shared = g.node("MatMul", [present, g.const(fit_present.T)])
     scaled = g.node("Div", [total, g.node("Max", [shared, g.const(1.0)])])
     distance = g.node("Sqrt", [g.node("Mul", [scaled, g.const(float(n_features))])])
@@ -172,8 +193,7 @@ def _knn_convert(scope: Any, operator: Any, container: Any) -> None:
                 columns.append(g.node("Mul", [x_column, zero]))
             continue
         columns.append(_knn_column(g, model, x, mask, distance, feature, fit, fit_missing))
-    imputed = g.node("Concat", columns, axis=1) if len(columns) > 1 else columns[0]
-    append_indicator(g, imputed, x, model)
+    return g.node("Concat", columns, axis=1) if len(columns) > 1 else columns[0]
 
 
 def _knn_column(
