@@ -1,4 +1,4 @@
-"""Missing-value masks: MissingIndicator, and the indicator columns of SimpleImputer / KNNImputer.
+"""Missing values: MissingIndicator, KNNImputer, and the indicator columns imputers append.
 
 MissingIndicator: skl2onnx has no converter for it. ``[N, F] -> transformed [N, K]``, K the
 features kept at fit (``features_``: all of them, or only those that had missing values).
@@ -12,8 +12,9 @@ An imputer fitted with ``add_indicator=True`` appends its ``indicator_`` (a Miss
 the features that had missing values at fit) after the imputed columns. skl2onnx's SimpleImputer
 and KNNImputer converters leave those columns out while the next step (a scaler, a linear model)
 was fitted on them, so the graph is one column short per indicator: it fails to build, refuses to
-run, or (a step sized from its own constants) runs and answers wrongly. The helpers below append
-them; SimpleImputer's converter is in :mod:`onnxbridge.convert.converters.string_imputer`.
+run, or (a step sized from its own constants) runs and answers wrongly. :func:`append_indicator`
+writes them for KNNImputer (below) and SimpleImputer
+(:mod:`onnxbridge.convert.converters.string_imputer`).
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ register_converter(ConverterSpec(MissingIndicator, _shape, _convert, _example))
 
 
 def _knn_kept(model: Any) -> np.ndarray:
-    """The features KNNImputer keeps: those with a value at fit (all with keep_empty_features,
-    the others then being zeros)."""
+    """Which features had a value at fit (KNNImputer drops the others, or with
+    ``keep_empty_features`` outputs them as zeros)."""
     return np.asarray(model._valid_mask, dtype=bool)
 
 
