@@ -7,6 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
@@ -66,8 +67,9 @@ def test_scalers_fold_into_linear_models_with_the_same_results(
         np.testing.assert_allclose(outputs[1], pipeline.predict_proba(rows), atol=1e-5)
 
 
-def _scaler_graph(offset, scale, *, also_output: bool = False) -> onnx.ModelProto:
-    """``Scaler -> LinearClassifier`` (3 classes, softmax) on float32 ``[N, 3]``."""
+def _scaler_graph(offset, scale, *, also_output: bool = False, width: int = 3) -> onnx.ModelProto:
+    """``Scaler -> LinearClassifier`` (3 classes, softmax) on float32 ``[N, width]``, the
+    Scaler's constants and the coefficients sized for 3 features."""
     rng = np.random.RandomState(1)
     nodes = [
         helper.make_node("Scaler", ["x"], ["z"], domain="ai.onnx.ml", offset=offset, scale=scale),
@@ -90,7 +92,7 @@ def _scaler_graph(offset, scale, *, also_output: bool = False) -> onnx.ModelProt
     if also_output:
         outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, 3]))
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3])], outputs
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, width])], outputs
     )
     return helper.make_model(
         graph,
@@ -122,6 +124,16 @@ def test_a_scaling_used_elsewhere_is_not_folded() -> None:
     model = _scaler_graph([1.0, 0.0, 0.0], [0.5, 1.0, 1.0], also_output=True)
     assert fold_scaling_into_linear(model) == []
     assert _ops(model) == ["Scaler", "LinearClassifier"]
+
+
+def test_a_scaling_sized_for_another_width_is_not_folded() -> None:
+    """A graph whose constants are sized for 3 features on a 2-feature input fails in ONNX
+    Runtime; folded, it would run (LinearClassifier does not check) and answer wrongly."""
+    model = _scaler_graph([1.0, -2.0, 0.5], [0.5, 2.0, 4.0], width=2)
+    assert fold_scaling_into_linear(model) == []
+    assert _ops(model) == ["Scaler", "LinearClassifier"]
+    with pytest.raises(InvalidArgument, match="feature size"):
+        _run(model, np.zeros((4, 2), dtype=np.float32))
 
 
 def test_double_precision_graphs_are_left_alone(data) -> None:

@@ -42,7 +42,7 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
     if not linears:  # most graphs: no shape inference, no copies of the initializers
         return []
     constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
-    float_inputs = _float32_tensors(model)
+    float_inputs, widths = _float32_tensors(model)
     done = []
     for linear in linears:
         chain, start = _affine_chain(graph, linear.input[0], constants)
@@ -57,6 +57,10 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
                 continue
             width = coefficients.size // len(intercepts)
         if coefficients.size != width * len(intercepts) or width == 0:
+            continue
+        # A graph whose constants disagree with the tensor's width is wrong already; folded, it
+        # would run and answer wrongly instead of failing.
+        if widths.get(start, width) != width:
             continue
         scale = np.broadcast_to(scale, (width,)).astype(np.float64)
         shift = np.broadcast_to(shift, (width,)).astype(np.float64)
@@ -81,8 +85,9 @@ def fold_scaling_into_linear(model: Any) -> list[str]:
     return done
 
 
-def _float32_tensors(model: Any) -> set[str]:
-    """Names of the graph's float32 tensors known from its inputs and shape inference."""
+def _float32_tensors(model: Any) -> tuple[set[str], dict[str, int]]:
+    """Names of the graph's float32 tensors known from its inputs and shape inference, and the
+    width (last dimension) of those whose width is known."""
     import onnx
 
     float_type = onnx.TensorProto.FLOAT
@@ -91,7 +96,13 @@ def _float32_tensors(model: Any) -> set[str]:
     except Exception:  # a graph inference does not understand: its inputs are still known
         inferred = model.graph
     values = list(inferred.input) + list(inferred.value_info)
-    return {v.name for v in values if v.type.tensor_type.elem_type == float_type}
+    floats = [v for v in values if v.type.tensor_type.elem_type == float_type]
+    widths = {}
+    for value in floats:
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == 2 and dims[1].HasField("dim_value"):
+            widths[value.name] = int(dims[1].dim_value)
+    return {v.name for v in floats}, widths
 
 
 def _affine_chain(graph: Any, name: str, constants: dict[str, np.ndarray]) -> tuple[list, str]:

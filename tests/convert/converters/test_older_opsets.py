@@ -21,6 +21,8 @@ FAMILIES = [
     "KernelRidge",
     "LatentDirichletAllocation",  # Loop body with ReduceMean / ReduceMax
     "DictionaryLearning",  # ReduceMax
+    "SimpleImputer",  # text: Equal takes strings from opset 19 only
+    "KNNImputer",  # TopK, ReduceSum, ReduceMax
 ]
 
 
@@ -42,4 +44,7 @@ def test_older_opset(name: str, opset: int) -> None:
     got = {role: np.asarray(raw[out]) for role, out in result.metadata.outputs.items()}
     expected = expected_outputs(estimator, X, result.metadata.outputs, like=got)
     for role, value in got.items():
-        np.testing.assert_allclose(value, expected[role], rtol=1e-7, atol=1e-7, err_msg=role)
+        if value.dtype.kind == "O":  # text (SimpleImputer on text columns)
+            np.testing.assert_array_equal(value, np.asarray(expected[role]), err_msg=role)
+        else:
+            np.testing.assert_allclose(value, expected[role], rtol=1e-7, atol=1e-7, err_msg=role)
