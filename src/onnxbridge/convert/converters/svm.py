@@ -199,15 +199,8 @@ def _ovr_scores(g: Graph, dec: str, n_classes: int) -> str:
 
 
 def _column(body: Any, tensor: str, index: int) -> str:
-    return body.node(
-        "Slice",
-        [
-            tensor,
-            body.const(np.array([index]), dtype=np.int64),
-            body.const(np.array([index + 1]), dtype=np.int64),
-            body.const(np.array([1]), dtype=np.int64),
-        ],
-    )
+    """``tensor[:, index:index + 1]`` inside a loop body (Gather: every opset has it)."""
+    return body.node("Gather", [tensor, body.const(np.array([index]), dtype=np.int64)], axis=1)
 
 
 def _pairwise_probabilities(g: Graph, dec: str, model: Any) -> str:
@@ -223,7 +216,7 @@ def _pairwise_probabilities(g: Graph, dec: str, model: Any) -> str:
         prob_b = np.asarray(model.probB_, dtype=np.float64).reshape(1, -1)
     f = g.node("Add", [g.node("Mul", [dec, g.const(prob_a)]), g.const(prob_b)])
     one = g.const(1.0)
-    non_negative = g.node("GreaterOrEqual", [f, g.const(0.0)])
+    non_negative = g.node("Not", [g.node("Less", [f, g.const(0.0)])])  # opsets < 12
     exp_neg = g.node("Exp", [g.node("Neg", [f])])
     high = g.node("Div", [exp_neg, g.node("Add", [one, exp_neg])])
     # Where evaluates both sides: exp(f) may overflow to inf on the rows it is not used for.
