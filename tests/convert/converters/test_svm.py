@@ -12,7 +12,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from sklearn.datasets import load_breast_cancer, load_iris, load_wine, make_classification
-from sklearn.svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
+from sklearn.linear_model import PassiveAggressiveClassifier, Perceptron, SGDClassifier
+from sklearn.multiclass import OneVsOneClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC, SVR, LinearSVC, NuSVC, NuSVR, OneClassSVM
 
 from cli_support import run
 from onnxbridge import convert_estimator
@@ -68,6 +72,27 @@ def test_binary_without_probability_validates_equivalent(
     tmp_path: Path, make, text_labels: bool
 ) -> None:
     X, y = _breast_cancer(text_labels)
+    model = make().fit(X[:400], y[:400])
+    path = convert_estimator(model, X[:50]).save(tmp_path / "model.onnx")
+    report = validate_model(path, model, X[400:], runtimes=("sklearn", "onnxruntime"))
+    assert report.verdict == "EQUIVALENT", report.verdict
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: make_pipeline(StandardScaler(), OneVsOneClassifier(LinearSVC())),
+        lambda: OneVsOneClassifier(SVC()),
+        lambda: make_pipeline(StandardScaler(), SGDClassifier(random_state=0)),
+        lambda: make_pipeline(StandardScaler(), Perceptron(random_state=0)),
+        lambda: make_pipeline(StandardScaler(), PassiveAggressiveClassifier(random_state=0)),
+    ],
+    ids=["OvO-LinearSVC", "OvO-SVC", "SGDClassifier", "Perceptron", "PassiveAggressive"],
+)
+def test_other_binary_decision_scores_validate_equivalent(tmp_path: Path, make) -> None:
+    # Every binary classifier scored by decision_function: column c is class c's score
+    # (OneVsOneClassifier's two columns are votes plus confidences: [1 - d, d]).
+    X, y = _breast_cancer(text_labels=False)
     model = make().fit(X[:400], y[:400])
     path = convert_estimator(model, X[:50]).save(tmp_path / "model.onnx")
     report = validate_model(path, model, X[400:], runtimes=("sklearn", "onnxruntime"))
