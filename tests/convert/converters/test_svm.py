@@ -11,9 +11,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from sklearn.datasets import load_breast_cancer, load_iris, load_wine, make_classification
+from sklearn.datasets import (
+    load_breast_cancer,
+    load_iris,
+    load_wine,
+    make_classification,
+    make_multilabel_classification,
+)
 from sklearn.linear_model import PassiveAggressiveClassifier, Perceptron, SGDClassifier
 from sklearn.multiclass import OneVsOneClassifier
+from sklearn.multioutput import ClassifierChain
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, SVR, LinearSVC, NuSVC, NuSVR, OneClassSVM
@@ -96,6 +103,16 @@ def test_other_binary_decision_scores_validate_equivalent(tmp_path: Path, make) 
     model = make().fit(X[:400], y[:400])
     path = convert_estimator(model, X[:50]).save(tmp_path / "model.onnx")
     report = validate_model(path, model, X[400:], runtimes=("sklearn", "onnxruntime"))
+    assert report.verdict == "EQUIVALENT", report.verdict
+
+
+def test_chain_fed_svc_decision_functions_validates_equivalent(tmp_path: Path) -> None:
+    # Each link feeds the next its decision function d, read from the SVC graph's last column.
+    X, Y = make_multilabel_classification(n_samples=200, n_features=6, n_classes=3, random_state=0)
+    model = ClassifierChain(SVC(), chain_method="decision_function", order=[0, 1, 2])
+    model.fit(X[:150], Y[:150])
+    path = convert_estimator(model, X[:20]).save(tmp_path / "model.onnx")
+    report = validate_model(path, model, X[150:], runtimes=("sklearn", "onnxruntime"))
     assert report.verdict == "EQUIVALENT", report.verdict
 
 
