@@ -185,12 +185,14 @@ def _dense(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
+def _align(expected: np.ndarray, like: np.ndarray | None, estimator: Any = None) -> np.ndarray:
     """Lay scikit-learn's array out like the ONNX output where the convention is known.
 
     A binary ``decision_function`` is ``[N]`` (the positive class's score); converters write it
-    as ``[N, 1]`` or as ``[N, 2] = [-d, d]``. A few transformers (SparsePCA) return one row as
-    ``[K]`` instead of ``[1, K]``.
+    as ``[N, 1]`` or as ``[N, 2]``, column ``c`` holding class ``c``'s score: ``[-d, d]``, or for
+    OneVsOneClassifier ``[1 - d, d]`` (its two classes' votes plus confidences, which sum to 1;
+    scikit-learn returns the second). A few transformers (SparsePCA) return one row as ``[K]``
+    instead of ``[1, K]``.
     """
     if like is None or expected.shape == np.shape(like):
         return expected
@@ -201,6 +203,10 @@ def _align(expected: np.ndarray, like: np.ndarray | None) -> np.ndarray:
         if like_shape[1] == 1:
             return expected.reshape(-1, 1)
         if like_shape[1] == 2 and expected.dtype.kind == "f":
+            from sklearn.multiclass import OneVsOneClassifier
+
+            if isinstance(_final_step(estimator), OneVsOneClassifier):
+                return np.column_stack([1.0 - expected, expected])
             return np.column_stack([-expected, expected])
     if expected.ndim == 2 and expected.shape[1] == 1 and len(like_shape) == 1:
         return expected.reshape(-1)
@@ -277,7 +283,7 @@ def expected_outputs(
         if target is not None:
             value = _target_column(value, target, base, (target_classes(estimator) or [])[target])
         value = _dense(value)
-        results[role] = _align(value, None if like is None else like.get(role))
+        results[role] = _align(value, None if like is None else like.get(role), estimator)
     return results
 
 

@@ -49,6 +49,7 @@ _MODULES: tuple[str, ...] = (
     "sklearn_trees",
     "spline",
     "string_imputer",
+    "svm",
     "target",
     "target_encoder",
     "text",
