@@ -1,11 +1,14 @@
 """onnxbridge's reference kernels against ONNX Runtime, on real converted models.
 
+Tree ensembles are onnxbridge's conversions; SVMClassifier nodes come from skl2onnx's own
+converter (onnxbridge writes SVMs with standard operators), as in files made elsewhere.
+
 ``onnx.reference`` cannot run float64 tree ensembles (``*_as_tensor`` attributes) and couples
 multiclass SVM probabilities otherwise than ONNX Runtime and scikit-learn; onnxbridge's kernels
 (``onnxbridge.validate.reference_ops``) take those nodes. Each test checks that plain
 ``onnx.reference`` fails (or differs) on the model, that the kernel is the one that runs it, and
 that it gives ONNX Runtime's labels exactly and its values within a tight tolerance; the last
-ones check that ``validate`` then compares all three runtimes on every probe set.
+ones check that ``validate`` then compares every runtime pair on every probe set.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import pytest
 import xgboost
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from skl2onnx import convert_sklearn
+from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import (
     ExtraTreesClassifier,
@@ -38,6 +43,7 @@ from sklearn.svm import SVC, NuSVC
 
 from cli_support import run
 from onnxbridge import convert_estimator, save_estimator, validate_model
+from onnxbridge.convert.registry import upstream_converters
 from onnxbridge.validate.reference_ops import (
     SVMClassifier,
     TreeEnsembleClassifier,
@@ -45,10 +51,12 @@ from onnxbridge.validate.reference_ops import (
     reference_kernels,
 )
 
-# SVC(probability=True) is deprecated in scikit-learn 1.9 but still fitted and converted.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:The `probability` parameter was deprecated:FutureWarning"
-)
+# SVC(probability=True) is deprecated in scikit-learn 1.9 but still fitted and converted
+# (skl2onnx reads its deprecated probA_ / probB_).
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:The `probability` parameter was deprecated:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:Attribute `prob[AB]_` was deprecated:FutureWarning"),
+]
 
 ML = "ai.onnx.ml"
 COLUMNS = [f"f{i}" for i in range(6)]
@@ -326,13 +334,18 @@ def test_post_transforms_as_onnx_runtime(double_regressor_node, transform: str) 
 
 
 def test_float_graphs_compare_in_float32_as_onnx_runtime() -> None:
-    # Features near 1e6, where float32 steps are 0.0625: a kernel comparing in float64 would
-    # take other branches than ONNX Runtime on rows one float32 step off a threshold.
+    # Features near 1e6, where float32 steps are 0.0625: float32 rows on, and one float32 step
+    # either side of, every threshold take ONNX Runtime's branches.
     rng = np.random.RandomState(0)
     x = np.c_[1e6 + rng.rand(400) * 3, rng.rand(400)]
     y = np.sin(x[:, 0] * 7)
     model = HistGradientBoostingRegressor(max_iter=20, random_state=0).fit(_frame(x), y)
-    converted = convert_estimator(model, _frame(x[:50]), precision="float").model
+    # In float32 the graph differs from scikit-learn on purpose (that is the point of the
+    # data: float32 input moves rows across thresholds), so convert would refuse it; this
+    # test compares the kernel with ONNX Runtime, not with scikit-learn.
+    with pytest.warns(UserWarning, match="NOT CHECKED: the ONNX graph differs"):
+        result = convert_estimator(model, _frame(x[:50]), precision="float", allow_divergent=True)
+    converted = result.model
     rows = _probe_rows(converted, x[:100])
     rows = np.vstack([rows, np.nextafter(rows, np.inf), np.nextafter(rows, -np.inf)])
     rows = rows.astype(np.float32)
@@ -340,6 +353,28 @@ def test_float_graphs_compare_in_float32_as_onnx_runtime() -> None:
         _session_outputs(converted, rows),
         _reference_outputs(converted, rows, [TreeEnsembleRegressor]),
         rtol=1e-6,
+        atol=1e-6,
+    )
+
+
+def test_integer_input_compares_in_float32_as_onnx_runtime() -> None:
+    # A float graph fed int64 rows near 1e8, where float32 steps are 8: ONNX Runtime compares
+    # float32(x) with the float32 thresholds, so integers up to 4 off a threshold take the
+    # threshold's branch; a kernel comparing in float64 would take the other one.
+    rng = np.random.RandomState(0)
+    x = np.c_[1e8 + rng.rand(400) * 300, rng.rand(400)]
+    y = (np.sin(x[:, 0] / 7) > 0).astype(int) + (x[:, 1] > 0.5)
+    model = RandomForestClassifier(5, random_state=0).fit(_frame(x), y)
+    converted = convert_estimator(model, _frame(x[:50]), precision="float").model
+    only = _only_node(converted, "TreeEnsembleClassifier")
+    only.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+    on = np.round(_probe_rows(converted, x[:100]))
+    on = on[~np.isnan(on).any(axis=1)]
+    rows = np.vstack([on + step for step in range(-8, 9)]).astype(np.int64)
+    _assert_same(
+        _session_outputs(only, rows),
+        _reference_outputs(only, rows, [TreeEnsembleClassifier]),
+        rtol=0,
         atol=1e-6,
     )
 
@@ -429,6 +464,8 @@ def test_binary_tree_classifier_voting_for_one_class_labels_the_top_score() -> N
 
 
 # ---------------------------------------------------------------------------- SVMClassifier
+# onnxbridge converts SVMs to standard operators; SVMClassifier nodes come from files made
+# elsewhere, so these graphs are skl2onnx's own.
 SVMS: dict[str, Callable[[], Any]] = {
     "rbf, probabilities, 3 classes": lambda: SVC(probability=True, random_state=0),
     "linear, probabilities, 3 classes": lambda: SVC(
@@ -453,24 +490,46 @@ def _svm_data(name: str) -> tuple[np.ndarray, np.ndarray]:
     return x[:300], y[:300]
 
 
+def _skl2onnx_svm(model: Any, precision: str, features: int) -> onnx.ModelProto:
+    """skl2onnx's graph of a fitted SVC / NuSVC: an SVMClassifier node and its post-processing."""
+    tensor = DoubleTensorType if precision == "double" else FloatTensorType
+    # onnxbridge installs its SVM converters into skl2onnx: ask for skl2onnx's own.
+    with upstream_converters():
+        graph = convert_sklearn(
+            model,
+            initial_types=[("input", tensor([None, features]))],
+            options={id(model): {"zipmap": False}},
+        )
+    assert [n.op_type for n in graph.graph.node].count("SVMClassifier") == 1
+    return graph
+
+
 @pytest.fixture(scope="module", params=sorted(SVMS))
 def svm_case(request: pytest.FixtureRequest) -> tuple[str, Any, np.ndarray]:
     x, y = _svm_data(request.param)
     text = "scores" in request.param or "text" in request.param
     labels = np.asarray(["cat", "dog", "emu", "yak"])[y] if text else y
-    return request.param, SVMS[request.param]().fit(_frame(x), labels), x
+    return request.param, SVMS[request.param]().fit(x, labels), x
 
 
 @pytest.mark.parametrize("precision", ["float", "double"])
 def test_svm_classifier_as_onnx_runtime(svm_case, precision: str) -> None:
     name, model, x = svm_case
-    converted = convert_estimator(model, _frame(x[:100]), precision=precision).model
-    only = _only_node(converted, "SVMClassifier")
+    graph = _skl2onnx_svm(model, precision, x.shape[1])
+    only = _only_node(graph, "SVMClassifier")
     dtype = np.float64 if precision == "double" else np.float32
     spread = x.std(axis=0) * 10
     rows = np.vstack([x[:150], np.zeros((1, x.shape[1])), spread, -spread]).astype(dtype)
+    # The node alone, always on the kernel: its labels and values as ONNX Runtime's.
     expected = _session_outputs(only, rows)
     _assert_same(expected, _reference_outputs(only, rows, [SVMClassifier]), rtol=1e-4, atol=1e-5)
+    # The whole skl2onnx graph, with the kernels validate would pick.
+    _assert_same(
+        _session_outputs(graph, rows),
+        _reference_outputs(graph, rows, reference_kernels(graph)),
+        rtol=1e-4,
+        atol=1e-5,
+    )
     if "probabilities" in name and "binary" not in name:
         # onnx.reference couples the pairwise probabilities otherwise: the kernel is needed.
         assert reference_kernels(only) == [SVMClassifier]
@@ -485,8 +544,8 @@ def test_svm_classifier_as_onnx_runtime(svm_case, precision: str) -> None:
 
 def test_svm_probabilities_of_a_row_with_nan_are_uniform_as_in_onnx_runtime() -> None:
     x, y = _svm_data("3 classes")
-    model = SVC(probability=True, random_state=0).fit(_frame(x), y)
-    only = _only_node(convert_estimator(model, _frame(x[:100])).model, "SVMClassifier")
+    model = SVC(probability=True, random_state=0).fit(x, y)
+    only = _only_node(_skl2onnx_svm(model, "float", x.shape[1]), "SVMClassifier")
     rows = np.vstack([x[:5], np.full((1, x.shape[1]), np.nan)]).astype(np.float32)
     expected = _session_outputs(only, rows)
     got = _reference_outputs(only, rows, reference_kernels(only))
@@ -507,8 +566,8 @@ def test_batches_larger_than_one_chunk_as_onnx_runtime() -> None:
         rtol=1e-9,
         atol=1e-12,
     )
-    svc = SVC(probability=True, random_state=0).fit(_frame(x[:300]), y[:300])
-    only = _only_node(convert_estimator(svc, _frame(x[:100])).model, "SVMClassifier")
+    svc = SVC(probability=True, random_state=0).fit(x[:300], y[:300])
+    only = _only_node(_skl2onnx_svm(svc, "float", x.shape[1]), "SVMClassifier")
     rows32 = rows[:40_000].astype(np.float32)
     _assert_same(
         _session_outputs(only, rows32),
@@ -571,6 +630,30 @@ def test_validate_svc_compares_all_three_runtimes(tmp_path: Path, classes: int) 
     assert report.verdict == "EQUIVALENT"
     assert report.runtimes["reference"]["available"] is True
     _assert_three_runtimes_everywhere(report.to_dict())
+
+
+def test_validate_skl2onnx_svm_classifier_file_compares_both_onnx_runtimes(
+    tmp_path: Path,
+) -> None:
+    # An .onnx file made elsewhere, validated without its source model: the reference runtime
+    # runs its SVMClassifier node on the kernel and agrees with ONNX Runtime on every probe set.
+    x, y = _classes()
+    model = SVC(probability=True, random_state=0).fit(x[:300], y[:300])
+    path = tmp_path / "svc.onnx"
+    path.write_bytes(_skl2onnx_svm(model, "float", x.shape[1]).SerializeToString())
+    report = validate_model(path, None, x[300:400])
+    assert report.verdict == "EQUIVALENT"
+    payload = report.to_dict()
+    reference = payload["runtimes"]["reference"]
+    assert reference["available"] is True and "failed_on" not in reference, reference
+    compared = [p for p in payload["probe_sets"] if p["pairs"]]
+    assert len(compared) >= 4
+    for probe_set in compared:
+        names = {p["name"] for p in probe_set["pairs"]}
+        assert "onnxruntime~reference" in names, (probe_set["name"], names)
+        assert not any("sklearn" in name for name in names), names
+        assert not probe_set.get("unavailable"), probe_set["unavailable"]
+        assert all(p["ok"] for p in probe_set["pairs"]), probe_set["name"]
 
 
 def test_validate_double_categorical_lightgbm_compares_all_three_runtimes(tmp_path: Path) -> None:
