@@ -99,13 +99,18 @@ def _transform(model: Any, rows: pd.DataFrame) -> np.ndarray:
         return np.asarray(model[:-1].transform(rows), dtype=np.float64)
 
 
+def _splits(tree: DecisionTreeRegressor) -> set[tuple[int, float]]:
+    """``(column, threshold)`` of every split of a fitted tree, in the columns it sees."""
+    nodes = zip(tree.tree_.feature, tree.tree_.threshold, strict=True)
+    return {(int(f), float(t)) for f, t in nodes if f >= 0}
+
+
 def _assert_rows_land(model: Any, low: float = -np.inf, high: float = np.inf) -> None:
     """Every probe row lands on its threshold; every split inside [low, high] is probed."""
     frame, _ = _frame(seed=1)
     probes = threshold_probes(model, frame)
     assert probes is not None and len(probes.meta) == len(probes.frame) > 0
-    tree = model[-1].tree_
-    splits = {(int(f), float(t)) for f, t in zip(tree.feature, tree.threshold) if f >= 0}
+    splits = _splits(model[-1])
     seen = _transform(model, probes.frame)
     landed = set()
     for i, meta in enumerate(probes.meta):
@@ -131,7 +136,9 @@ def _assert_rows_land(model: Any, low: float = -np.inf, high: float = np.inf) ->
 @pytest.mark.parametrize("layout", ["pipeline", "column_transformer"])
 @pytest.mark.parametrize("imputer", ["SimpleImputer()", "KNNImputer()"])
 @pytest.mark.parametrize("scaler", list(SCALERS))
-def test_rows_land_on_thresholds_behind_every_scaler(scaler: str, imputer: str, layout: str) -> None:
+def test_rows_land_on_thresholds_behind_every_scaler(
+    scaler: str, imputer: str, layout: str
+) -> None:
     _assert_rows_land(_fit([IMPUTERS[imputer](), SCALERS[scaler]()], layout))
 
 
@@ -164,7 +171,7 @@ def test_a_clipped_min_max_scaler_probes_only_thresholds_it_can_reach() -> None:
     probes = threshold_probes(model, frame_in)
     assert probes is not None and len(probes.meta) > 0
     seen = _transform(model, probes.frame)
-    splits = {(int(f), float(t)) for f, t in zip(tree.tree_.feature, tree.tree_.threshold) if f >= 0}
+    splits = _splits(tree)
     landed = set()
     for i, meta in enumerate(probes.meta):
         if meta["where"] == "on":
