@@ -7,6 +7,7 @@ categories), so the rows land on the thresholds the trees see.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from sklearn.ensemble import BaggingClassifier, HistGradientBoostingRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
+from sklearn.tree import DecisionTreeClassifier
 
 from onnxbridge import check_golden, convert_bundle, train_bundle, validate_bundle, write_golden
 from onnxbridge.data import FeatureSchema
@@ -204,3 +206,38 @@ def test_native_text_categories_are_threshold_probed(
     thresholds = report.probe_set("thresholds")
     assert thresholds.skipped is None and thresholds.n_rows > 0
     assert report.verdict == "EQUIVALENT", report.failing_probe_sets
+
+
+def test_tree_thresholds_behind_a_scaler_that_does_not_center() -> None:
+    # StandardScaler(with_mean=False) fits mean_ but only divides by scale_.
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"a": rng.normal(5, 2, size=400)})
+    model = make_pipeline(StandardScaler(with_mean=False), DecisionTreeClassifier(max_depth=1))
+    model.fit(frame, (frame["a"] > 5.3).astype(int))
+    (split,) = tree_thresholds(model)
+    (tree_threshold,) = model[-1].tree_.threshold[model[-1].tree_.feature >= 0]
+    landed = model[0].transform(pd.DataFrame({"a": [split.threshold]}))[0, 0]
+    assert split.feature == 0 and abs(landed - tree_threshold) <= 4 * np.spacing(tree_threshold)
+    assert abs(split.threshold - 5.3) < 0.1
+
+
+@pytest.mark.parametrize("imputer", ["KNNImputer", "IterativeImputer"])
+def test_tree_thresholds_behind_an_imputer_that_drops_an_empty_column(imputer: str) -> None:
+    # Column e is entirely missing in training: the imputer drops it, so the tree's column 1
+    # is input column b (position 2), not a.
+    from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+    from sklearn.impute import IterativeImputer, KNNImputer
+
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(
+        {"e": np.full(300, np.nan), "a": rng.normal(size=300), "b": rng.normal(size=300)}
+    )
+    step = KNNImputer() if imputer == "KNNImputer" else IterativeImputer(random_state=0)
+    model = make_pipeline(step, DecisionTreeClassifier(max_depth=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # IterativeImputer: "Skipping features without any ..."
+        model.fit(frame, (frame["b"] > 0.2).astype(int))
+        assert model[0].transform(frame).shape == (300, 2)
+    (split,) = tree_thresholds(model)
+    assert model[-1].tree_.feature[0] == 1
+    assert split.feature == 2 and abs(split.threshold - 0.2) < 0.1

@@ -5,11 +5,13 @@ a scaler's output. To place a row on a split threshold the threshold has to be c
 the model's input columns. :func:`column_sources` walks the fitted steps in front of the final
 one and says, for every column the final step sees, which input column feeds it and how:
 
-* ``numeric``: an elementwise chain of ``x - c``, ``x / c``, ``x * c``, ``x + c`` on one input
-  column (passthrough and remainder columns, imputers on complete rows and FunctionTransformer
-  without a function are the empty chain; StandardScaler, MinMaxScaler, MaxAbsScaler and
-  RobustScaler add theirs, in the order scikit-learn computes them). It is inverted exactly, then
-  nudged in float64 so that the chain lands as close as float64 allows on the wanted value;
+* ``numeric``: an elementwise chain of ``x - c``, ``x / c``, ``x * c``, ``x + c``, ``max(x, c)``
+  and ``min(x, c)`` on one input column (passthrough and remainder columns, imputers on complete
+  rows and FunctionTransformer without a function are the empty chain; StandardScaler,
+  MinMaxScaler, MaxAbsScaler and RobustScaler add the operations their options switch on, in the
+  order scikit-learn computes them; MinMaxScaler with ``clip=True`` adds the clip). It is inverted
+  exactly, then nudged in float64 so that the chain lands as close as float64 allows on the
+  wanted value; a value the chain never gives (outside a clip) has no inverse (NaN);
 * ``onehot``: OneHotEncoder's column of one category (1 when the input is that category);
 * ``ordinal``: OrdinalEncoder's codes (the position of the input in its categories);
 * ``indicator``: an imputer's missing-value indicator (1 when the input is missing);
@@ -27,7 +29,14 @@ import numpy as np
 __all__ = ["ColumnSource", "column_sources"]
 
 _IDENTITY_ON_COMPLETE_ROWS = ("SimpleImputer", "KNNImputer", "IterativeImputer")
-_INVERSE = {"sub": "add", "add": "sub", "div": "mul", "mul": "div"}
+_INVERSE = {
+    "sub": "add",
+    "add": "sub",
+    "div": "mul",
+    "mul": "div",
+    "max": "atleast",
+    "min": "atmost",
+}
 
 
 def _apply(op: str, x: float, c: float) -> float:
@@ -37,6 +46,14 @@ def _apply(op: str, x: float, c: float) -> float:
         return x + c
     if op == "div":
         return x / c
+    if op == "max":  # NaN stays NaN, as np.clip keeps it
+        return float(np.maximum(x, c))
+    if op == "min":
+        return float(np.minimum(x, c))
+    if op == "atleast":  # inverse of max(x, c): values below c are never produced
+        return x if x >= c else float("nan")
+    if op == "atmost":
+        return x if x <= c else float("nan")
     return x * c
 
 
@@ -48,7 +65,7 @@ class ColumnSource:
         kind: ``"numeric"``, ``"onehot"``, ``"ordinal"``, ``"indicator"`` or ``"opaque"``.
         column: position of the input column that feeds it (-1 for ``opaque``).
         ops: ``numeric``: ``(operation, constant)`` pairs applied in order (``sub``, ``div``,
-            ``mul``, ``add``); empty when the column is the input value itself.
+            ``mul``, ``add``, ``max``, ``min``); empty when the column is the input value itself.
         category: ``onehot``: the category whose column this is.
         categories: ``onehot`` / ``ordinal``: the input column's categories in code order.
         step: ``opaque``: the class name of the step that cannot be inverted.
@@ -85,7 +102,11 @@ class ColumnSource:
         return float("nan")
 
     def inverse(self, z: float) -> float:
-        """An input value whose ``forward`` is as close to ``z`` as float64 allows."""
+        """An input value whose ``forward`` is as close to ``z`` as float64 allows.
+
+        NaN when no input value gives ``z`` (a clipped column asked for a value outside its
+        clip).
+        """
         x = float(z)
         for op, c in reversed(self.ops):
             x = _apply(_INVERSE[op], x, c)
@@ -125,23 +146,42 @@ def _width(step: Any) -> int | None:
 
 
 def _affine(step: Any) -> list[list[tuple[str, float]]] | None:
-    """Per input column, the elementwise operations of a fitted scaler (None: not a scaler)."""
+    """Per input column, the elementwise operations of a fitted scaler (None: not a scaler).
+
+    Only the operations the scaler's options switch on: StandardScaler fits ``mean_`` when
+    ``with_std=True`` even with ``with_mean=False``, and does not subtract it then.
+    """
     name = type(step).__name__
     n = int(getattr(step, "n_features_in_", 0))
+    params = step.get_params() if hasattr(step, "get_params") else {}
 
-    def column(*parts: tuple[str, Any]) -> list[list[tuple[str, float]]]:
-        return [
-            [(op, float(np.asarray(c)[k])) for op, c in parts if c is not None] for k in range(n)
+    def column(*parts: tuple[str, Any, bool]) -> list[list[tuple[str, float]]]:
+        used = [
+            (op, np.asarray(c, dtype=np.float64)) for op, c, on in parts if on and c is not None
         ]
+        return [[(op, float(c if c.ndim == 0 else c[k])) for op, c in used] for k in range(n)]
 
     if name == "StandardScaler":
-        return column(("sub", step.mean_), ("div", step.scale_))
+        return column(
+            ("sub", getattr(step, "mean_", None), bool(params.get("with_mean", True))),
+            ("div", getattr(step, "scale_", None), bool(params.get("with_std", True))),
+        )
     if name == "MinMaxScaler":
-        return column(("mul", step.scale_), ("add", step.min_))
+        low, high = params.get("feature_range", (0, 1))
+        clip = bool(params.get("clip", False))
+        return column(
+            ("mul", step.scale_, True),
+            ("add", step.min_, True),
+            ("max", float(low), clip),
+            ("min", float(high), clip),
+        )
     if name == "MaxAbsScaler":
-        return column(("div", step.scale_))
+        return column(("div", step.scale_, True))
     if name == "RobustScaler":
-        return column(("sub", step.center_), ("div", step.scale_))
+        return column(
+            ("sub", getattr(step, "center_", None), bool(params.get("with_centering", True))),
+            ("div", getattr(step, "scale_", None), bool(params.get("with_scaling", True))),
+        )
     return None
 
 
@@ -171,14 +211,39 @@ def _encoder(step: Any, sources: list[ColumnSource]) -> list[ColumnSource] | Non
     return out
 
 
+def _kept_by_imputer(step: Any, width: int) -> list[int] | None:
+    """Positions of the input columns an imputer keeps (None: it cannot say).
+
+    Imputers drop the columns that were entirely missing in training unless
+    ``keep_empty_features=True``; the kept ones lead ``get_feature_names_out()``, in order,
+    before the missing-value indicators.
+    """
+    if step.get_params().get("keep_empty_features", False):
+        return list(range(width))
+    known = getattr(step, "feature_names_in_", None)
+    names_in = [str(n) for n in known] if known is not None else [f"x{k}" for k in range(width)]
+    indicator = _indicator(step)
+    try:
+        out = [str(n) for n in step.get_feature_names_out()]
+    except Exception:
+        return None
+    out = out[: len(out) - (len(indicator.features_) if indicator is not None else 0)]
+    if len(names_in) != width or len(set(names_in)) != width or not set(out) <= set(names_in):
+        return None
+    kept = [names_in.index(n) for n in out]
+    return kept if kept == sorted(kept) else None
+
+
+def _indicator(step: Any) -> Any:
+    return getattr(step, "indicator_", None) if getattr(step, "add_indicator", False) else None
+
+
 def _imputer(step: Any, sources: list[ColumnSource]) -> list[ColumnSource]:
-    kept = list(sources)
-    statistics = getattr(step, "statistics_", None)
-    if statistics is not None and not step.get_params().get("keep_empty_features", False):
-        stats = np.asarray(statistics)
-        if stats.dtype.kind == "f" and len(stats) == len(sources):
-            kept = [s for s, v in zip(sources, stats, strict=True) if not np.isnan(v)]
-    indicator = getattr(step, "indicator_", None) if getattr(step, "add_indicator", False) else None
+    kept_at = _kept_by_imputer(step, len(sources))
+    if kept_at is None:
+        return _opaque(step, _width(step) or len(sources))
+    kept = [sources[k] for k in kept_at]
+    indicator = _indicator(step)
     if indicator is not None:
         for k in indicator.features_:
             source = sources[int(k)]
@@ -203,11 +268,7 @@ def _through(step: Any, sources: list[ColumnSource], names: list[str]) -> list[C
         return _column_transformer(step, sources, names)
     opaque = [s for s in sources if s.kind == "opaque"]
     if name in _IDENTITY_ON_COMPLETE_ROWS:
-        if name == "SimpleImputer":
-            return _imputer(step, sources)
-        if getattr(step, "add_indicator", False):
-            return _opaque(step, _width(step) or len(sources))
-        return sources
+        return _imputer(step, sources)
     if name == "FunctionTransformer" and step.func is None:
         return sources
     encoded = _encoder(step, sources)

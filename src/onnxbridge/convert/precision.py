@@ -395,7 +395,10 @@ def _move(
         return
     name = names[column]
     if source.kind == "numeric":
-        record[name] = source.inverse(target)
+        value = source.inverse(target)
+        if np.isnan(value):  # a value the steps never give (outside a clip): leave the row
+            return
+        record[name] = value
     elif source.kind == "onehot":
         if not left:
             record[name] = source.category
@@ -434,13 +437,15 @@ def _probe_values(
         # float32 neighbours of the input value that lands on it.
         on = source.inverse(threshold)
         near = np.float32(on)
-        return [
+        values = [
             ("below", source.inverse(threshold - step)),
             ("on", on),
             ("above", source.inverse(threshold + step)),
             ("below32", float(np.nextafter(near, np.float32(-np.inf)))),
             ("above32", float(np.nextafter(near, np.float32(np.inf)))),
         ]
+        # No input value lands outside a clip: those rows are not made.
+        return [(where, value) for where, value in values if not np.isnan(value)]
     if source.kind == "onehot":
         values = [("category", source.category)]
         other = _other_category(source, source.category if current is None else current)

@@ -160,7 +160,9 @@ def tree_thresholds(estimator: Any) -> list[SplitThreshold] | None:
         source = sources[feature] if feature < len(sources) else None
         if source is None or source.kind != "numeric":
             continue
-        found.add(SplitThreshold(source.column, source.inverse(threshold), left_is_le))
+        value = source.inverse(threshold)
+        if not np.isnan(value):  # NaN: no input value lands on it (outside a clip)
+            found.add(SplitThreshold(source.column, value, left_is_le))
     return sorted(found, key=lambda s: (s.feature, s.threshold, s.left_is_le))
 
 
