@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -49,7 +47,6 @@ __all__ = [
     "graph_width",
     "next_batch",
     "permutation",
-    "run_in_batches",
 ]
 
 DEFAULT_BUDGET_S = 60.0
@@ -154,44 +151,6 @@ def next_batch(left: int, rows: int) -> int:
     if left <= 0:
         return 0
     return math.ceil(left / math.ceil(left / max(1, rows)))
-
-
-def _slices(n: int, rows: int) -> list[slice]:
-    """``n`` rows in even batches of at most ``rows``."""
-    found, start = [], 0
-    while start < n:
-        size = next_batch(n - start, rows)
-        found.append(slice(start, start + size))
-        start += size
-    return found or [slice(0, 0)]
-
-
-def run_in_batches(
-    run: Callable[..., dict[str, np.ndarray]],
-    frame: pd.DataFrame,
-    rows: int,
-    *,
-    like: dict[str, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
-    """``run(frame)`` in batches of at most ``rows`` rows, outputs concatenated in order.
-
-    Args:
-        run: a runtime's ``run``; called with ``like=`` (sliced per batch) when ``like`` is
-            given.
-        frame: ``[N, F]`` rows.
-        rows: largest batch.
-        like: ONNX outputs by role ``[N, ...]`` that scikit-learn's are laid out like.
-    """
-    parts = []
-    for part in _slices(len(frame), rows):
-        batch = frame.iloc[part]
-        if like is None:
-            parts.append(run(batch))
-        else:
-            parts.append(run(batch, like={r: np.asarray(v)[part] for r, v in like.items()}))
-    if len(parts) == 1:
-        return parts[0]
-    return {role: np.concatenate([np.asarray(p[role]) for p in parts]) for role in parts[0]}
 
 
 def permutation(n: int, seed: int) -> np.ndarray:
