@@ -3,6 +3,7 @@ when a runtime cannot run the model (a warning under the verdict)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -11,9 +12,13 @@ import onnx
 import pandas as pd
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from sklearn.compose import ColumnTransformer
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.linear_model import LinearRegression
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC
 
 from cli_support import assert_one_line_error, run
@@ -38,17 +43,20 @@ def forest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, pd.D
 
 
 SPEC = dict(probes=("holdout", "range", "edge", "batch"), range_rows=400)
+# A budget spent before the first set starts (loading the model alone takes longer): every set
+# beyond the minimum sample is scored on exactly that sample, however fast the machine is.
+SPENT = 1e-9
 
 
-def test_a_tiny_budget_samples_large_sets_and_every_runtime_still_compares(forest) -> None:
+def test_a_spent_budget_samples_large_sets_and_every_runtime_still_compares(forest) -> None:
     path, model, holdout = forest
-    report = validate_model(path, model, holdout, probes=ProbeSpec(seed=5, **SPEC), budget=0.01)
+    report = validate_model(path, model, holdout, probes=ProbeSpec(seed=5, **SPEC), budget=SPENT)
     assert report.verdict == "EQUIVALENT", report.failing_probe_sets
-    assert report.budget_s == 0.01 and report.seed == 5
+    assert report.budget_s == SPENT and report.seed == 5
     # The sets beyond the minimum sample are sampled to it; the small ones are scored whole.
     assert report.sampled_probe_sets == ["holdout", "range"]
     holdout_set, range_set = report.probe_set("holdout"), report.probe_set("range")
-    within = "(seed 5) to stay within the 0.01 s budget"
+    within = "(seed 5) to stay within the 1e-09 s budget"
     assert holdout_set.sampled == f"sampled 200 of 600 rows {within}"
     assert range_set.sampled == f"sampled 200 of 400 rows {within}"
     assert holdout_set.n_rows == 200 and range_set.n_rows == 200
@@ -58,15 +66,15 @@ def test_a_tiny_budget_samples_large_sets_and_every_runtime_still_compares(fores
         assert all(p.ok and not p.error for p in probe.pairs), probe.name
         for pair in probe.pairs:
             assert all(c.n_rows == probe.n_rows for c in pair.outputs)
-    # No runtime was left out; the minimum samples took longer than 0.01 s, and it says so.
+    # No runtime was left out; the minimum samples took longer than the budget, and it says so.
     (warning,) = report.warnings
-    assert warning.startswith("scoring took ") and "beyond the 0.01 s budget" in warning
+    assert warning.startswith("scoring took ") and "beyond the 1e-09 s budget" in warning
     saved = report.to_dict()
     first = saved["probe_sets"][0]
     assert first["sample"]["rows"] == 200 and first["sample"]["of"] == 600
-    assert first["sample"]["seed"] == 5 and first["sample"]["budget_s"] == 0.01
+    assert first["sample"]["seed"] == 5 and first["sample"]["budget_s"] == SPENT
     assert first["sampled"] == holdout_set.sampled
-    assert saved["sampled_probe_sets"] == ["holdout", "range"] and saved["budget_s"] == 0.01
+    assert saved["sampled_probe_sets"] == ["holdout", "range"] and saved["budget_s"] == SPENT
     # The worst rows name rows of the sample, which the positions map back to the set.
     positions = first["sample"]["positions"]
     assert len(positions) == 200 == len(set(positions)) and positions == sorted(positions)
@@ -87,13 +95,22 @@ def test_the_same_seed_samples_the_same_rows(forest) -> None:
 
     def positions(seed: int) -> list[int]:
         report = validate_model(
-            path, model, holdout, probes=ProbeSpec(seed=seed, **SPEC), budget=0.01
+            path, model, holdout, probes=ProbeSpec(seed=seed, **SPEC), budget=SPENT
         )
         return report.probe_set("holdout").sample["positions"]
 
     first, again, other = positions(3), positions(3), positions(4)
     assert first == again
     assert first != other and len(other) == 200
+
+
+def _compared(report) -> list:
+    """Every set's rows and every pair's output comparisons, as the JSON report holds them."""
+    saved = report.to_dict()
+    return [
+        (p["name"], p["n_rows"], p["n_refused"], [(q["name"], q["outputs"]) for q in p["pairs"]])
+        for p in saved["probe_sets"]
+    ]
 
 
 @pytest.mark.filterwarnings("ignore:The `probability` parameter was deprecated:FutureWarning")
@@ -112,18 +129,84 @@ def test_batches_give_the_results_of_one_call(tmp_path: Path) -> None:
     assert batched.batch_rows < 100 and batched.memory_bound == 100_000
     assert whole.verdict == batched.verdict == "EQUIVALENT"
 
-    def compared(report) -> list:
-        saved = report.to_dict()
-        return [
-            (p["name"], p["n_rows"], [(q["name"], q["outputs"]) for q in p["pairs"]])
-            for p in saved["probe_sets"]
-        ]
-
-    assert compared(batched) == compared(whole)
+    assert _compared(batched) == _compared(whole)
     # Within a budget that affords every row, rows are scored in a seeded order and put back.
     generous = validate_model(path, model, holdout, budget=3600, memory_bound=100_000)
-    assert generous.sampled_probe_sets == [] and compared(generous) == compared(whole)
+    assert generous.sampled_probe_sets == [] and _compared(generous) == _compared(whole)
     assert batched.to_dict()["batch_rows"] == batched.batch_rows
+
+
+def test_a_forest_scores_in_one_batch_and_neighbours_in_many(forest) -> None:
+    # A tree walks one path per row: its thresholds and leaf values build nothing per row and
+    # per node, so under a bound that holds 1 250 rows of 5 columns a forest scores its 600
+    # rows in one batch. A neighbour model compares each row with its 300 training rows.
+    path, model, holdout = forest
+    bound = 200_000
+    trees = validate_model(path, model, holdout, budget=None, memory_bound=bound)
+    assert trees.batch_rows >= len(holdout), trees.batch_rows
+    assert trees.verdict == "EQUIVALENT"
+    X, y = make_classification(n_samples=900, n_features=5, random_state=0)
+    frame = pd.DataFrame(X, columns=list("abcde"))
+    knn = KNeighborsClassifier(n_neighbors=5).fit(frame[:300], y[:300])
+    knn_path = path.parent / "knn.onnx"
+    convert_estimator(knn, frame.head(50)).save(knn_path)
+    whole = validate_model(knn_path, knn, holdout, budget=None)
+    batched = validate_model(knn_path, knn, holdout, budget=None, memory_bound=bound)
+    assert whole.batch_rows >= len(holdout) and batched.batch_rows < 100
+    assert whole.verdict == batched.verdict == "EQUIVALENT"
+    assert _compared(batched) == _compared(whole)
+
+
+def test_rows_the_source_model_refuses_are_found_by_halving_batches(tmp_path: Path) -> None:
+    # A pipeline that imputes column a and refuses NaN in column b: 7 held-out rows hold one.
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(rng.rand(900, 3), columns=["a", "b", "c"])
+    target = (frame["a"] + frame["b"] > 1).astype(int)
+    prep = ColumnTransformer([("impute", SimpleImputer(), ["a"])], remainder="passthrough")
+    model = Pipeline([("prep", prep), ("clf", LogisticRegression())])
+    model.fit(frame[:300], target[:300])
+    path = tmp_path / "pipeline.onnx"
+    convert_estimator(model, frame.head(50)).save(path)
+    holdout = frame[300:].reset_index(drop=True)
+    holdout.loc[rng.choice(len(holdout), 7, replace=False), "b"] = np.nan
+
+    def refuses(row: pd.DataFrame) -> bool:
+        try:
+            model.predict_proba(row)
+        except ValueError:
+            return True
+        return False
+
+    expected = sum(refuses(holdout.iloc[i : i + 1]) for i in range(len(holdout)))
+    assert expected == 7
+    counted = copy.deepcopy(model)
+    counted.__class__ = _CountingPipeline
+    _CountingPipeline.calls = 0
+    report = validate_model(path, counted, holdout, budget=None, memory_bound=10_000)
+    assert report.verdict == "EQUIVALENT"
+    scored = report.probe_set("holdout")
+    assert scored.n_refused == expected and scored.n_rows == len(holdout) - expected
+    assert scored.refused.startswith("scikit-learn refused the rows: Input X contains NaN")
+    # Each refused row costs a few halvings of its batch, not one call per row of the set.
+    assert _CountingPipeline.calls < len(holdout), _CountingPipeline.calls
+    # Within a budget the refused rows are the same (all rows fit in a generous one).
+    timed = validate_model(path, model, holdout, budget=3600, memory_bound=10_000)
+    assert timed.probe_set("holdout").n_refused == expected
+    assert _compared(timed) == _compared(report)
+
+
+class _CountingPipeline(Pipeline):
+    """The same fitted pipeline, counting the calls scikit-learn's runtime makes to it."""
+
+    calls = 0
+
+    def predict(self, X):
+        _CountingPipeline.calls += 1
+        return super().predict(X)
+
+    def predict_proba(self, X):
+        _CountingPipeline.calls += 1
+        return super().predict_proba(X)
 
 
 def test_bad_budget_and_memory_bound_are_refused(forest) -> None:
@@ -154,12 +237,12 @@ def test_cli_budget(capsys, forest, tmp_path: Path) -> None:
         "--report-dir",
         tmp_path / "reports",
     ]
-    code, out, err = run(capsys, *common, "--budget", "0.01")
+    code, out, err = run(capsys, *common, "--budget", str(SPENT))
     assert code == 0, err
-    assert "holdout: sampled 200 of 600 rows (seed 0) to stay within the 0.01 s budget" in out
-    assert "range: sampled 200 of 400 rows (seed 0) to stay within the 0.01 s budget" in out
+    assert "holdout: sampled 200 of 600 rows (seed 0) to stay within the 1e-09 s budget" in out
+    assert "range: sampled 200 of 400 rows (seed 0) to stay within the 1e-09 s budget" in out
     html = (tmp_path / "reports" / "validation.html").read_text()
-    assert "holdout: sampled 200 of 600 rows (seed 0) to stay within the 0.01 s budget" in html
+    assert "holdout: sampled 200 of 600 rows (seed 0) to stay within the 1e-09 s budget" in html
     code, out, _ = run(capsys, *common, "--budget", "none", "--json")
     assert code == 0
     saved = json.loads(out)

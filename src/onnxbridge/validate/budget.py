@@ -7,9 +7,13 @@ each row with many stored rows — neighbours (the training rows), support vecto
 support vectors), kernel ridge, Gaussian processes — holds them as a constant of the graph
 (an initializer, a ``Constant`` node or an operator's attribute), and its intermediates grow as
 rows × stored rows. The *width* of a graph is the row count of its largest floating-point
-constant, read as rows of the model's ``F`` input columns (its number of values // ``F``,
-subgraphs included); a row costs ``8 bytes × width × 4`` (float64 values, a few live copies:
-differences, distances, sorted copies). Batches split the rows evenly and their results are
+constant that meets the rows — an input of ``MatMul``, ``Gemm``, ``Sub``, ``Add``, ``Mul``,
+``Div`` or ``Pow``, the data of a ``Gather`` (through casts and reshapes; ``Scan`` and
+``Loop`` bodies included), or an ``ai.onnx.ml`` SVM's support vectors — read as rows of the
+model's ``F`` input columns (its number of values // ``F``). A tree ensemble's attributes do
+not count: a tree walks one path per row, so a forest's width is ``F`` and it scores in one
+batch. A row costs ``8 bytes × width × 4`` (float64 values, a few live copies: differences,
+distances, sorted copies). Batches split the rows evenly and their results are
 concatenated in order, so they are the rows' results as one call gives them.
 
 **Time.** With a budget of ``B`` seconds, a probe set of more than :data:`MIN_SAMPLE_ROWS`
@@ -18,7 +22,8 @@ runtime on the same batches. The first :data:`MIN_SAMPLE_ROWS` rows (the minimum
 skipped) are timed: what a row of this set costs on all the runtimes together. When the whole
 set would not fit in what is left of the budget, it gets its share — in proportion to its rows
 among the sets still to run — and scoring stops when the share is spent: the rows scored are
-the first rows of the permutation, a seeded random sample, and every runtime scored them. The
+the first rows of the permutation, a seeded random sample, and every runtime scored them. A
+set that starts when the budget is already spent is scored on its minimum sample only. The
 ``holdout`` set, the headline, runs first and is kept whole when the later sets' minimum
 samples still fit after it; otherwise it gets all the budget but their time.
 """
@@ -27,13 +32,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -44,7 +47,6 @@ __all__ = [
     "graph_width",
     "next_batch",
     "permutation",
-    "run_in_batches",
 ]
 
 DEFAULT_BUDGET_S = 60.0
@@ -60,38 +62,72 @@ def _tensor_values(tensor: Any) -> int:
     return int(np.prod(tensor.dims)) if len(tensor.dims) else 1
 
 
-def _constants(graph: Any) -> list[int]:
-    """Value counts of every floating-point constant of ``graph`` and its subgraphs."""
+# Operators where a constant meets the rows value by value (broadcasting against them, or
+# multiplied with them): their intermediates grow as rows × the constant's rows.
+_ROW_OPS = {"MatMul", "Gemm", "Sub", "Add", "Mul", "Div", "Pow"}
+# Operators that pick stored rows for each row (their data input): a neighbour search gathers
+# the candidates' rows, ``[rows, candidates, F]``.
+_GATHER_OPS = {"Gather", "GatherElements", "GatherND"}
+# Operators that hand a constant on unchanged but for its type or layout.
+_PASS_OPS = {"Cast", "Identity", "Transpose", "Reshape", "Unsqueeze", "Squeeze", "Flatten"}
+# ai.onnx.ml operators whose attribute holds stored rows that every row is compared with.
+_STORED_ROWS = {"SVMClassifier": "support_vectors", "SVMRegressor": "support_vectors"}
+
+
+def _constants(graph: Any, known: dict[str, int] | None = None) -> list[int]:
+    """Value counts of the floating-point constants that meet the rows, ``graph``'s subgraphs
+    (``Scan`` and ``Loop`` bodies) included.
+
+    A constant counts where it is an input of an arithmetic operator (:data:`_ROW_OPS`) or the
+    data a ``Gather`` picks rows from, possibly through a cast or a reshape, or the support
+    vectors of an ``ai.onnx.ml`` SVM. The attributes
+    of tree ensembles (thresholds, leaf values) do not: a tree walks one path per row and builds
+    nothing per row and per node.
+    """
     from onnx import AttributeProto
 
-    found = [_tensor_values(t) for t in graph.initializer if t.data_type in _FLOAT_TYPES]
+    known = dict(known or {})  # a subgraph sees the constants of the graphs around it
+    known.update(
+        {t.name: _tensor_values(t) for t in graph.initializer if t.data_type in _FLOAT_TYPES}
+    )
+    found: list[int] = []
     for node in graph.node:
+        standard = node.domain in ("", "ai.onnx")
+        if standard and node.op_type == "Constant":
+            for attribute in node.attribute:
+                if attribute.name == "value" and attribute.t.data_type in _FLOAT_TYPES:
+                    known[node.output[0]] = _tensor_values(attribute.t)
+                elif attribute.name == "value_floats":
+                    known[node.output[0]] = len(attribute.floats)
+        elif standard and node.op_type in _PASS_OPS and node.input and node.input[0] in known:
+            known[node.output[0]] = known[node.input[0]]
+        elif standard and node.op_type in _ROW_OPS:
+            found.extend(known[name] for name in node.input if name in known)
+        elif standard and node.op_type in _GATHER_OPS and node.input[0] in known:
+            found.append(known[node.input[0]])
+        elif node.domain == "ai.onnx.ml" and node.op_type in _STORED_ROWS:
+            for attribute in node.attribute:
+                if attribute.name == _STORED_ROWS[node.op_type]:
+                    found.append(len(attribute.floats))
         for attribute in node.attribute:
-            if attribute.type == AttributeProto.TENSOR and attribute.t.data_type in _FLOAT_TYPES:
-                found.append(_tensor_values(attribute.t))
-            elif attribute.type == AttributeProto.TENSORS:
-                found.extend(
-                    _tensor_values(t) for t in attribute.tensors if t.data_type in _FLOAT_TYPES
-                )
-            elif attribute.type == AttributeProto.FLOATS:
-                found.append(len(attribute.floats))
-            elif attribute.type == AttributeProto.GRAPH:
-                found.extend(_constants(attribute.g))
+            if attribute.type == AttributeProto.GRAPH:
+                found.extend(_constants(attribute.g, known))
             elif attribute.type == AttributeProto.GRAPHS:
                 for sub in attribute.graphs:
-                    found.extend(_constants(sub))
+                    found.extend(_constants(sub, known))
     return found
 
 
 def graph_width(model: str | Path | Any, n_features: int) -> int:
-    """The row count of the graph's largest floating-point constant, as rows of ``n_features``.
+    """The row count of the largest floating-point constant that meets the rows, as rows of
+    ``n_features`` (see :func:`_constants`: stored rows, support vectors, weights).
 
     Args:
         model: the ``.onnx`` path or a loaded ``ModelProto``.
         n_features: the model's input columns.
 
     Returns:
-        At least ``n_features`` (a row's own values).
+        At least ``n_features`` (a row's own values); a tree ensemble's is ``n_features``.
     """
     import onnx
 
@@ -115,44 +151,6 @@ def next_batch(left: int, rows: int) -> int:
     if left <= 0:
         return 0
     return math.ceil(left / math.ceil(left / max(1, rows)))
-
-
-def _slices(n: int, rows: int) -> list[slice]:
-    """``n`` rows in even batches of at most ``rows``."""
-    found, start = [], 0
-    while start < n:
-        size = next_batch(n - start, rows)
-        found.append(slice(start, start + size))
-        start += size
-    return found or [slice(0, 0)]
-
-
-def run_in_batches(
-    run: Callable[..., dict[str, np.ndarray]],
-    frame: pd.DataFrame,
-    rows: int,
-    *,
-    like: dict[str, np.ndarray] | None = None,
-) -> dict[str, np.ndarray]:
-    """``run(frame)`` in batches of at most ``rows`` rows, outputs concatenated in order.
-
-    Args:
-        run: a runtime's ``run``; called with ``like=`` (sliced per batch) when ``like`` is
-            given.
-        frame: ``[N, F]`` rows.
-        rows: largest batch.
-        like: ONNX outputs by role ``[N, ...]`` that scikit-learn's are laid out like.
-    """
-    parts = []
-    for part in _slices(len(frame), rows):
-        batch = frame.iloc[part]
-        if like is None:
-            parts.append(run(batch))
-        else:
-            parts.append(run(batch, like={r: np.asarray(v)[part] for r, v in like.items()}))
-    if len(parts) == 1:
-        return parts[0]
-    return {role: np.concatenate([np.asarray(p[role]) for p in parts]) for role in parts[0]}
 
 
 def permutation(n: int, seed: int) -> np.ndarray:
@@ -202,6 +200,8 @@ class Budget:
             headline: the ``holdout`` set: kept whole when the later sets' minimum samples
                 still fit after it, else given all but their time.
         """
+        if left <= 0:  # spent before the set started: its minimum sample and nothing more
+            return 0.0
         n = self.sizes[index]
         later = self.sizes[index + 1 :]
         # One-row calls (the batch set) cannot be sampled: their time is kept for them.

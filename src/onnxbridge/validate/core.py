@@ -35,7 +35,6 @@ from onnxbridge.validate.budget import (
     graph_width,
     next_batch,
     permutation,
-    run_in_batches,
 )
 from onnxbridge.validate.compare import (
     DEFAULT_ATOL,
@@ -251,9 +250,34 @@ class _Scored:
     """A probe set's rows as the runtimes scored them (in the set's order)."""
 
     positions: np.ndarray | None  # the rows scored when the budget made it a sample
-    outputs: dict[str, dict[str, np.ndarray]]
+    outputs: dict[str, dict[str, np.ndarray]]  # scikit-learn's: of the rows it scored only
     errors: dict[str, str]
-    refused: InferenceError | None  # scikit-learn raised on some batch
+    refused: InferenceError | None  # scikit-learn raised on some rows
+    kept: np.ndarray | None = None  # with ``refused``: the scored rows scikit-learn scored
+
+
+def _bisect(
+    sklearn: SklearnRuntime, chunk: pd.DataFrame, like: dict[str, np.ndarray] | None
+) -> tuple[np.ndarray, list[dict[str, np.ndarray]], InferenceError | None]:
+    """scikit-learn on ``chunk``; when it refuses, on each half, recursively (a half it scores
+    is kept whole), so a batch with ``r`` refused rows of ``n`` takes ``O(r log n)`` calls.
+
+    Returns:
+        Which rows it scored, its outputs of those rows in order, and its first refusal.
+    """
+    try:
+        return np.ones(len(chunk), dtype=bool), [sklearn.run(chunk, like=like)], None
+    except InferenceError as exc:
+        if len(chunk) <= 1:
+            return np.zeros(len(chunk), dtype=bool), [], exc
+        half = len(chunk) // 2
+        kept, parts = [], []
+        for part in (slice(0, half), slice(half, len(chunk))):
+            sliced = None if like is None else {r: np.asarray(v)[part] for r, v in like.items()}
+            keep, outs, _ = _bisect(sklearn, chunk.iloc[part], sliced)
+            kept.append(keep)
+            parts.extend(outs)
+        return np.concatenate(kept), parts, exc
 
 
 def _score(
@@ -280,6 +304,7 @@ def _score(
     parts: dict[str, list[dict[str, np.ndarray]]] = {}
     errors: dict[str, str] = {}
     refused: InferenceError | None = None
+    kept: list[np.ndarray] = []  # per batch, the rows scikit-learn scored
     done, spent, allowed, last = 0, 0.0, None, 0.0
     if timed and budget is not None and budget.single_cost is None and any(budget.single_rows):
         # What a one-row call costs, for the time the batch set's one-row calls will take.
@@ -314,12 +339,12 @@ def _score(
                 continue
             parts.setdefault(runtime.name, []).append(out)
             first = first if first is not None else out
-        if sklearn is not None and refused is None:
-            try:
-                parts.setdefault(SKLEARN, []).append(sklearn.run(chunk, like=first))
-            except InferenceError as exc:
-                refused = exc
-                parts.pop(SKLEARN, None)
+        if sklearn is not None:
+            # Rows scikit-learn refuses are found by halving the batch, within the budget.
+            keep, outs, exc = _bisect(sklearn, chunk, first)
+            refused = refused or exc
+            kept.append(keep)
+            parts.setdefault(SKLEARN, []).extend(outs)
         took = time.perf_counter() - started
         spent, done, last = spent + took, done + size, took / max(size, 1)
         if size == 0:
@@ -327,13 +352,22 @@ def _score(
     scored = order[:done]
     # Back to the set's order: the outputs of the rows in order, as one call gives them.
     back = np.argsort(scored, kind="stable")
+    kept_rows = np.concatenate(kept) if kept else np.zeros(0, dtype=bool)
+    # scikit-learn's outputs are of the rows it scored: those, back in the set's order.
+    back_kept = np.argsort(scored[kept_rows], kind="stable") if kept else back
     outputs = {
-        name: {role: np.concatenate([np.asarray(p[role]) for p in runs])[back] for role in runs[0]}
+        name: {
+            role: np.concatenate([np.asarray(p[role]) for p in runs])[
+                back_kept if name == SKLEARN else back
+            ]
+            for role in runs[0]
+        }
         for name, runs in parts.items()
         if runs
     }
     positions = np.sort(scored) if done < n else None
-    return _Scored(positions, outputs, errors, refused)
+    keep = kept_rows[back] if refused is not None else None
+    return _Scored(positions, outputs, errors, refused, keep)
 
 
 def _run_probe(
@@ -368,19 +402,12 @@ def _run_probe(
         }
         frame = frame.iloc[positions].reset_index(drop=True)
         run.meta = [run.meta[i] for i in positions] if run.meta else []
-    batch = scoring.rows_per_batch or max(1, len(frame))
     outputs = scored.outputs
     errors = scored.errors
     if sklearn is not None and scored.refused is not None:
         exc = scored.refused
         # Keep the rows scikit-learn scores; the others are not a conversion's concern.
-        keep = np.zeros(len(frame), dtype=bool)
-        for i in range(len(frame)):
-            try:
-                sklearn.run(frame.iloc[i : i + 1])
-                keep[i] = True
-            except InferenceError:
-                continue
+        keep = scored.kept if scored.kept is not None else np.zeros(len(frame), dtype=bool)
         result.n_refused = int((~keep).sum())
         result.refused = first_line(exc)
         if not keep.any():
@@ -389,9 +416,9 @@ def _run_probe(
             return run
         frame = frame[keep].reset_index(drop=True)
         run.meta = [m for m, k in zip(run.meta, keep, strict=False) if k] if run.meta else []
-        outputs = {name: _take(out, keep) for name, out in outputs.items()}
-        like = next(iter(outputs.values()), None)
-        outputs[SKLEARN] = run_in_batches(sklearn.run, frame, batch, like=like)
+        outputs = {
+            name: out if name == SKLEARN else _take(out, keep) for name, out in outputs.items()
+        }
     run.frame = frame
     result.n_rows = len(frame)
     names = ([SKLEARN] if sklearn is not None else []) + [r.name for r in onnx_runtimes]
@@ -453,9 +480,7 @@ def _run_probe(
     return run
 
 
-def _accepts_missing(
-    predictor: Predictor, estimator: Any, frame: pd.DataFrame
-) -> bool | list[str]:
+def _accepts_missing(predictor: Predictor, estimator: Any, frame: pd.DataFrame) -> bool | list[str]:
     """Where the source model takes a missing value: every column (True), none (False), or
     the columns recorded per column in the model's metadata."""
     metadata = predictor.metadata
