@@ -395,7 +395,7 @@ def _one_class_example() -> tuple[Any, Any]:
     return OneClassSVM(nu=0.2).fit(X), X
 
 
-_CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"]}
+_CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
 
 for _estimator, _example in ((SVC, _svc_example), (NuSVC, _nusvc_example)):
     register_converter(
