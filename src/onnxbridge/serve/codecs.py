@@ -159,7 +159,7 @@ def decode_json_tensor(
     if raw.size and raw.dtype.kind not in allowed:
         raise InferenceRequestError(
             f"input {name!r} is {datatype} and takes {_KIND_WORDS[allowed[-1]]}, but 'data' "
-            f"holds {_describe(raw)}"
+            f"holds {_describe(raw, null_ok=null_is_nan and dtype.kind == 'f')}"
         )
     out = cast_values(raw, dtype).reshape(shape)
     _refuse_misfit(name, datatype, raw.reshape(shape), out)
@@ -192,10 +192,14 @@ def _refuse_misfit(name: str, datatype: str, given: np.ndarray, array: np.ndarra
         )
 
 
-def _describe(raw: np.ndarray) -> str:
+def _describe(raw: np.ndarray, *, null_ok: bool = False) -> str:
     if raw.dtype.kind == "O":
-        kinds = sorted({type(v).__name__ for v in raw.ravel().tolist()})
-        return f"values of types {', '.join(kinds)} (null is not a value)"
+        values = raw.ravel().tolist()
+        kinds = sorted({type(v).__name__ for v in values})
+        refused_null = not null_ok and any(v is None for v in values)
+        return f"values of types {', '.join(kinds)}" + (
+            " (null is not a value here)" if refused_null else ""
+        )
     first = raw.ravel()[0].item()
     return f"{_KIND_WORDS.get(raw.dtype.kind, raw.dtype.name)} (first: {first!r})"
 
