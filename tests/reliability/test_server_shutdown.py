@@ -176,8 +176,9 @@ def test_sigterm_finishes_the_request_in_flight_and_drops_stalled_clients(serve,
 def test_a_request_still_running_at_the_deadline_is_answered_503(serve, figures) -> None:
     served = serve("--shutdown-timeout", "1")
     stalled = served.stalled(HEAD)
-    # 400 rows run for many seconds: far past the 1 s deadline however fast the machine.
-    thread, result, _ = _infer_in_background(served.url, rows=400)
+    # 1 000 rows run for seconds (about 7 s on a fast 2-core machine): far past the 1 s
+    # deadline.
+    thread, result, _ = _infer_in_background(served.url, rows=1000)
     time.sleep(1.0)
     code, log = served.terminate()
     thread.join(EXIT_LIMIT)
