@@ -1,7 +1,7 @@
 """Benchmark: `validate` of neighbour and kernel models on a 58 000-row table, within its budget.
 
 Data: ``make_classification(n_samples=T + 58000, n_features=28, n_informative=15, n_classes=2,
-random_state=0)`` (the benchmark data of the design notes, longer): the models are fitted on the
+random_state=0)`` (the project's benchmark data, longer): the models are fitted on the
 first ``T`` rows (``--train-rows``, default 10 000) and validated on the other 58 000. Models,
 converted by onnxbridge:
 
