@@ -155,6 +155,10 @@ CASES = [
     ("mixed-one-hot-forest", "mixed", "one_hot", "forest"),
     ("mixed-ordinal-hgb", "mixed", "ordinal", "hgb"),
     ("mixed-ordinal-hgb-regressor", "mixed", "ordinal", "hgb-regressor"),
+    # Trained on rows whose text is never missing; the held-out rows have missing text.
+    ("complete-one-hot-logistic", "mixed-complete", "one_hot", "logistic"),
+    ("complete-one-hot-forest", "mixed-complete", "one_hot", "forest"),
+    ("complete-ordinal-hgb", "mixed-complete", "ordinal", "hgb"),
 ]
 
 
@@ -169,6 +173,28 @@ def _target(y: np.ndarray, X: pd.DataFrame, model: str) -> np.ndarray:
     if model in ("ridge", "hgb-regressor"):
         return X["income"].to_numpy() / 1000 + (y == "yes") * 5.0
     return y
+
+
+# Probe sets a table can leave out, and why; any other skipped set fails the test.
+NOT_APPLICABLE = ("no string columns", "no numeric columns", "not a tree model")
+
+
+def _three_runtimes_every_set(report: Any) -> None:
+    """EQUIVALENT on scikit-learn, ONNX Runtime and onnx.reference, every pair on every probe
+    set that applies to the table, no runtime dropped."""
+    assert report.verdict == "EQUIVALENT", [d.summary for d in report.diagnoses]
+    assert report.warnings == [], report.warnings
+    assert all(info["available"] for info in report.runtimes.values()), report.runtimes
+    assert set(report.runtimes) == {"sklearn", "onnxruntime", "reference"}
+    for probe in report.probe_sets:
+        if probe.skipped is not None:
+            assert probe.skipped.startswith(NOT_APPLICABLE), (probe.name, probe.skipped)
+            continue
+        pairs = {p.name for p in probe.pairs}
+        assert {"sklearn~onnxruntime", "sklearn~reference", "onnxruntime~reference"} <= pairs, (
+            probe.name,
+            pairs,
+        )
 
 
 def _refused_with_step(error: ConversionError) -> None:
@@ -190,23 +216,52 @@ SVC_DEPRECATION = "ignore:The `probability` parameter was deprecated:FutureWarni
 def test_pipeline_converts_faithfully_or_is_refused_with_the_step(
     kind: str, builder: str, model: str, tmp_path: Path
 ) -> None:
-    X, y = table(kind)
-    train, test = X.iloc[::2].reset_index(drop=True), X.iloc[1::2].reset_index(drop=True)
+    X, y = table("mixed" if kind == "mixed-complete" else kind)
     y = _target(y, X, model)
-    estimator = _build(kind, builder, model).fit(train, y[::2])
-    try:
-        result = convert_estimator(estimator, train.head(100))
-    except ConversionError as error:
-        _refused_with_step(error)
-        print("REFUSED", error)
-        return
+    train, test = X.iloc[::2], X.iloc[1::2].reset_index(drop=True)
+    y_train = y[::2]
+    if kind == "mixed-complete":
+        keep = train["city"].notna().to_numpy()
+        train, y_train = train[keep], y_train[keep]
+        assert test["city"].isna().any()
+    train = train.reset_index(drop=True)
+    estimator = _build(kind, builder, model).fit(train, y_train)
+    # Every pipeline here is one onnxbridge converts faithfully: no refusal is acceptable.
+    result = convert_estimator(estimator, train.head(100))
     # Columns picked by name: one input per column, named after it, whatever the dtypes.
     assert [i.name for i in result.model.graph.input] == list(X.columns)
     assert result.check.ok and result.check.differing_rows == 0
     assert result.check.sample_rows == 100 and sum(result.check.probe_rows.values()) > 0
     path = result.save(tmp_path / "model.onnx")
     report = validate_model(path, estimator, test)
-    assert report.verdict == "EQUIVALENT", [d.summary for d in report.diagnoses]
+    _three_runtimes_every_set(report)
+    names = {p.name for p in report.probe_sets if p.skipped is None}
+    if model in ("forest", "hgb", "hgb-regressor"):
+        # Trees behind the ColumnTransformer are probed at their split thresholds.
+        assert "thresholds" in names
+    if kind.startswith("mixed"):
+        # Missing text reaches the encoders as scikit-learn's NaN does.
+        assert {"missing", "categories", "strings"} <= names
+
+
+@pytest.mark.parametrize("final", ["bagging-svc", "one-vs-rest-svc"])
+def test_a_diverging_converter_is_refused_naming_its_step(final: str) -> None:
+    """skl2onnx's converters for these ensembles of SVMs answer otherwise than scikit-learn
+    (labels and probabilities / scores): convert refuses, naming the final step."""
+    from sklearn.ensemble import BaggingClassifier
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.svm import SVC
+
+    X, y = table("numeric")
+    model = {
+        "bagging-svc": lambda: BaggingClassifier(SVC(), n_estimators=3, random_state=0),
+        "one-vs-rest-svc": lambda: OneVsRestClassifier(SVC()),
+    }[final]()
+    estimator = impute_scale(model, "numeric").fit(X, y)
+    with pytest.raises(ConversionError) as caught:
+        convert_estimator(estimator, X.head(100))
+    _refused_with_step(caught.value)
+    assert "the final step 'model'" in str(caught.value)
 
 
 @pytest.mark.filterwarnings(SVC_DEPRECATION)
@@ -224,18 +279,13 @@ def test_preprocess_auto_bundle(kind: str, model: str, tmp_path: Path) -> None:
     data = tmp_path / "table.csv"
     X.assign(card=y).to_csv(data, index=False)
     bundle, _ = train_bundle(str(data), model, tmp_path / "b", target="card", preprocess="auto")
-    try:
-        result = convert_bundle(bundle.path)
-    except ConversionError as error:
-        _refused_with_step(error)
-        assert not bundle.onnx_path.exists()
-        return
+    result = convert_bundle(bundle.path)
     assert [i["name"] for i in result.metadata.inputs] == list(X.columns)
     card = json.loads(bundle.card_path.read_text())
     assert card["conversion"]["checked"] is True
     assert card["conversion"]["check"]["differing_rows"] == 0
     report = validate_bundle(bundle.path, html=False)
-    assert report.verdict == "EQUIVALENT", [d.summary for d in report.diagnoses]
+    _three_runtimes_every_set(report)
 
 
 def test_numeric_table_with_preprocess_auto_through_the_cli(tmp_path: Path, capsys) -> None:
