@@ -64,7 +64,7 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
         f"wrote {escape(str(conversion.path))}: input float32[N,{bundle.schema.n_features}], "
         f"outputs {', '.join(conversion.metadata.outputs.values())}, "
         f"opsets {format_opsets(conversion.metadata.opsets)}, zipmap off; "
-        "checked and loaded in onnxruntime"
+        f"checked: {conversion.check.summary()}"
     )
 
     _step(console, 3, "inspect", f"onnxbridge inspect {bundle.onnx_path}")
