@@ -324,7 +324,7 @@ def convert(
             continue
         console.print(f"note: {note}")
     if result.check is not None and result.check.ok is None:
-        console.print(f"NOT checked: {result.check.summary()}")
+        console.print(f"NOT checked: {result.check.unchecked}")
     elif result.check is not None and not result.check.ok:
         # The warning itself went to stderr (convert_estimator warns); say it here too.
         console.print(f"NOT checked (--allow-divergent): {result.check.summary()}")

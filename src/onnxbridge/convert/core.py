@@ -690,8 +690,11 @@ def _missing_values_policy(
     columns = list(frame.columns)
     probe = pd.concat([row] * (len(columns) + 1), ignore_index=True)
     # Built column by column: one block per dtype, which scikit-learn reads fast when wide.
-    probe = pd.DataFrame(
-        {column: blank_values(probe[column], [i + 1]) for i, column in enumerate(columns)}
+    # normalize_features: as rows reach scikit-learn everywhere (a missing text value as NaN).
+    probe = normalize_features(
+        pd.DataFrame(
+            {column: blank_values(probe[column], [i + 1]) for i, column in enumerate(columns)}
+        )
     )
 
     def scores(rows: pd.DataFrame) -> bool:
@@ -700,8 +703,7 @@ def _missing_values_policy(
             # machine.
             with warnings.catch_warnings(), threadpool_limits(1):
                 warnings.simplefilter("ignore")
-                rows = normalize_features(rows.reset_index(drop=True))  # None -> NaN
-                method(source_frame(estimator, rows, like=frame))
+                method(source_frame(estimator, rows.reset_index(drop=True), like=frame))
         except Exception:  # scikit-learn raises ValueError("Input X contains NaN") and kin
             return False
         return True

@@ -40,27 +40,34 @@ __all__ = [
 
 # Rows a prefix is checked on at most: the diverging rows are what matter, not how many.
 MAX_STEP_ROWS = 200
-# scikit-learn calls :func:`accepted_rows` makes at most, past the first.
+# scikit-learn calls :func:`accepted_rows` makes at most, past the first: at least
+# MAX_SCORING_CALLS, more on narrow tables (a call's cost grows with the columns):
+# SCORING_CELLS // columns.
 MAX_SCORING_CALLS = 64
+SCORING_CELLS = 20_000
 
 
 def accepted_rows(
     scores: Callable[[pd.DataFrame], bool],
     frame: pd.DataFrame,
-    max_calls: int = MAX_SCORING_CALLS,
+    max_calls: int | None = None,
 ) -> np.ndarray:
     """Which rows of ``frame`` scikit-learn scores, in few calls: a boolean mask ``[N]``.
 
     ``scores(rows)`` says whether the model answers those rows (it refuses a whole call when
     any row is refused). All rows are scored in one call; a refused group is split in halves,
-    breadth first, so a few refused rows among many cost about ``2·log2(N)`` calls each. After
-    ``max_calls`` calls the groups still undecided count as refused: never accepted without
-    proof, so what is called accepted is always true (a wide model that refuses every row
-    costs ``max_calls`` calls, not one per row).
+    breadth first, so a few refused rows among many cost about ``2·log2(N)`` calls each, and
+    every row refused about ``2·N``. After ``max_calls`` calls (default: the larger of
+    :data:`MAX_SCORING_CALLS` and :data:`SCORING_CELLS` // columns, so exact up to 100
+    columns) the groups still undecided count as refused: never accepted without proof, so
+    what is called accepted is always true, and a very wide model that refuses every row costs
+    ``max_calls`` calls, not one per row.
     """
     accepted = np.zeros(len(frame), dtype=bool)
     if len(frame) == 0:
         return accepted
+    if max_calls is None:
+        max_calls = max(MAX_SCORING_CALLS, SCORING_CELLS // max(frame.shape[1], 1))
     groups = [np.arange(len(frame))]
     calls = 0
     while groups:
