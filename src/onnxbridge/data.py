@@ -246,8 +246,9 @@ def blank_values(column: pd.Series, rows: Any = None) -> pd.Series:
         column = column.copy()
         missing = pd.NA
     if rows is None:
-        return pd.Series([missing] * len(column), index=column.index, dtype=column.dtype,
-                         name=column.name)
+        return pd.Series(
+            [missing] * len(column), index=column.index, dtype=column.dtype, name=column.name
+        )
     column.iloc[rows] = missing
     return column
 

@@ -22,7 +22,9 @@ from onnxbridge.errors import ConversionError
 
 def _numbers(n_rows: int, n_columns: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)
-    X = pd.DataFrame(rng.normal(size=(n_rows, n_columns)), columns=[f"f{i}" for i in range(n_columns)])
+    X = pd.DataFrame(
+        rng.normal(size=(n_rows, n_columns)), columns=[f"f{i}" for i in range(n_columns)]
+    )
     return X, (X["f0"] + 0.5 * X["f1"] > 0).to_numpy().astype(int)
 
 
@@ -103,7 +105,9 @@ def test_sample_rows_with_refused_missing_values_are_left_out_not_all_rows() -> 
     assert check.ok is True
     assert check.sample_rows == 30
     assert check.probe_rows["extremes"] == 6  # built from the rows kept
-    assert any(s.startswith("sample: 30 of 60 rows left out") and "'f0'" in s for s in check.skipped)
+    assert any(
+        s.startswith("sample: 30 of 60 rows left out") and "'f0'" in s for s in check.skipped
+    )
 
 
 def test_a_missing_value_in_a_column_the_model_takes_keeps_the_row() -> None:
@@ -143,11 +147,10 @@ def test_no_comparable_sample_row_means_not_checked() -> None:
 
 
 def test_a_bundle_with_no_comparable_row_is_recorded_unchecked(tmp_path, capsys) -> None:
-    from cli_support import run
-
-    from onnxbridge import train_bundle
-
     from sklearn.datasets import load_iris
+
+    from cli_support import run
+    from onnxbridge import train_bundle
 
     good, _ = train_bundle("iris", "LogisticRegression(max_iter=500)", tmp_path / "good")
     X, y = load_iris(return_X_y=True, as_frame=True)

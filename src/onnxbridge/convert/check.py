@@ -229,9 +229,7 @@ def _probe_blocks(
         accepted = accepted_rows(scores, combined)
         if not accepted.all():
             refused = list(dict.fromkeys(names[~accepted]))
-            skipped.append(
-                f"{kind}: scikit-learn refuses {_WHAT[kind]} in {_names(refused)}"
-            )
+            skipped.append(f"{kind}: scikit-learn refuses {_WHAT[kind]} in {_names(refused)}")
             combined = combined[accepted].reset_index(drop=True)
         if len(combined):
             frames[kind] = combined

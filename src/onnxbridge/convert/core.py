@@ -711,7 +711,9 @@ def _missing_values_policy(
     if not scores(probe.iloc[[0]]):
         return "refused", None
     accepted = accepted_rows(scores, probe.iloc[1:])
-    by_column = {c: "accepted" if ok else "refused" for c, ok in zip(columns, accepted, strict=True)}
+    by_column = {
+        c: "accepted" if ok else "refused" for c, ok in zip(columns, accepted, strict=True)
+    }
     summary = "refused" if "refused" in by_column.values() else "accepted"
     return summary, by_column
 

@@ -308,7 +308,7 @@ def locate_diverging_step(
                 )
             onnx_out = onnx_outputs(converted, rows)
             sk_out = source_outputs(prefix, rows, converted.metadata.outputs, like=onnx_out)
-        except Exception as exc:  # noqa: BLE001 - the refusal is decided; any failure is recorded
+        except Exception as exc:
             # skl2onnx and ONNX Runtime raise many kinds (KeyError, RuntimeError,
             # NotImplementedError, ...) on a prefix they cannot convert or run: that prefix
             # is unchecked, whatever the kind.
