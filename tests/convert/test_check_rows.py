@@ -225,3 +225,14 @@ def test_a_prefix_failing_with_any_error_is_recorded_not_raised() -> None:
     prefix = result.check.diverging_step["prefixes"][0]
     assert prefix["checked"] is False
     assert "fitted state lives elsewhere" in prefix["error"]
+
+
+def test_the_few_columns_taking_a_missing_value_are_found_among_many() -> None:
+    X, y = _numbers(200, 40)
+    imputed = ["f3", "f10", "f11", "f12", "f33"]
+    prep = ColumnTransformer([("imp", SimpleImputer(), imputed)], remainder=StandardScaler())
+    model = make_pipeline(prep, LogisticRegression()).fit(X, y)
+    result = convert_estimator(model, X.head(30))
+    by_column = result.metadata.missing_by_column
+    assert [c for c, v in by_column.items() if v == "accepted"] == imputed
+    assert result.check.probe_rows["missing"] == len(imputed)

@@ -44,7 +44,7 @@ MAX_STEP_ROWS = 200
 # MAX_SCORING_CALLS, more on narrow tables (a call's cost grows with the columns):
 # SCORING_CELLS // columns.
 MAX_SCORING_CALLS = 64
-SCORING_CELLS = 20_000
+SCORING_CELLS = 10_000
 
 
 def accepted_rows(
@@ -58,7 +58,7 @@ def accepted_rows(
     any row is refused). All rows are scored in one call; a refused group is split in halves,
     breadth first, so a few refused rows among many cost about ``2·log2(N)`` calls each, and
     every row refused about ``2·N``. After ``max_calls`` calls (default: the larger of
-    :data:`MAX_SCORING_CALLS` and :data:`SCORING_CELLS` // columns, so exact up to 100
+    :data:`MAX_SCORING_CALLS` and :data:`SCORING_CELLS` // columns, so exact up to 50
     columns) the groups still undecided count as refused: never accepted without proof, so
     what is called accepted is always true, and a very wide model that refuses every row costs
     ``max_calls`` calls, not one per row.
