@@ -819,8 +819,8 @@ def convert_bundle(
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),
-        # Whether scikit-learn and ONNX Runtime agreed before writing (false only when written
-        # with allow_divergent), and what was compared.
+        # Whether scikit-learn and ONNX Runtime agreed before writing (false when written with
+        # allow_divergent, or when no sample row could be compared), and what was compared.
         "checked": result.check is not None and result.check.ok is True,
         "check": None if result.check is None else result.check.as_dict(),
     }
