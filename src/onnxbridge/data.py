@@ -28,6 +28,8 @@ __all__ = [
     "Dataset",
     "FeatureSchema",
     "FeatureSpec",
+    "blank_column",
+    "blank_values",
     "data_format",
     "hash_frame",
     "load_dataset",
@@ -219,6 +221,42 @@ def normalize_features(X: pd.DataFrame) -> pd.DataFrame:
             f"columns {', '.join(unsupported)} hold values no model can take; {_UNSUPPORTED_HINT}"
         )
     return pd.DataFrame(columns, index=X.index)
+
+
+def blank_values(column: pd.Series, rows: Any = None) -> pd.Series:
+    """``column`` with a missing value on ``rows`` (positions) or on every row, as a new Series.
+
+    The one rule for "this value is missing" wherever onnxbridge makes probe rows: a number or
+    boolean column becomes float64 holding NaN; a text or category column keeps its dtype and
+    holds that dtype's missing value (None in an ``object`` column), so a model fitted on text
+    still sees text with one value missing.
+    """
+    dtype = column.dtype
+    missing: Any
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        column = column.astype(np.float64)
+        missing = np.nan
+    elif isinstance(dtype, pd.CategoricalDtype):
+        column = column.copy()
+        missing = np.nan
+    elif pd.api.types.is_object_dtype(dtype):
+        column = column.copy()
+        missing = None
+    else:  # pandas' string dtype
+        column = column.copy()
+        missing = pd.NA
+    if rows is None:
+        return pd.Series(
+            [missing] * len(column), index=column.index, dtype=column.dtype, name=column.name
+        )
+    column.iloc[rows] = missing
+    return column
+
+
+def blank_column(frame: pd.DataFrame, name: str, rows: Any = None) -> None:
+    """Make ``frame[name]`` missing in place, on ``rows`` (positions) or on every row
+    (:func:`blank_values`)."""
+    frame[name] = blank_values(frame[name], rows)
 
 
 def data_format(path: Path, *, action: str = "read") -> str:

@@ -297,7 +297,7 @@ def convert(
                 "zipmap": result.zipmap,
                 "precision": result.precision,
                 "notes": result.notes,
-                "checked": result.check is not None and result.check.ok,
+                "checked": result.check is not None and result.check.ok is True,
                 "check": None if result.check is None else result.check.as_dict(),
                 "inputs": result.metadata.inputs,
                 "outputs": result.metadata.outputs,
@@ -323,7 +323,9 @@ def convert(
         if result.check is not None and not result.check.ok and note.startswith("NOT CHECKED"):
             continue
         console.print(f"note: {note}")
-    if result.check is not None and not result.check.ok:
+    if result.check is not None and result.check.ok is None:
+        console.print(f"NOT checked: {result.check.unchecked}")
+    elif result.check is not None and not result.check.ok:
         # The warning itself went to stderr (convert_estimator warns); say it here too.
         console.print(f"NOT checked (--allow-divergent): {result.check.summary()}")
     elif result.check is not None:

@@ -35,7 +35,7 @@ from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metada
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
 from onnxbridge.convert.roles import model_task, output_roles, reference_method, target_classes
-from onnxbridge.data import FeatureSchema, normalize_features
+from onnxbridge.data import FeatureSchema, blank_values, normalize_features
 from onnxbridge.errors import (
     ConversionError,
     DataError,
@@ -343,6 +343,8 @@ def convert_estimator(
             (:mod:`onnxbridge.convert.folding`); False keeps one node per pipeline step.
         allow_divergent: return a model that differs from scikit-learn anyway, with a
             warning (``UserWarning``) and a note; ``result.check.ok`` is then False.
+            When no sample row could be compared (scikit-learn refuses every one), the model
+            is returned unchecked (``result.check.ok`` None), with a warning and a note.
         categories: column -> values that column can hold, added to the sample's. A CatBoost
             model with ``cat_features`` keeps only hashes of its categories, so the graph knows
             exactly the categories found in ``sample`` and here: give every training category
@@ -373,6 +375,15 @@ def convert_estimator(
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     frame = _training_columns(estimator, frame)
     result.check = check_conversion(estimator, result, frame)
+    if result.check.ok is None:
+        # Nothing compared is not a divergence: written, but marked unchecked and said so.
+        warning = (
+            f"NOT CHECKED: {result.check.unchecked}; pass sample rows the model scores "
+            "to have the conversion checked"
+        )
+        warnings.warn(warning, UserWarning, stacklevel=2)
+        result.notes.append(warning)
+        return result
     also_double = ""  # what the float64 graph did, when auto tried it in vain
     if not result.check.ok and precision == "auto" and result.precision == "float":
         # auto means float32 unless that changes results: here it does, so try float64.
@@ -438,11 +449,15 @@ def convert_unchecked(
     description: str | None = None,
     fold: bool = True,
     categories: Mapping[str, Sequence[Any]] | None = None,
+    missing_policy: bool = True,
 ) -> ConversionResult:
     """Convert a fitted scikit-learn estimator or pipeline to an ONNX model that loads and runs,
     without comparing it with scikit-learn (:func:`convert_estimator` does).
 
-    Arguments as for :func:`convert_estimator` (without ``allow_divergent``).
+    Arguments as for :func:`convert_estimator` (without ``allow_divergent``), and
+    ``missing_policy``: False leaves out asking scikit-learn which columns it takes missing
+    values in (the metadata's ``missing_values`` and ``missing_by_column`` stay None), for a
+    conversion that is only compared, never written.
 
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
@@ -484,6 +499,7 @@ def convert_unchecked(
                 description=description,
                 fold=fold,
                 categories=categories,
+                missing_policy=missing_policy,
             )
 
         return convert_auto(estimator, frame, convert_as)
@@ -511,7 +527,9 @@ def convert_unchecked(
     if len(graph_names) == len(inputs):
         inputs = [{**spec, "name": name} for spec, name in zip(inputs, graph_names, strict=True)]
     roles = output_roles([o.name for o in model.graph.output], estimator, task)
-    missing_values, missing_by_column = _missing_values_policy(estimator, frame, roles)
+    missing_values, missing_by_column = (
+        _missing_values_policy(estimator, frame, roles) if missing_policy else (None, None)
+    )
     metadata = ModelMetadata(
         task=task,
         features=schema,
@@ -652,14 +670,18 @@ def _missing_values_policy(
     """Whether the source model predicts with a missing value in each column.
 
     A real sample row (one without missing values when there is one) is copied once per
-    column with that column missing (NaN: how onnxbridge hands scikit-learn a missing number
-    or text), and all copies are scored at once; when that raises, each copy alone. Returns
-    the summary (``"refused"`` when any column is, else ``"accepted"``) and
-    ``{column: "accepted" | "refused"}``. When the row itself does not score, nothing is
-    known per column: ``("refused", None)``, which refuses a missing value in every column.
+    column with that column missing (:func:`onnxbridge.data.blank_column`: NaN in a number
+    column, a missing value in a text one), and all copies are scored in one call; when that
+    raises, refused groups of copies are split in halves
+    (:func:`onnxbridge.convert.steps.accepted_rows`), and a column whose copy was not shown to
+    score within that budget counts as refused. Returns the summary (``"refused"`` when any
+    column is, else ``"accepted"``) and ``{column: "accepted" | "refused"}``. When the row
+    itself does not score, nothing is known per column: ``("refused", None)``, which refuses a
+    missing value in every column.
     """
     from threadpoolctl import threadpool_limits
 
+    from onnxbridge.convert.steps import accepted_rows
     from onnxbridge.train import source_frame
 
     method = getattr(estimator, reference_method(estimator, next(iter(roles))))
@@ -667,9 +689,13 @@ def _missing_values_policy(
     row = frame.iloc[[complete[0] if len(complete) else 0]]
     columns = list(frame.columns)
     probe = pd.concat([row] * (len(columns) + 1), ignore_index=True)
-    probe = probe.astype({c: float for c in columns if probe[c].dtype != object})
-    for i, column in enumerate(columns):
-        probe.loc[i + 1, column] = np.nan
+    # Built column by column: one block per dtype, which scikit-learn reads fast when wide.
+    # normalize_features: as rows reach scikit-learn everywhere (a missing text value as NaN).
+    probe = normalize_features(
+        pd.DataFrame(
+            {column: blank_values(probe[column], [i + 1]) for i, column in enumerate(columns)}
+        )
+    )
 
     def scores(rows: pd.DataFrame) -> bool:
         try:
@@ -684,13 +710,10 @@ def _missing_values_policy(
 
     if not scores(probe.iloc[[0]]):
         return "refused", None
-    if scores(probe):
-        by_column = dict.fromkeys(columns, "accepted")
-    else:
-        by_column = {
-            c: "accepted" if scores(probe.iloc[[i + 1]]) else "refused"
-            for i, c in enumerate(columns)
-        }
+    accepted = accepted_rows(scores, probe.iloc[1:])
+    by_column = {
+        c: "accepted" if ok else "refused" for c, ok in zip(columns, accepted, strict=True)
+    }
     summary = "refused" if "refused" in by_column.values() else "accepted"
     return summary, by_column
 
@@ -796,9 +819,9 @@ def convert_bundle(
         "inputs": result.metadata.inputs,
         "outputs": result.metadata.outputs,
         "converted_at": now_iso(),
-        # Whether scikit-learn and ONNX Runtime agreed before writing (false only when written
-        # with allow_divergent), and what was compared.
-        "checked": result.check is not None and result.check.ok,
+        # Whether scikit-learn and ONNX Runtime agreed before writing (false when written with
+        # allow_divergent, or when no sample row could be compared), and what was compared.
+        "checked": result.check is not None and result.check.ok is True,
         "check": None if result.check is None else result.check.as_dict(),
     }
     bundle.save_card()

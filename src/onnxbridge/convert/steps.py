@@ -15,7 +15,7 @@ diverges when it refuses a model, and ``validate``'s diagnosis reports it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +26,12 @@ from onnxbridge.convert.agreement import Tolerance, compare_output
 from onnxbridge.convert.metadata import input_block
 from onnxbridge.convert.roles import expected_outputs
 from onnxbridge.data import normalize_features
-from onnxbridge.errors import ConversionError, OnnxbridgeError, first_line
+from onnxbridge.errors import ConversionError, first_line
 
 __all__ = [
     "DivergingStep",
     "PrefixCheck",
+    "accepted_rows",
     "locate_diverging_step",
     "onnx_outputs",
     "onnx_session",
@@ -39,6 +40,47 @@ __all__ = [
 
 # Rows a prefix is checked on at most: the diverging rows are what matter, not how many.
 MAX_STEP_ROWS = 200
+# scikit-learn calls :func:`accepted_rows` makes at most, past the first: at least
+# MAX_SCORING_CALLS, more on narrow tables (a call's cost grows with the columns):
+# SCORING_CELLS // columns.
+MAX_SCORING_CALLS = 64
+SCORING_CELLS = 10_000
+
+
+def accepted_rows(
+    scores: Callable[[pd.DataFrame], bool],
+    frame: pd.DataFrame,
+    max_calls: int | None = None,
+) -> np.ndarray:
+    """Which rows of ``frame`` scikit-learn scores, in few calls: a boolean mask ``[N]``.
+
+    ``scores(rows)`` says whether the model answers those rows (it refuses a whole call when
+    any row is refused). All rows are scored in one call; a refused group is split in halves,
+    breadth first, so a few refused rows among many cost about ``2·log2(N)`` calls each, and
+    every row refused about ``2·N``. After ``max_calls`` calls (default: the larger of
+    :data:`MAX_SCORING_CALLS` and :data:`SCORING_CELLS` // columns, so exact up to 50
+    columns) the groups still undecided count as refused: never accepted without proof, so
+    what is called accepted is always true, and a very wide model that refuses every row costs
+    ``max_calls`` calls, not one per row.
+    """
+    accepted = np.zeros(len(frame), dtype=bool)
+    if len(frame) == 0:
+        return accepted
+    if max_calls is None:
+        max_calls = max(MAX_SCORING_CALLS, SCORING_CELLS // max(frame.shape[1], 1))
+    groups = [np.arange(len(frame))]
+    calls = 0
+    while groups:
+        group = groups.pop(0)
+        if calls > max_calls:
+            break
+        calls += 1
+        if scores(frame.iloc[group]):
+            accepted[group] = True
+        elif len(group) > 1:
+            half = len(group) // 2
+            groups.extend([group[:half], group[half:]])
+    return accepted
 
 
 def onnx_session(model: Any) -> Any:
@@ -261,10 +303,15 @@ def locate_diverging_step(
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                converted = convert_unchecked(prefix, sample.head(100), precision=precision)
+                converted = convert_unchecked(
+                    prefix, sample.head(100), precision=precision, missing_policy=False
+                )
             onnx_out = onnx_outputs(converted, rows)
             sk_out = source_outputs(prefix, rows, converted.metadata.outputs, like=onnx_out)
-        except (OnnxbridgeError, ValueError, TypeError) as exc:
+        except Exception as exc:
+            # skl2onnx and ONNX Runtime raise many kinds (KeyError, RuntimeError,
+            # NotImplementedError, ...) on a prefix they cannot convert or run: that prefix
+            # is unchecked, whatever the kind.
             prefixes.append(PrefixCheck(k, name, type(step).__name__, False, error=first_line(exc)))
             continue
         role = "transformed" if "transformed" in onnx_out else next(iter(onnx_out))

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.data import FeatureSchema, preview_names
+from onnxbridge.data import FeatureSchema, blank_column, preview_names
 from onnxbridge.errors import DataError
 
 __all__ = [
@@ -256,24 +256,15 @@ def _missing_rows(
     missing: NaN in a number column, None in a text column."""
     strings = set(_string_columns(schema))
     per_column = min(spec.missing_rows, len(holdout))
-
-    def blank(rows: pd.DataFrame, name: str) -> None:
-        if name in strings:
-            rows[name] = rows[name].astype(object)
-            rows[name] = None
-        else:
-            _as_float_column(rows, name)
-            rows[name] = np.nan
-
     parts, meta = [], []
     for name in columns:
         block = _base_rows(holdout, per_column)
-        blank(block, name)
+        blank_column(block, name)
         parts.append(block)
         meta.extend({"feature": name} for _ in range(per_column))
     everything = _base_rows(holdout, 1)
     for name in columns:
-        blank(everything, name)
+        blank_column(everything, name)
     parts.append(everything)
     meta.append({"feature": "*"})
     frame = pd.concat(parts, ignore_index=True)
