@@ -217,3 +217,14 @@ def test_categories_skipped_without_string_columns(data) -> None:
         X, schema, accepts_missing=False, spec=ProbeSpec(probes=("categories",))
     )
     assert categories.skipped == "no string columns" and categories.frame.empty
+
+
+def test_a_column_with_no_value_builds_every_probe_set_without_warnings() -> None:
+    import warnings
+
+    X = pd.DataFrame({"a": [np.nan] * 5, "b": np.arange(5.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "All-NaN slice" warning must not arise
+        sets = _by_name(build_probe_sets(X, FeatureSchema.from_frame(X), accepts_missing=True))
+    assert sets["range"].frame["a"].isna().all()
+    assert sets["range"].frame["b"].between(0, 4).all()

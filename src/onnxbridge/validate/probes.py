@@ -191,9 +191,11 @@ def _range_rows(holdout: pd.DataFrame, schema: FeatureSchema, spec: ProbeSpec) -
     rng = np.random.RandomState(spec.seed)
     rows = _base_rows(holdout, spec.range_rows)
     for name in _numeric_columns(schema):
-        column = pd.to_numeric(holdout[name], errors="coerce").astype(np.float64)
-        low, high = np.nanmin(column), np.nanmax(column)
-        if not np.isfinite(low):
+        column = pd.to_numeric(holdout[name], errors="coerce").astype(np.float64).dropna()
+        if column.empty:  # a column with no value: nothing to draw a range from
+            continue
+        low, high = float(column.min()), float(column.max())
+        if not np.isfinite(low) or not np.isfinite(high):
             continue
         if pd.api.types.is_bool_dtype(holdout[name]):
             rows[name] = rng.rand(spec.range_rows) < 0.5
