@@ -796,10 +796,11 @@ def native_categories(estimator: Any, like: pd.DataFrame | None = None) -> dict[
         names = booster.feature_name()
         columns = [names[int(c)] for c in booster.params.get("categorical_column") or []]
         if len(columns) != len(categories) and like is not None:
+            # pandas_categorical lists every category column of the fit, in column order:
+            # ordered ones too (LightGBM splits those on their codes, not as categories), and
+            # not the numbers named in categorical_feature. Those are the columns of text.
             columns = [
-                c
-                for c in columns
-                if c in like.columns and not pd.api.types.is_numeric_dtype(like[c])
+                c for c in names if c in like.columns and not pd.api.types.is_numeric_dtype(like[c])
             ]
         if len(columns) != len(categories):
             return {}
