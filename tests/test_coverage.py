@@ -67,6 +67,8 @@ def test_the_core_group_is_all_estimators_of_the_four_types() -> None:
     names = core_estimator_names()
     listed = {n for n, _ in all_estimators(type_filter=["classifier", "regressor"])}
     listed |= {n for n, _ in all_estimators(type_filter=["transformer", "cluster"])}
+    # Experimental estimators join all_estimators() once enabled (other tests enable one).
+    listed -= {"IterativeImputer", "HalvingGridSearchCV", "HalvingRandomSearchCV"}
     assert names == sorted(listed)
     assert len(names) == 181  # scikit-learn 1.9.1 (constraints.txt)
     groups = {}
