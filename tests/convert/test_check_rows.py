@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import warnings
+import re
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from onnxbridge import Bundle, convert_bundle, convert_estimator
+from onnxbridge import Bundle, convert_estimator
 from onnxbridge.data import blank_values
 from onnxbridge.errors import ConversionError
 
@@ -135,8 +135,13 @@ def test_no_comparable_sample_row_means_not_checked() -> None:
     X, y = _numbers(200, 3)
     model = LogisticRegression().fit(X, y)
     sample = X.head(20).assign(f1=np.nan)
+    with pytest.raises(ConversionError) as refused:
+        convert_estimator(model, sample)
+    message = str(refused.value)
+    assert message.startswith("convert refused: nothing could be compared with scikit-learn")
+    assert "nothing was written" in message and "--allow-divergent" in message
     with pytest.warns(UserWarning, match="NOT CHECKED: no sample row could be compared"):
-        result = convert_estimator(model, sample)
+        result = convert_estimator(model, sample, allow_divergent=True)
     check = result.check
     assert check.ok is None and not check.checked
     assert check.rows == 0
@@ -160,18 +165,39 @@ def test_a_bundle_with_no_comparable_row_is_recorded_unchecked(tmp_path, capsys)
         holdout.loc[holdout.index[i :: len(X.columns)], name] = np.nan
     card = {k: v for k, v in good.card.items() if k != "files"}
     bundle = Bundle.create(tmp_path / "b", card=card, estimator=model, holdout=holdout)
+    before = bundle.card_path.read_bytes()
+    code, out, err = run(capsys, "convert", bundle.path)
+    assert code == 2
+    assert "convert refused: nothing could be compared with scikit-learn" in err
+    assert "\n" not in err.strip()
+    assert not bundle.onnx_path.exists() and bundle.card_path.read_bytes() == before
     with pytest.warns(UserWarning, match="NOT CHECKED"):
-        code, out, err = run(capsys, "convert", bundle.path)
+        code, out, err = run(capsys, "convert", bundle.path, "--allow-divergent")
     assert code == 0, err
-    assert "NOT checked: no sample row could be compared" in out
+    assert "NOT checked (--allow-divergent): no sample row could be compared" in out
     written = json.loads(bundle.card_path.read_text())
     assert written["conversion"]["checked"] is False
     assert written["conversion"]["check"]["ok"] is None
     assert written["conversion"]["check"]["unchecked"].startswith("no sample row could be compared")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = convert_bundle(bundle.path)
-    assert result.check.ok is None
+
+
+def test_a_sample_file_gives_its_complete_rows_first(tmp_path, capsys) -> None:
+    """The first 100 rows of a --sample file miss a value the model refuses; rows after them
+    are complete: convert compares those."""
+    from cli_support import run
+    from onnxbridge import save_estimator
+
+    X, y = _numbers(300, 3)
+    model = LogisticRegression().fit(X, y)
+    sample = X.copy()
+    sample.loc[sample.index[:100], "f0"] = np.nan
+    sample.to_csv(tmp_path / "sample.csv", index=False)
+    save_estimator(model, tmp_path / "m.skops")
+    code, out, err = run(
+        capsys, "convert", tmp_path / "m.skops", "--sample", tmp_path / "sample.csv"
+    )
+    assert code == 0, err
+    assert re.search(r"checked: 0 of \d+ rows differ from scikit-learn \(100 sample", out), out
 
 
 # ----------------------------------------------- a prefix that fails while naming the step
@@ -236,3 +262,19 @@ def test_the_few_columns_taking_a_missing_value_are_found_among_many() -> None:
     by_column = result.metadata.missing_by_column
     assert [c for c, v in by_column.items() if v == "accepted"] == imputed
     assert result.check.probe_rows["missing"] == len(imputed)
+
+
+def test_a_conversion_without_the_missing_value_policy_refuses_missing_values() -> None:
+    """Without asking scikit-learn, nothing is known: predict must refuse rows with NaN."""
+    from onnxbridge import Predictor
+    from onnxbridge.convert.core import convert_unchecked
+    from onnxbridge.errors import SchemaMismatchError
+
+    X, y = _numbers(100, 3)
+    model = LogisticRegression().fit(X, y)
+    result = convert_unchecked(model, X.head(20), missing_policy=False)
+    assert result.metadata.missing_values == "refused"
+    rows = X.head(2).copy()
+    rows.loc[rows.index[0], "f1"] = np.nan
+    with pytest.raises(SchemaMismatchError, match="missing values"):
+        Predictor(result.model.SerializeToString()).predict(rows)

@@ -231,7 +231,8 @@ def convert(
         typer.Option(
             "--allow-divergent",
             help="Write the model even when ONNX Runtime and scikit-learn disagree on the "
-            "sample or probe rows (with a warning; the bundle records it as unchecked).",
+            "sample or probe rows, or when no sample row could be compared (with a warning; "
+            "the bundle records it as unchecked).",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -239,6 +240,7 @@ def convert(
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge.cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
+    from onnxbridge.convert.core import sample_rows
 
     if source.is_dir():
         if sample is not None or out is not None or allow_pickle:
@@ -277,7 +279,7 @@ def convert(
         )
         result = convert_estimator(
             estimator,
-            frame.head(100),
+            sample_rows(frame),
             opset=opset,
             ml_opset=ml_opset,
             zipmap=zipmap,
@@ -324,7 +326,7 @@ def convert(
             continue
         console.print(f"note: {note}")
     if result.check is not None and result.check.ok is None:
-        console.print(f"NOT checked: {result.check.unchecked}")
+        console.print(f"NOT checked (--allow-divergent): {result.check.unchecked}")
     elif result.check is not None and not result.check.ok:
         # The warning itself went to stderr (convert_estimator warns); say it here too.
         console.print(f"NOT checked (--allow-divergent): {result.check.summary()}")

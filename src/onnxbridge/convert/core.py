@@ -159,6 +159,14 @@ def _check_fitted(estimator: Any) -> None:
         ) from exc
 
 
+def sample_rows(rows: pd.DataFrame, n: int = 100) -> pd.DataFrame:
+    """The ``n`` sample rows convert takes from a table: complete rows first (the ones the
+    source model certainly scores, so its check compares them), then rows with missing values,
+    each in the table's order."""
+    complete = rows.notna().all(axis=1).to_numpy()
+    return pd.concat([rows[complete].head(n), rows[~complete].head(n)]).head(n)
+
+
 def _sample_frame(sample: Any, feature_names: list[str] | None) -> pd.DataFrame:
     if isinstance(sample, pd.DataFrame):
         frame = sample
@@ -376,10 +384,17 @@ def convert_estimator(
     frame = _training_columns(estimator, frame)
     result.check = check_conversion(estimator, result, frame)
     if result.check.ok is None:
-        # Nothing compared is not a divergence: written, but marked unchecked and said so.
+        # Nothing compared proves nothing: refused like a divergence, unless allowed.
+        if not allow_divergent:
+            raise ConversionError(
+                f"convert refused: nothing could be compared with scikit-learn: "
+                f"{result.check.unchecked}; nothing was written. Pass sample rows the source "
+                "model scores (e.g. rows without missing values), or pass --allow-divergent "
+                "(Python: allow_divergent=True) to write it anyway, marked unchecked"
+            )
         warning = (
-            f"NOT CHECKED: {result.check.unchecked}; pass sample rows the model scores "
-            "to have the conversion checked"
+            f"NOT CHECKED: {result.check.unchecked}; written anyway because unchecked models "
+            "were allowed"
         )
         warnings.warn(warning, UserWarning, stacklevel=2)
         result.notes.append(warning)
@@ -456,8 +471,8 @@ def convert_unchecked(
 
     Arguments as for :func:`convert_estimator` (without ``allow_divergent``), and
     ``missing_policy``: False leaves out asking scikit-learn which columns it takes missing
-    values in (the metadata's ``missing_values`` and ``missing_by_column`` stay None), for a
-    conversion that is only compared, never written.
+    values in, for a conversion that is only compared; the metadata then records every column
+    as refusing them (``missing_values="refused"``), the safe side.
 
     Raises:
         ModelNotFittedError, MissingConverterError, ConversionError, DataError.
@@ -527,8 +542,10 @@ def convert_unchecked(
     if len(graph_names) == len(inputs):
         inputs = [{**spec, "name": name} for spec, name in zip(inputs, graph_names, strict=True)]
     roles = output_roles([o.name for o in model.graph.output], estimator, task)
+    # Without the policy nothing is known: record every column as refusing missing values
+    # (the safe side), so a model saved from here never feeds scikit-learn's refused rows.
     missing_values, missing_by_column = (
-        _missing_values_policy(estimator, frame, roles) if missing_policy else (None, None)
+        _missing_values_policy(estimator, frame, roles) if missing_policy else ("refused", None)
     )
     metadata = ModelMetadata(
         task=task,
@@ -792,7 +809,7 @@ def convert_bundle(
     X, _ = bundle.load_holdout()
     result = convert_estimator(
         estimator,
-        X.head(100),
+        sample_rows(X),
         opset=opset,
         ml_opset=ml_opset,
         zipmap=zipmap,

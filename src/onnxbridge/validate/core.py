@@ -23,7 +23,7 @@ import pandas as pd
 
 from onnxbridge.bundle import ONNX_NAME, Bundle
 from onnxbridge.convert.metadata import role_parts
-from onnxbridge.data import FeatureSchema, read_table
+from onnxbridge.data import FeatureSchema, blank_column, read_table
 from onnxbridge.errors import DataError, InferenceError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.validate.budget import (
@@ -491,8 +491,9 @@ def _accepts_missing(predictor: Predictor, estimator: Any, frame: pd.DataFrame) 
         return metadata.accepts_missing_everywhere()
     if estimator is None:
         return False
-    probe = frame.head(1).astype(np.float64)
-    probe.iloc[:, :] = np.nan
+    probe = frame.head(1).copy()
+    for name in probe.columns:
+        blank_column(probe, name)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

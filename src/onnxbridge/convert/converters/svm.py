@@ -331,6 +331,12 @@ def _classifier_shape(operator: Any) -> None:
 
 def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
+    if scope.get_options(model, {"nocl": False})["nocl"]:
+        # Declared only because skl2onnx asks every classifier for it; labels are the classes.
+        raise ConversionError(
+            f"{type(model).__name__}'s converter writes the class labels; the option nocl=True "
+            "(class indices) is not supported: drop it"
+        )
     classes = np.asarray(model.classes_)
     n_classes = len(classes)
     g = Graph(scope, operator, container)
