@@ -529,6 +529,15 @@ def _rows(data: Any, predictor: Predictor, estimator: Any) -> pd.DataFrame:
                 "with the columns the model was trained on"
             )
         frame = frame[names]
+    if predictor.metadata is not None:
+        # A text column read as numbers (a CSV of zip codes, say) is text to the model: give
+        # scikit-learn the text ONNX Runtime gets ("10" for 10; convert.metadata.input_block).
+        for feature in predictor.metadata.features.features:
+            column = frame.get(feature.name)
+            if feature.kind != "numeric" and column is not None and column.dtype != object:
+                frame[feature.name] = column.astype(object).map(
+                    lambda v: v if pd.isna(v) else str(v)
+                )
     return frame.reset_index(drop=True)
 
 

@@ -228,8 +228,9 @@ class ValidationReport:
         A runtime that could not score some probe sets (``onnx.reference`` without a kernel
         ONNX Runtime has) leaves its pairs out of them:
         ``compared on 2 of 3 runtimes: onnx.reference cannot load the model: ...``, with the
-        probe sets named when it is not all of them. Scoring that took longer than the budget
-        (the minimum samples alone cost more) says so too.
+        probe sets named when it is not all of them. Held-out rows scikit-learn refused every
+        one of, and scoring that took longer than the budget (the minimum samples alone cost
+        more), say so too.
         """
         asked = list(self.runtimes)
         compared = [p for p in self.probe_sets if p.skipped is None]
@@ -246,6 +247,14 @@ class ValidationReport:
                 f"compared on {len(asked) - 1} of {len(asked)} runtimes{where}: "
                 f"{info.get('error') or name + ' could not run the model'}"
             )
+        for probe in self.probe_sets:
+            if probe.name == "holdout" and (probe.skipped or "").startswith(
+                "scikit-learn refused every row"
+            ):
+                lines.append(
+                    f"no held-out row was compared: {probe.skipped}; the verdict rests on the "
+                    "generated probe sets only: pass rows the source model scores"
+                )
         over = self.budget_s is not None and (self.scoring_s or 0.0) > self.budget_s * 1.1
         if over and self.sampled_probe_sets:
             lines.append(
