@@ -415,10 +415,14 @@ def convert_estimator(
                 description=description,
                 fold=fold,
                 categories=categories,
+                missing_policy=False,
             )
         except ConversionError:
             double = None
         if double is not None:
+            # The same source model and rows: the float graph's policy, not asked again.
+            policy = (result.metadata.missing_values, result.metadata.missing_by_column)
+            _set_missing_policy(double, policy)
             double.check = check_conversion(estimator, double, frame)
             if double.check.ok:
                 double.notes.append(
@@ -503,6 +507,7 @@ def convert_unchecked(
         from onnxbridge.convert.precision import convert_auto
 
         def convert_as(chosen: str) -> ConversionResult:
+            # The policy does not depend on precision: asked once, for the graph chosen.
             return convert_unchecked(
                 estimator,
                 frame,
@@ -514,10 +519,14 @@ def convert_unchecked(
                 description=description,
                 fold=fold,
                 categories=categories,
-                missing_policy=missing_policy,
+                missing_policy=False,
             )
 
-        return convert_auto(estimator, frame, convert_as)
+        chosen = convert_auto(estimator, frame, convert_as)
+        if missing_policy:
+            roles = dict(chosen.metadata.outputs)
+            _set_missing_policy(chosen, _missing_values_policy(estimator, frame, roles))
+        return chosen
     schema = FeatureSchema.from_frame(frame)
     load_converters()
     float_name = "float64" if precision == "double" else "float32"
@@ -679,6 +688,14 @@ def _convert_with_opsets(
             except ConversionError:
                 continue
         raise
+
+
+def _set_missing_policy(
+    result: ConversionResult, policy: tuple[str | None, dict[str, str] | None]
+) -> None:
+    """Record ``policy`` (:func:`_missing_values_policy`) in the result's metadata and model."""
+    result.metadata.missing_values, result.metadata.missing_by_column = policy
+    write_metadata(result.model, result.metadata)
 
 
 def _missing_values_policy(
