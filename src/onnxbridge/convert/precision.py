@@ -643,26 +643,13 @@ def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
         return None
 
 
-def _run_onnx(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> list[np.ndarray]:
-    import onnxruntime as ort
-
-    from onnxbridge.convert.metadata import input_block
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    feeds = {i["name"]: input_block(frame, i["columns"], i["dtype"]) for i in inputs}
-    return [np.asarray(v) for v in session.run(None, feeds)]
-
-
 def _flipped(estimator: Any, result: Any, frame: pd.DataFrame) -> int:
     """How many rows of ``frame`` the float graph decides differently from the source model."""
-    outputs = _run_onnx(result.model, frame, result.metadata.inputs)
-    names = [o.name for o in result.model.graph.output]
-    by_role = {role: outputs[names.index(name)] for role, name in result.metadata.outputs.items()}
     from threadpoolctl import threadpool_limits
+
+    from onnxbridge.convert.steps import onnx_outputs
+
+    by_role = onnx_outputs(result, frame)
 
     # One thread: OpenMP models (HistGradientBoosting, LightGBM) spin for seconds on a busy
     # machine for a few thousand rows.
