@@ -1,4 +1,4 @@
-"""The reference workflow of shared/DESIGN.md, end to end, printing each step.
+"""The reference workflow (`onnxbridge demo`), end to end, printing each step.
 
 Iris, 70/30 split with ``random_state=42``, ``RandomForestClassifier(n_estimators=10,
 random_state=42)``, one float32 input ``input[None, 4]``, no ZipMap, ``target_opset=15``; ONNX

@@ -22,7 +22,7 @@ __all__ = [
 DEFAULT_DOMAIN = ""
 ML_DOMAIN = "ai.onnx.ml"
 # skl2onnx and onnxmltools emit ai.onnx.ml versions that their own guards then reject above 3
-# (shared/DESIGN.md, "Facts about the stack").
+# (seen with skl2onnx 1.20 and onnxmltools 1.16, the pinned versions).
 ML_OPSET_CAP = 3
 MIN_OPSET = 9
 
