@@ -1,0 +1,139 @@
+"""The documentation cannot drift: every command and Python block of README.md, docs/ and examples/
+runs here, and what it prints is compared with the page (rules in tests/docs_support.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from docs_support import (
+    PAGES,
+    ROOT,
+    describe,
+    make_start,
+    matches,
+    read_steps,
+    run_page,
+)
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_start(tmp_path_factory.mktemp("docs") / "start")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_prints_what_it_shows(page: Path, start: Path, tmp_path: Path) -> None:
+    outcomes = run_page(page, start, tmp_path / "page")
+    report = describe(page, outcomes)
+    assert not report, "the page no longer shows what its commands print:\n" + report
+
+
+def test_pages_are_all_found() -> None:
+    names = {str(p.relative_to(ROOT)) for p in PAGES}
+    assert {"README.md", "docs/convert.md", "docs/index.md", "examples/README.md"} <= names
+
+
+# The harness itself: it must fail on drift and accept only the documented placeholders.
+
+
+def _run_text(text: str, start: Path, tmp_path: Path) -> str:
+    tmp_path.mkdir()
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    return describe(page, run_page(page, start, tmp_path / "run"))
+
+
+def test_a_changed_output_fails(start: Path, tmp_path: Path) -> None:
+    good = "```\n$ echo 'took 1.5 ms'\ntook <time>\n```\n"
+    assert _run_text(good, start, tmp_path / "a") == ""
+    drifted = "```\n$ echo 'took 1.5 ms, 3 rows'\ntook <time>\n```\n"
+    report = _run_text(drifted, start, tmp_path / "b")
+    assert "printed other lines" in report and "+took 1.5 ms, 3 rows" in report
+
+
+def test_a_failing_command_fails_unless_shown(start: Path, tmp_path: Path) -> None:
+    report = _run_text("```\n$ onnxbridge validate runs/nope\n```\n", start, tmp_path / "a")
+    assert "exited 2" in report
+    shown = (
+        '```\n$ onnxbridge validate runs/nope || echo "exit status $?"\n'
+        "error: bundle 'runs/nope' does not exist or is not a folder; create one with "
+        "`onnxbridge train --out DIR`\nexit status 2\n```\n"
+    )
+    assert _run_text(shown, start, tmp_path / "b") == ""
+
+
+def test_python_blocks_share_one_process_and_compare_output(start: Path, tmp_path: Path) -> None:
+    text = "```python\nx = 20\n```\n\n```python\nprint(x + 1)\n```\n```\n21\n```\n"
+    assert _run_text(text, start, tmp_path / "a") == ""
+    wrong = text.replace("\n21\n", "\n22\n")
+    assert "printed other lines" in _run_text(wrong, start, tmp_path / "b")
+    silent = "```python\nprint('hidden')\n```\n"
+    assert "printed other lines" in _run_text(silent, start, tmp_path / "c")
+    raising = "```python\nraise ValueError('boom')\n```\n"
+    assert "raised an exception" in _run_text(raising, start, tmp_path / "d")
+
+
+def test_a_page_starts_where_make_demo_leaves_off(start: Path, tmp_path: Path) -> None:
+    text = "```\n$ ls runs/iris-rf/model.onnx examples/README.md\nexamples/README.md\nruns/iris-rf/model.onnx\n```\n"
+    assert _run_text(text, start, tmp_path / "a") == ""
+
+
+def test_a_command_without_dollar_is_refused() -> None:
+    with pytest.raises(ValueError, match="not run by the tests"):
+        read_steps("```\nonnxbridge convert runs/iris-rf\n```\n")
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "same"),
+    [
+        (["took <time>"], ["took 12.5 ms"], True),
+        (["took <time>"], ["took 3e-05"], True),
+        (["took <time>"], ["took twelve"], False),
+        (["<rate> rows/s"], ["1,234,567 rows/s"], True),
+        (["speed-up <ratio>"], ["speed-up 2.3×"], True),
+        (["peak <memory>"], ["peak 512.3 MiB"], True),
+        (["wrote <path>"], ["wrote /tmp/x/y.csv"], True),
+        (["wrote <path>"], ["wrote a b"], False),
+        (["on <date>"], ["on 2030-01-02T03:04:05Z"], True),
+        (["│ a │ 1 │"], ["│ a    │    1 │"], True),
+        (["┏━━┳━┓"], ["┏━━━━━━┳━━━━┓"], True),
+        (["a 1"], ["a 2"], False),
+        (["x", "y"], ["x"], False),
+        (["x"], ["x", "", ""], True),
+    ],
+)
+def test_matching_rules(shown: list[str], printed: list[str], same: bool) -> None:
+    assert matches(shown, printed) is same
+
+
+_BUILD_TALK = re.compile(
+    r"\bissues? ?#?[0-9]+|\bthe issue\b|\bsessions? [0-9]|\bshared/|DESIGN\.md|STYLE\.md|"
+    r"#+ choices made|choices made where|where the issue|\bas of (?:January|February|March|April|May|June|July|"
+    r"August|September|October|November|December)\b|"
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December) 20[0-9]{2}|\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b",
+    re.IGNORECASE,
+)
+
+
+def _user_texts() -> list[Path]:
+    texts = [*PAGES, *sorted((ROOT / "examples").rglob("*.py"))]
+    texts += sorted((ROOT / "examples").rglob("*.ipynb"))
+    texts += sorted((ROOT / "src").rglob("*.py"))
+    return texts
+
+
+def test_user_texts_do_not_speak_of_how_the_project_was_built() -> None:
+    found = []
+    for path in _user_texts():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if _BUILD_TALK.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)
+
+
+def test_benchmarks_page_is_a_results_page() -> None:
+    assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) <= 400
