@@ -3,6 +3,7 @@ runs here, and what it prints is compared with the page (rules in tests/docs_sup
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -137,3 +138,29 @@ def test_user_texts_do_not_speak_of_how_the_project_was_built() -> None:
 
 def test_benchmarks_page_is_a_results_page() -> None:
     assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) <= 400
+
+
+def test_shipped_example_data_is_what_its_script_makes(tmp_path: Path) -> None:
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location(
+        "make_data", ROOT / "examples" / "data" / "make_data.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    write = module.write
+
+    write(tmp_path)
+    shipped = ROOT / "examples" / "data"
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert made == sorted(
+        p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file() and p.suffix != ".py"
+    )
+    for name in made:
+        if name.suffix == ".parquet":
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(tmp_path / name), pd.read_parquet(shipped / name)
+            )
+        else:
+            assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
