@@ -14,9 +14,9 @@ The rules (they are also written for users in docs/index.md, "These pages are te
 - Comparison is line by line, after trailing spaces are removed; a run of spaces counts as one
   space and a run of table rule characters (``─━═``) as one, since column widths follow the values.
   Placeholders stand for what legitimately varies: ``<time>`` (a duration, with its unit),
-  ``<rate>`` (a count per second), ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a size),
-  ``<path>`` (a file path), ``<date>`` (a date or time stamp). The port 8000 in a command is replaced
-  by a free port, and back in what it prints.
+  ``<rate>`` (a count per second), ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a
+  size), ``<path>`` (a file path), ``<date>`` (a date or time stamp). The port 8000 in a command is
+  replaced by a free port, and back in what it prints.
 
 Run ``python tests/docs_support.py PAGE.md`` to see every difference, ``--update`` to write what
 the commands print into the page (then put the placeholders back by hand).

@@ -78,7 +78,10 @@ def test_python_blocks_share_one_process_and_compare_output(start: Path, tmp_pat
 
 
 def test_a_page_starts_where_make_demo_leaves_off(start: Path, tmp_path: Path) -> None:
-    text = "```\n$ ls runs/iris-rf/model.onnx examples/README.md\nexamples/README.md\nruns/iris-rf/model.onnx\n```\n"
+    text = (
+        "```\n$ ls runs/iris-rf/model.onnx examples/README.md\n"
+        "examples/README.md\nruns/iris-rf/model.onnx\n```\n"
+    )
     assert _run_text(text, start, tmp_path / "a") == ""
 
 
@@ -112,7 +115,8 @@ def test_matching_rules(shown: list[str], printed: list[str], same: bool) -> Non
 
 _BUILD_TALK = re.compile(
     r"\bissues? ?#?[0-9]+|\bthe issue\b|\bsessions? [0-9]|\bshared/|DESIGN\.md|STYLE\.md|"
-    r"#+ choices made|choices made where|where the issue|\bas of (?:January|February|March|April|May|June|July|"
+    r"#+ choices made|choices made where|where the issue|"
+    r"\bas of (?:January|February|March|April|May|June|July|"
     r"August|September|October|November|December)\b|"
     r"(?:January|February|March|April|May|June|July|August|September|October|November|"
     r"December) 20[0-9]{2}|\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b",

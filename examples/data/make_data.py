@@ -35,7 +35,8 @@ def iris() -> pd.DataFrame:
 
 def new_flowers() -> pd.DataFrame:
     rows = [(5.1, 3.5, 1.4, 0.2), (5.0, 2.0, 3.5, 1.0), (6.9, 3.2, 5.7, 2.3), (6.7, 3.1, 5.6, 2.4)]
-    return pd.DataFrame(rows, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
+    columns = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def customers() -> pd.DataFrame:
