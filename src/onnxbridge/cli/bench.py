@@ -182,8 +182,9 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
     if report.sweep:
         _print_sweep(report.sweep)
     if reports_dir is not None:
-        console.print(f"report: {reports_dir / 'bench.json'}")
-        console.print(f"plot: {reports_dir / 'bench.png'}")
+        # A path is never broken over lines, so it can be copied whole.
+        console.print(f"report: {reports_dir / 'bench.json'}", soft_wrap=True)
+        console.print(f"plot: {reports_dir / 'bench.png'}", soft_wrap=True)
 
 
 # The swept parameter's column folds its name past this width, so the table stays within 80.
@@ -387,7 +388,9 @@ def _print_tune(report: Any, stored: bool) -> None:
             f"{acc['speedup']:.2f}× ONNX Runtime"
         )
     if stored:
-        console.print(f"stored in {report.model} (metadata {'onnxbridge.session'}) and the card")
+        console.print(
+            f"stored in {report.model} (metadata onnxbridge.session) and the card", soft_wrap=True
+        )
     else:
         console.print("not stored (--dry-run)")
 
