@@ -15,6 +15,7 @@ from rich.padding import Padding
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
@@ -22,45 +23,6 @@ __all__ = ["bench_command", "format_ratio", "format_seconds", "tune_command"]
 
 # Lines wrap at the terminal's width (80 in a pipe), so nothing is cut or runs past it.
 console = Console(highlight=False)
-
-
-def format_seconds(seconds: float | None) -> str:
-    """``850 ns``, ``6.7 µs``, ``1.21 ms``, ``2.5 s``: three significant digits, 7 characters."""
-    if seconds is None:
-        return "-"
-    # Round first, so 999.7 µs reads 1 ms rather than 1e+03 µs.
-    seconds = float(f"{seconds:.3g}")
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}" if seconds < 1000 else f"{seconds:,.0f} s"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def format_ratio(ratio: float | None) -> str:
-    """A speed-up: ``0.85``, ``3.12``, ``45.6``, ``1,234`` (no more digits than it is worth)."""
-    if ratio is None:
-        return "-"
-    if ratio >= 99.95:
-        return f"{ratio:,.0f}"
-    if ratio >= 9.995:
-        return f"{ratio:.1f}"
-    return f"{ratio:.2f}"
-
-
-def _format_rate(rows_per_second: float) -> str:
-    """``817``, ``27.6k``, ``7.36M``."""
-    rate = float(f"{rows_per_second:.3g}")
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if rate >= scale:
-            return f"{rate / scale:.3g}{suffix}"
-    return f"{rate:.3g}"
-
-
-def _format_bytes(n: int) -> str:
-    for scale, suffix in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:.3g} {suffix}"
-    return f"{n} B"
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -133,7 +95,7 @@ def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
                 name,
                 f"{format_seconds(r.timing.median)} ±{r.timing.spread / 2:.0%}",
                 format_seconds(r.per_row),
-                _format_rate(r.rows_per_second),
+                format_rate(r.rows_per_second),
             ]
             if has_sklearn:
                 row.append(format_ratio(r.speedup))
@@ -203,7 +165,7 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
         facts = variant["facts"]
         variants.add_row(
             repr(variant["value"]),
-            _format_bytes(facts["onnx_bytes"]),
+            format_bytes(facts["onnx_bytes"]),
             format_seconds(facts.get("load_seconds")),
             format_seconds(facts["conversion_seconds"]),
         )
@@ -336,7 +298,7 @@ def _print_tune(report: Any, stored: bool) -> None:
             best = min(c.timing.median for c in group)
             best_mid = min((c.mid.median for c in group if c.mid is not None), default=0.0)
             best_large = min((c.large.median for c in group if c.large), default=0.0)
-            winner = regime.winner if step == steps[-1] else _step_winner(regime, step)
+            winner = regime.passed_on(step)
             for i, c in enumerate(group):
                 chosen = c.settings == winner
                 key = ids[c.settings]
@@ -393,12 +355,6 @@ def _print_tune(report: Any, stored: bool) -> None:
         )
     else:
         console.print("not stored (--dry-run)")
-
-
-def _step_winner(regime: Any, step: int) -> Any:
-    """The settings step ``step`` passed on: the first candidate of the next step."""
-    later = [c for c in regime.candidates if c.step == step + 1]
-    return later[0].settings if later else None
 
 
 def tune_command(
