@@ -149,15 +149,14 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
         console.print(f"plot: {reports_dir / 'bench.png'}", soft_wrap=True)
 
 
-# The swept parameter's column folds its name past this width, so the table stays within 80.
-_PARAMETER_WIDTH = 12
-
-
 def _print_sweep(sweep: dict[str, Any]) -> None:
-    """Two tables, stacked so each fits 80 columns: the variants, then their timings."""
+    """Two tables, stacked so each fits 80 columns: the variants, then their timings.
+
+    Only the swept parameter's column may fold (a long name), so no number is ever cut.
+    """
     parameter = sweep["parameter"]
     variants = _table(f"sweep over {parameter}: each variant retrained, converted, untuned")
-    variants.add_column(parameter, justify="right", overflow="fold", max_width=_PARAMETER_WIDTH)
+    variants.add_column(parameter, justify="right", overflow="fold")
     variants.add_column(".onnx", justify="right", no_wrap=True)
     variants.add_column("load", justify="right", no_wrap=True)
     variants.add_column("convert", justify="right", no_wrap=True)
@@ -171,7 +170,7 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
         )
     console.print(variants)
     table = _table(f"sweep over {parameter}: median per call")
-    table.add_column(parameter, justify="right", overflow="fold", max_width=_PARAMETER_WIDTH)
+    table.add_column(parameter, justify="right", overflow="fold")
     table.add_column("rows", justify="right", no_wrap=True)
     for column in ("sklearn", "ort-default", "onnxbridge", "×sklearn"):
         table.add_column(column, justify="right", no_wrap=True)
