@@ -67,7 +67,7 @@ def test_tune_report_renders_a_table_per_regime(iris_bundle: Bundle) -> None:
     report = tune_model(iris_bundle.path, throughput_rows=200, write=False, **FAST)
     page = report._repr_html_()
     heads = _headers(page)
-    assert [h[:4] for h in heads] == [["step", "settings", "median ±IQR/2", "vs step's best"]] * 2
+    assert [h[:4] for h in heads] == [["step", "settings", "median ±IQR/2", "vs best in step"]] * 2
     assert "at 100 rows" in heads[1]
     assert page.count("← chosen") == 2
     for regime in report.regimes:

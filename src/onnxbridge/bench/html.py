@@ -147,7 +147,7 @@ def tune_html(report: Any) -> str:
     for regime in report.regimes:
         mid = any(c.mid is not None for c in regime.candidates)
         large_rows = max((c.large_rows for c in regime.candidates), default=0)
-        headers = ["step", "settings", "median ±IQR/2", "vs step's best"]
+        headers = ["step", "settings", "median ±IQR/2", "vs best in step"]
         if mid:
             headers.append(f"at {MID_ROWS} rows")
         if large_rows:

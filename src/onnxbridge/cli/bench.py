@@ -281,7 +281,7 @@ def _print_tune(report: Any, stored: bool) -> None:
         table.add_column("step", justify="right", no_wrap=True)
         table.add_column("settings", no_wrap=True)
         table.add_column("median\n±IQR/2", justify="right", no_wrap=True)
-        table.add_column("vs step's\nbest", justify="right", no_wrap=True)
+        table.add_column("vs best\nin step", justify="right", no_wrap=True)
         # The throughput regime's candidates are also judged on 100-row calls (tune.py).
         mid = any(c.mid is not None for c in regime.candidates)
         if mid:
