@@ -621,12 +621,14 @@ def test_render_shows_key_facts(forest_summary: ModelSummary) -> None:
         "float32[N,3]",
         "probabilities",
         "ai.onnx.ml.TreeEnsembleClassifier",
-        "Max depth",
     ):
         assert expected in text, expected
     rows = [line.split() for line in text.splitlines()]
     assert ["ai.onnx.ml.TreeEnsembleClassifier", "1"] in rows  # operators table
-    assert ["ai.onnx.ml.TreeEnsembleClassifier", "10", "160", "85", "6", "3", "NONE"] in rows
+    # The tree ensembles table: two-line headers, the operator without its domain.
+    assert ["Max", "Post-"] in rows
+    assert ["Operator", "Trees", "Nodes", "Leaves", "depth", "Targets", "transform"] in rows
+    assert ["TreeEnsembleClassifier", "10", "160", "85", "6", "3", "NONE"] in rows
     assert max(len(line) for line in text.splitlines()) <= 100
 
 

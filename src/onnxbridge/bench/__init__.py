@@ -1,6 +1,7 @@
 """Timing harness, ``bench`` (engines × batch sizes, sweeps, plots) and ``tune`` (session settings
 per regime, accelerators)."""
 
+from onnxbridge.bench.plot import bench_figure, sweep_figure
 from onnxbridge.bench.run import BenchReport, EngineTiming, ModelFacts, bench_model
 from onnxbridge.bench.timing import (
     SPIN_COOLDOWN,
@@ -22,6 +23,7 @@ __all__ = [
     "SpeedComparison",
     "Timing",
     "TuneReport",
+    "bench_figure",
     "bench_model",
     "compare_speed",
     "measure",
@@ -29,5 +31,6 @@ __all__ = [
     "read_tuning",
     "spin_cooldowns",
     "spins_between_runs",
+    "sweep_figure",
     "tune_model",
 ]

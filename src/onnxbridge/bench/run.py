@@ -173,6 +173,13 @@ class BenchReport:
         """The engine with the lowest median at ``batch`` rows."""
         return min((r for r in self.results if r.batch == batch), key=lambda r: r.timing.median)
 
+    def _repr_html_(self) -> str:
+        """The tables ``onnxbridge bench`` prints and its plot (and the sweep's), as HTML with
+        the plots embedded: how a notebook shows the report."""
+        from onnxbridge.bench.html import bench_html
+
+        return bench_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``reports/bench.json`` holds)."""
         return {

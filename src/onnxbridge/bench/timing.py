@@ -173,6 +173,12 @@ class SpeedComparison:
         """How many times faster ONNX Runtime is (median over median)."""
         return self.sklearn.median / self.onnxruntime.median
 
+    def _repr_html_(self) -> str:
+        """Both medians and the speed-up, as an HTML table (how a notebook shows it)."""
+        from onnxbridge.bench.html import speed_html
+
+        return speed_html(self)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {

@@ -166,6 +166,15 @@ class RegimeResult:
     ort_default: Timing
     onnxbridge_default: Timing
 
+    def passed_on(self, step: int) -> SessionSettings | None:
+        """The settings step ``step`` kept: the winner after the last step, otherwise the
+        candidate the next step started from (None when there is no such step)."""
+        steps = sorted({c.step for c in self.candidates})
+        if steps and step == steps[-1]:
+            return self.winner
+        later = [c for c in self.candidates if c.step == step + 1]
+        return later[0].settings if later else None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
@@ -204,6 +213,12 @@ class TuneReport:
     accelerators_skipped: list[str] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=now_iso)
+
+    def _repr_html_(self) -> str:
+        """The tables ``onnxbridge tune`` prints, as HTML (how a notebook shows the report)."""
+        from onnxbridge.bench.html import tune_html
+
+        return tune_html(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what ``reports/tune.json`` holds)."""

@@ -1,8 +1,9 @@
 """Rich rendering of a :class:`~onnxbridge.inspection.ModelSummary` for ``onnxbridge inspect``.
 
-The tables are sized for a 100-column terminal: a header (file, validity, producer, opsets), the
-inputs and outputs, the operators, the tree ensembles and the metadata. Every string that comes from
-the model file is printed as plain text, never parsed as rich markup (``float32[N,4]`` would be).
+The tables fit an 80-column terminal (a pipe, a CI log) without cutting a cell: a header (file,
+validity, producer, opsets), the inputs and outputs, the operators, the tree ensembles and the
+metadata. Every string that comes from the model file is printed as plain text, never parsed as
+rich markup (``float32[N,4]`` would be).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from onnxbridge.inspection import ModelSummary
 
 __all__ = ["format_opsets", "render_inspection"]
 
+_ML_DOMAIN = "ai.onnx.ml"
 # Longest metadata value shown; the rest is cut and marked with an ellipsis (--json has it all).
 _MAX_VALUE_CHARS = 300
 
@@ -115,20 +117,20 @@ def _operators_table(summary: ModelSummary) -> Table:
 def _trees_table(summary: ModelSummary) -> Table:
     table = _table("Tree ensembles")
     # The convention matters when comparing with scikit-learn, so say it where the number is.
-    table.caption = (
-        "Nodes include leaves; depth counts the root as 0, like sklearn's tree_.max_depth."
-    )
+    table.caption = "Nodes include leaves; depth counts the root as 0 (sklearn's tree_.max_depth)."
     table.caption_justify = "left"
+    # Two-line headers and the operator without its usual domain keep the table within 80
+    # columns (a pipe, a CI log); the Operators table above gives the full name.
     table.add_column("Operator", overflow="fold")
-    table.add_column("Trees", justify="right")
-    table.add_column("Nodes", justify="right")
-    table.add_column("Leaves", justify="right")
-    table.add_column("Max depth", justify="right")
-    table.add_column("Targets", justify="right")
-    table.add_column("Post-transform")
+    table.add_column("Trees", justify="right", no_wrap=True)
+    table.add_column("Nodes", justify="right", no_wrap=True)
+    table.add_column("Leaves", justify="right", no_wrap=True)
+    table.add_column("Max\ndepth", justify="right", no_wrap=True)
+    table.add_column("Targets", justify="right", no_wrap=True)
+    table.add_column("Post-\ntransform", overflow="fold")
     for tree in summary.tree_ensembles:
         table.add_row(
-            Text(tree.op_type),
+            Text(tree.op_type.removeprefix(f"{_ML_DOMAIN}.")),
             str(tree.n_trees),
             str(tree.n_nodes),
             str(tree.n_leaves),

@@ -11,40 +11,18 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
-__all__ = ["bench_command", "format_seconds", "tune_command"]
+__all__ = ["bench_command", "format_ratio", "format_seconds", "tune_command"]
 
-console = Console(highlight=False, soft_wrap=True)
-
-
-def format_seconds(seconds: float | None) -> str:
-    """``6.7 µs``, ``1.21 ms``, ``2.5 s``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.3g} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds:.3g} s"
-
-
-def _format_rate(rows_per_second: float) -> str:
-    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if rows_per_second >= scale:
-            return f"{rows_per_second / scale:.3g}{suffix}"
-    return f"{rows_per_second:.3g}"
-
-
-def _format_bytes(n: int) -> str:
-    for scale, suffix in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:.3g} {suffix}"
-    return f"{n} B"
+# Lines wrap at the terminal's width (80 in a pipe), so nothing is cut or runs past it.
+console = Console(highlight=False)
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -90,8 +68,14 @@ def _print_json(payload: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------- bench
+def _table(title: str) -> Table:
+    # A left-aligned title wraps at the table's width instead of centring over it.
+    return Table(title=title, title_justify="left")
+
+
 def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
-    table = Table(title=title)
+    # Short cells and headers: the table fits 80 columns (a pipe, a CI log) without cutting.
+    table = _table(title)
     table.add_column("rows", justify="right", no_wrap=True)
     table.add_column("engine", no_wrap=True)
     table.add_column("per call ±IQR/2", justify="right", no_wrap=True)
@@ -111,12 +95,22 @@ def _results_table(title: str, results: list[Any], has_sklearn: bool) -> Table:
                 name,
                 f"{format_seconds(r.timing.median)} ±{r.timing.spread / 2:.0%}",
                 format_seconds(r.per_row),
-                _format_rate(r.rows_per_second),
+                format_rate(r.rows_per_second),
             ]
             if has_sklearn:
-                row.append(f"{r.speedup:.2f}" if r.speedup is not None else "-")
+                row.append(format_ratio(r.speedup))
             table.add_row(*row, end_section=i == len(group) - 1)
     return table
+
+
+def _legend(rows: list[tuple[str, str]], indent: int = 2) -> Padding:
+    """``key  text`` lines; a long text wraps under itself, not under the key."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for key, text in rows:
+        grid.add_row(key, text)
+    return Padding(grid, (0, 0, 0, indent), expand=False)
 
 
 def _print_bench(report: Any, reports_dir: Path | None) -> None:
@@ -127,8 +121,7 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
         f"(rows from {report.rows_from}; bold: fastest)"
     )
     console.print(_results_table(title, report.results, has_sklearn))
-    for name, description in report.engines.items():
-        console.print(f"  {name}: {description}")
+    console.print(_legend([(f"{name}:", text) for name, text in report.engines.items()]))
     facts = report.facts
     line = (
         f"model: {facts.onnx_bytes:,} bytes .onnx, session load {format_seconds(facts.load.median)}"
@@ -151,32 +144,49 @@ def _print_bench(report: Any, reports_dir: Path | None) -> None:
     if report.sweep:
         _print_sweep(report.sweep)
     if reports_dir is not None:
-        console.print(f"report: {reports_dir / 'bench.json'}, plot: {reports_dir / 'bench.png'}")
+        # A path is never broken over lines, so it can be copied whole.
+        console.print(f"report: {reports_dir / 'bench.json'}", soft_wrap=True)
+        console.print(f"plot: {reports_dir / 'bench.png'}", soft_wrap=True)
 
 
 def _print_sweep(sweep: dict[str, Any]) -> None:
+    """Two tables, stacked so each fits 80 columns: the variants, then their timings.
+
+    Only the swept parameter's column may fold (a long name), so no number is ever cut.
+    """
     parameter = sweep["parameter"]
-    table = Table(title=f"sweep over {parameter} (each variant retrained, converted, untuned)")
-    for column in (parameter, ".onnx", "convert", "rows", "sklearn", "ort-default"):
+    variants = _table(f"sweep over {parameter}: each variant retrained, converted, untuned")
+    variants.add_column(parameter, justify="right", overflow="fold")
+    variants.add_column(".onnx", justify="right", no_wrap=True)
+    variants.add_column("load", justify="right", no_wrap=True)
+    variants.add_column("convert", justify="right", no_wrap=True)
+    for variant in sweep["variants"]:
+        facts = variant["facts"]
+        variants.add_row(
+            repr(variant["value"]),
+            format_bytes(facts["onnx_bytes"]),
+            format_seconds(facts.get("load_seconds")),
+            format_seconds(facts["conversion_seconds"]),
+        )
+    console.print(variants)
+    table = _table(f"sweep over {parameter}: median per call")
+    table.add_column(parameter, justify="right", overflow="fold")
+    table.add_column("rows", justify="right", no_wrap=True)
+    for column in ("sklearn", "ort-default", "onnxbridge", "×sklearn"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("onnxbridge", justify="right", no_wrap=True)
-    table.add_column("×sklearn", justify="right", no_wrap=True)
     for variant in sweep["variants"]:
         by_batch: dict[int, dict[str, Any]] = {}
         for r in variant["results"]:
             by_batch.setdefault(r["batch"], {})[r["engine"]] = r
-        facts = variant["facts"]
         for i, (batch, engines) in enumerate(by_batch.items()):
             ours = engines.get("onnxbridge", {})
             table.add_row(
                 repr(variant["value"]) if i == 0 else "",
-                _format_bytes(facts["onnx_bytes"]) if i == 0 else "",
-                format_seconds(facts["conversion_seconds"]) if i == 0 else "",
                 f"{batch:,}",
                 format_seconds(engines.get("sklearn", {}).get("median")),
                 format_seconds(engines.get("ort-default", {}).get("median")),
                 format_seconds(ours.get("median")),
-                f"{ours['speedup_vs_sklearn']:.2f}" if ours.get("speedup_vs_sklearn") else "-",
+                format_ratio(ours.get("speedup_vs_sklearn")),
                 end_section=i == len(by_batch) - 1,
             )
     console.print(table)
@@ -247,24 +257,39 @@ def bench_command(
 
 
 # ----------------------------------------------------------------------------------------- tune
+def _settings_id(index: int) -> str:
+    """``A`` … ``Z``, then ``AA``, ``AB`` … (spreadsheet columns)."""
+    name = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        name = chr(ord("A") + rest) + name
+    return name
+
+
 def _print_tune(report: Any, stored: bool) -> None:
     from onnxbridge.bench.tune import MID_ROWS
 
     for regime in report.regimes:
+        # Settings are listed under the table by a short id: their labels would not fit 80
+        # columns beside the timings.
+        ids: dict[Any, str] = {}
+        for c in regime.candidates:
+            ids.setdefault(c.settings, _settings_id(len(ids)))
         rows = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
-        table = Table(title=f"{regime.regime}: {rows} per call, session.run")
+        table = _table(f"{regime.regime}: {rows} per call, session.run")
         table.add_column("step", justify="right", no_wrap=True)
-        table.add_column("settings")
-        table.add_column("median ±IQR/2", justify="right", no_wrap=True)
-        table.add_column("vs step's best", justify="right", no_wrap=True)
+        table.add_column("settings", no_wrap=True)
+        table.add_column("median\n±IQR/2", justify="right", no_wrap=True)
+        table.add_column("vs best\nin step", justify="right", no_wrap=True)
         # The throughput regime's candidates are also judged on 100-row calls (tune.py).
         mid = any(c.mid is not None for c in regime.candidates)
         if mid:
-            table.add_column(f"at {MID_ROWS} rows", justify="right", no_wrap=True)
+            table.add_column(f"at {MID_ROWS}\nrows", justify="right", no_wrap=True)
         # ... and step two's close ones on large calls.
         large_rows = max((c.large_rows for c in regime.candidates), default=0)
         if large_rows:
-            table.add_column(f"at {large_rows:,} rows", justify="right", no_wrap=True)
+            table.add_column(f"at {large_rows:,}\nrows", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
         steps = sorted({c.step for c in regime.candidates})
         for step in steps:
@@ -272,12 +297,13 @@ def _print_tune(report: Any, stored: bool) -> None:
             best = min(c.timing.median for c in group)
             best_mid = min((c.mid.median for c in group if c.mid is not None), default=0.0)
             best_large = min((c.large.median for c in group if c.large), default=0.0)
-            winner = regime.winner if step == steps[-1] else _step_winner(regime, step)
+            winner = regime.passed_on(step)
             for i, c in enumerate(group):
                 chosen = c.settings == winner
+                key = ids[c.settings]
                 cells = [
                     str(step) if i == 0 else "",
-                    f"[bold]{c.settings.label()}[/bold]" if chosen else c.settings.label(),
+                    f"[bold]{key}[/bold]" if chosen else key,
                     f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
                     f"{c.timing.median / best:.2f}×",
                 ]
@@ -285,14 +311,16 @@ def _print_tune(report: Any, stored: bool) -> None:
                     cells.append(f"{c.mid.median / best_mid:.2f}×" if c.mid and best_mid else "")
                 if large_rows:
                     cells.append(f"{c.large.median / best_large:.2f}×" if c.large else "")
-                cells.append(("← chosen" if step == steps[-1] else "← to step 2") if chosen else "")
+                cells.append(("← chosen" if step == steps[-1] else "← step 2") if chosen else "")
                 table.add_row(*cells, end_section=i == len(group) - 1)
         console.print(table)
+        console.print("settings:")
+        console.print(_legend([(key, settings.label()) for settings, key in ids.items()]))
         best = regime.winner_timing.median
         console.print(
-            f"{regime.regime}: chose {regime.winner.label()}; speed-up (step 2) "
-            f"{regime.ort_default.median / best:.2f}× over ONNX Runtime's defaults, "
-            f"{regime.onnxbridge_default.median / best:.2f}× over onnxbridge's defaults"
+            f"{regime.regime}: chose {ids.get(regime.winner, '')} ({regime.winner.label()}); "
+            f"speed-up (step 2) {regime.ort_default.median / best:.2f}× over ONNX Runtime's "
+            f"defaults, {regime.onnxbridge_default.median / best:.2f}× over onnxbridge's defaults"
         )
     spec = report.spec
     if report.boundary:
@@ -321,15 +349,11 @@ def _print_tune(report: Any, stored: bool) -> None:
             f"{acc['speedup']:.2f}× ONNX Runtime"
         )
     if stored:
-        console.print(f"stored in {report.model} (metadata {'onnxbridge.session'}) and the card")
+        console.print(
+            f"stored in {report.model} (metadata onnxbridge.session) and the card", soft_wrap=True
+        )
     else:
         console.print("not stored (--dry-run)")
-
-
-def _step_winner(regime: Any, step: int) -> Any:
-    """The settings step ``step`` passed on: the first candidate of the next step."""
-    later = [c for c in regime.candidates if c.step == step + 1]
-    return later[0].settings if later else None
 
 
 def tune_command(
