@@ -65,13 +65,15 @@ def test_equivalent_report_renders_verdict_tables_and_tolerance(iris_bundle: Bun
     assert "table" in page.tags and "script" not in page.tags and "style" not in page.tags
     assert report.verdict == "EQUIVALENT" and "EQUIVALENT" in text.split()
     # The held-out comparison: one row per output, with its differing rows and status.
-    assert page.cells[page.cells.index("label") : page.cells.index("label") + 4] == [
-        "label",
-        "labels",
-        "45",
-        "0",
-    ]
-    assert "probabilities" in page.cells
+    label = page.cells.index("label")
+    # Labels have no numeric differences: shown as "-".
+    assert page.cells[label : label + 9] == [
+        "label", "labels", "45", "0", "100.00%", "-", "-", "-", "OK",
+    ]  # fmt: skip
+    proba = page.cells.index("probabilities")
+    (compared,) = [c for c in report.outputs if c.name == "probabilities"]
+    assert page.cells[proba + 5] == f"{compared.max_abs_diff:.3g}"
+    assert page.cells[proba + 8] == "OK"
     assert "45 holdout rows compared" in text
     assert "probabilities |Δ| ≤ 1e-05 + 1e-05·|a|" in text
     # One line per probe set, each with the runtimes compared.

@@ -62,6 +62,8 @@ def paragraph(*parts: Any) -> Html:
 
 
 def _cell(tag: str, value: Any) -> str:
+    if value is None:
+        value = "-"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f'<{tag} style="{_CELL_STYLE}text-align:left">{escape(value)}</{tag}>'
     # Numbers right-aligned so their digits line up.
@@ -75,7 +77,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Html:
     Args:
         header: the column titles; empty for a table without a header row (field, value).
         rows: one sequence of cells per row; ints and floats are right-aligned, floats shown on
-            three significant digits.
+            three significant digits, None as ``-``.
     """
     head = "".join(f'<th style="{_HEAD_STYLE}">{escape(title)}</th>' for title in header)
     thead = f"<thead><tr>{head}</tr></thead>" if header else ""

@@ -261,10 +261,10 @@ def _summary_html(summary: ModelSummary) -> str:
                 summary.loads_in_onnxruntime, "loads", "does not load", summary.onnxruntime_error
             ),
         ],
-        ["IR version", summary.ir_version],
+        ["IR version", str(summary.ir_version)],
         ["producer", producer or "-"],
         ["opsets", opsets or "-"],
-        ["nodes", summary.node_count],
+        ["nodes", str(summary.node_count)],
     ]
     if summary.doc_string:
         facts.append(["doc string", _cut(summary.doc_string)])
