@@ -55,6 +55,9 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[nbformat.Noteboo
     with pytest.MonkeyPatch.context() as patch:
         # The kernel runs this interpreter, whatever kernels the machine has installed.
         patch.setenv("JUPYTER_PATH", str(specs))
+        # Connection files and IPython's profile go to temp folders, not the user's home.
+        patch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path_factory.mktemp("runtime")))
+        patch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
         _execute(workdir)
         return _execute(workdir), workdir
 
