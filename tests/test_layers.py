@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 # converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
-    {"_files"},
+    {"_files", "_html"},
     {"data"},
     {"train", "_labels"},
     {"bundle"},

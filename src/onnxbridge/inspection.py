@@ -45,6 +45,7 @@ import onnxruntime
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from onnxbridge._html import Html, badge, escape, heading, paragraph, table
 from onnxbridge.errors import OnnxModelError
 
 __all__ = ["ModelSummary", "TreeEnsembleInfo", "ValueInfo", "format_type", "inspect_model"]
@@ -167,6 +168,11 @@ class ModelSummary:
         """
         return dataclasses.asdict(self)
 
+    def _repr_html_(self) -> str:
+        """The summary as HTML tables: file, validity, opsets, inputs and outputs, operators,
+        tree ensembles and metadata (what Jupyter shows for a summary)."""
+        return _summary_html(self)
+
 
 def inspect_model(path: str | os.PathLike[str]) -> ModelSummary:
     """Summarise one ONNX file.
@@ -225,6 +231,77 @@ def inspect_model(path: str | os.PathLike[str]) -> ModelSummary:
             _tree_ensemble_info(node, file_path) for node in nodes if _is_tree_ensemble(node)
         ],
     )
+
+
+# Longest metadata value or message shown in HTML; the rest is cut (``to_dict()`` has it all).
+_HTML_MAX_CHARS = 300
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _HTML_MAX_CHARS else text[: _HTML_MAX_CHARS - 1] + "…"
+
+
+def _status_html(ok: bool, yes: str, no: str, problem: str | None) -> Html:
+    if ok:
+        return badge(yes, good=True)
+    return Html(f"{badge(no, good=False)} {escape(_cut(problem or ''))}")
+
+
+def _summary_html(summary: ModelSummary) -> str:
+    producer = " ".join(p for p in (summary.producer_name, summary.producer_version) if p)
+    opsets = ", ".join(f"{domain} {version}" for domain, version in summary.opsets.items())
+    facts: list[list[Any]] = [
+        ["file", summary.path],
+        ["size", f"{summary.file_size_bytes} bytes"],
+        ["SHA-256", summary.sha256],
+        ["onnx.checker", _status_html(summary.valid, "valid", "invalid", summary.checker_message)],
+        [
+            "ONNX Runtime",
+            _status_html(
+                summary.loads_in_onnxruntime, "loads", "does not load", summary.onnxruntime_error
+            ),
+        ],
+        ["IR version", str(summary.ir_version)],
+        ["producer", producer or "-"],
+        ["opsets", opsets or "-"],
+        ["nodes", str(summary.node_count)],
+    ]
+    if summary.doc_string:
+        facts.append(["doc string", _cut(summary.doc_string)])
+    parts = [
+        paragraph(Html("<b>ONNX model</b>"), summary.path),
+        table((), facts),
+        heading("Inputs and outputs"),
+        table(
+            ["", "name", "type"],
+            [["input", v.name, v.type] for v in summary.inputs]
+            + [["output", v.name, v.type] for v in summary.outputs],
+        ),
+        heading("Operators"),
+        table(["operator", "count"], [[op, count] for op, count in summary.operators.items()]),
+    ]
+    if summary.tree_ensembles:
+        parts.append(heading("Tree ensembles"))
+        parts.append(
+            table(
+                ["operator", "trees", "nodes", "leaves", "max depth", "targets", "post-transform"],
+                [
+                    [t.op_type, t.n_trees, t.n_nodes, t.n_leaves,
+                     "-" if t.max_depth is None else t.max_depth,
+                     "-" if t.n_targets is None else t.n_targets, t.post_transform]
+                    for t in summary.tree_ensembles
+                ],
+            )
+        )  # fmt: skip
+        parts.append(
+            paragraph(
+                "Nodes include leaves; depth counts the root as 0 (scikit-learn's max_depth)."
+            )
+        )
+    if summary.metadata:
+        parts.append(heading("Metadata"))
+        parts.append(table(["key", "value"], [[k, _cut(v)] for k, v in summary.metadata.items()]))
+    return f"<div>{''.join(parts)}</div>"
 
 
 def format_type(type_proto: onnx.TypeProto) -> str:

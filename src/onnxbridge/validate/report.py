@@ -195,6 +195,15 @@ class ValidationReport:
         """True when the verdict is EQUIVALENT."""
         return self.verdict == EQUIVALENT
 
+    def _repr_html_(self) -> str:
+        """The verdict, tolerance, warnings, per-output and per-probe-set tables as HTML.
+
+        Jupyter calls this to show a report; the full page is ``reports/validation.html``.
+        """
+        from onnxbridge.validate.report_html import report_html
+
+        return report_html(self)
+
     def probe_set(self, name: str) -> ProbeSetResult:
         """The result of probe set ``name``.
 
