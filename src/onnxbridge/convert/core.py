@@ -575,6 +575,9 @@ def convert_unchecked(
     )
     write_metadata(model, metadata)
     model.doc_string = f"{metadata.estimator} converted by onnxbridge"
+    # skl2onnx names the graph with a random UUID; a fixed name makes the same model convert to
+    # the same bytes (and the same sha256 in card.json) on every run.
+    model.graph.name = type(estimator).__name__
     _check_loads(model, frame, inputs)
     return ConversionResult(
         model=model,
