@@ -15,8 +15,11 @@ The rules (they are also written for users in docs/index.md, "These pages are te
   space and a run of table rule characters (``─━═``) as one, since column widths follow the values.
   Placeholders stand for what legitimately varies: ``<time>`` (a duration, with its unit),
   ``<rate>`` (a count per second), ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a
-  size), ``<path>`` (a file path), ``<date>`` (a date or time stamp). The port 8000 in a command is
-  replaced by a free port, and back in what it prints.
+  size), ``<path>`` (a file path), ``<date>`` (a date or time stamp), ``<version>`` (a library or
+  Python version), ``<hash>`` (a content hash, which follows the versions recorded in the file),
+  ``<machine>`` (the description of the machine: cores, processor) and ``<choice>`` (what a
+  measurement chose, such as tune's winning settings). The port 8000 in a command is replaced by a
+  free port, and back in what it prints.
 
 Run ``python tests/docs_support.py PAGE.md`` to see every difference, ``--update`` to write what
 the commands print into the page (then put the placeholders back by hand).
@@ -52,6 +55,10 @@ PLACEHOLDERS = {
     "<memory>": rf"{_NUMBER}(?: ?(?:B|bytes|KiB|MiB|GiB|kB|KB|MB|GB))?",
     "<path>": r"\S+",
     "<date>": r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?",
+    "<version>": r"[0-9]+(?:\.[0-9A-Za-z+-]+)*",
+    "<hash>": r"[0-9a-f]{8,}",
+    "<machine>": r".+",
+    "<choice>": r".+?",
 }
 _PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
