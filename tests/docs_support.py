@@ -284,7 +284,8 @@ class PageRun:
     def shell(self, step: Step) -> Outcome:
         code = self._command(step.code)
         if code.rstrip().endswith("&"):
-            log = self.folder / f".background-{len(self.background)}.log"
+            # Beside the page's folder, so that the page's own commands do not see it.
+            log = self.folder.parent / f"{self.folder.name}-background-{len(self.background)}.log"
             handle = log.open("wb")
             self.logs.append(handle)
             proc = subprocess.Popen(

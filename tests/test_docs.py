@@ -172,3 +172,15 @@ def test_shipped_example_data_is_what_its_script_makes(tmp_path: Path) -> None:
             )
         else:
             assert (tmp_path / name).read_text() == (shipped / name).read_text(), name
+
+
+def test_a_background_command_runs_until_the_page_ends(start: Path, tmp_path: Path) -> None:
+    text = (
+        "```\n$ python -m http.server 8000 --bind 127.0.0.1 &\n"
+        '$ python -c "import urllib.request as u; '
+        "print(u.urlopen('http://127.0.0.1:8000/examples/data/new_flowers.csv').read()[:12])\"\n"
+        "b'sepal_length'\n```\n"
+    )
+    assert _run_text(text, start, tmp_path / "a") == ""
+    shown_wrong = text.replace("&\n", "&\nServing nothing\n")
+    assert "printed other lines" in _run_text(shown_wrong, start, tmp_path / "b")
