@@ -1,4 +1,4 @@
-"""Benchmark: every engine on the benchmark models of shared/DESIGN.md, per batch size.
+"""Benchmark: every engine on the benchmark models of docs/benchmarks.md, per batch size.
 
 Benchmark models: the reference model (Iris forest, 10 trees, scored on
 ``np.random.RandomState(0).rand(N, 4)`` as float32) and, on the benchmark data

@@ -1,6 +1,6 @@
 """Write the synthetic data sets of the ``score`` benchmark, in chunks (bounded memory).
 
-Benchmark data of shared/DESIGN.md: ``make_classification(n_samples=20000, n_features=28,
+The benchmark data of docs/benchmarks.md: ``make_classification(n_samples=20000, n_features=28,
 n_informative=15, n_classes=2, random_state=0)``; the benchmark forest is fitted on the first
 10 000 rows and the data set is the other 10 000 rows tiled up to ``--rows`` (each tile gets its
 own ``id``). Two kinds:
@@ -11,7 +11,7 @@ own ``id``). Two kinds:
 
 The output is a folder of ``--files`` Parquet files (row groups of 100 000 rows), written one
 chunk at a time, so memory stays near one chunk whatever ``--rows`` is. Keep it out of the
-repository (default: /work/data/score-<kind>-<rows>).
+repository (default: benchmarks/data/score-<kind>-<rows>).
 
     python benchmarks/make_score_data.py --rows 10000000 --files 20
     python benchmarks/make_score_data.py --kind mixed --rows 1000000 --files 4
@@ -34,7 +34,7 @@ ROW_GROUP = 100_000
 
 
 def benchmark_data() -> tuple[np.ndarray, np.ndarray]:
-    """The benchmark data of DESIGN.md: ``X [20000, 28]``, ``y [20000]``."""
+    """The benchmark data of docs/benchmarks.md: ``X [20000, 28]``, ``y [20000]``."""
     return make_classification(
         n_samples=20000, n_features=N_FEATURES, n_informative=15, n_classes=2, random_state=0
     )
@@ -107,9 +107,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--kind", choices=("numeric", "mixed"), default="numeric")
-    parser.add_argument("--out", type=Path, default=None, help="[default: /work/data/...]")
+    parser.add_argument("--out", type=Path, default=None, help="[default: benchmarks/data/...]")
     args = parser.parse_args()
-    out = args.out or Path("/work/data") / f"score-{args.kind}-{args.rows}"
+    out = args.out or Path("benchmarks/data") / f"score-{args.kind}-{args.rows}"
     write(out, args.rows, args.files, args.kind)
 
 

@@ -1,9 +1,9 @@
 """Benchmark: ``Predictor.predict`` against a plain ``session.run`` on the same session.
 
-Targets (issue 5): on one row, ``Predictor.predict`` takes at least 25 % less time than
+Targets: on one row, ``Predictor.predict`` takes at least 25 % less time than
 ``session.run(None, feeds)``; at 10 000 rows it is within 3 % of it.
 
-Benchmark models (shared/DESIGN.md): the reference model (Iris forest, 10 trees; rows from
+Benchmark models (docs/benchmarks.md): the reference model (Iris forest, 10 trees; rows from
 ``np.random.RandomState(0).rand(N, 4)`` as float32) and the benchmark forest (100 trees on the
 benchmark data, scored on its second half). Both sides use the same session (one thread, no
 spinning, so that the comparison is of the Python path, not of thread scheduling): ``run`` is

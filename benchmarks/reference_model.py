@@ -1,6 +1,6 @@
 """Benchmark: the reference model — scikit-learn predict vs ONNX Runtime, by thread setting.
 
-Benchmark model: "the reference model" of shared/DESIGN.md (Iris, RandomForestClassifier with 10
+Benchmark model: "the reference model" of docs/benchmarks.md (Iris, RandomForestClassifier with 10
 trees, random_state=42; ``--trees`` changes the forest size), scored on
 ``np.random.RandomState(0).rand(10000, 4)`` as float32. The baseline, scikit-learn ``predict``, is
 measured in the same run, its repeats interleaved with those of three ONNX Runtime sessions:

@@ -1,7 +1,7 @@
 """Benchmark of ``onnxbridge score``: the local engine, the Dask engine on a 2-worker LocalCluster
 and the baseline a user writes today (pandas chunks + scikit-learn ``predict_proba``), same run.
 
-Model: the benchmark forest of shared/DESIGN.md (``RandomForestClassifier(n_estimators=100,
+Model: the benchmark forest of docs/benchmarks.md (``RandomForestClassifier(n_estimators=100,
 random_state=0)`` fitted on the first 10 000 rows of ``make_classification(n_samples=20000,
 n_features=28, n_informative=15, n_classes=2, random_state=0)``); ``--kind mixed`` fits it behind
 ``--preprocess auto`` on the mixed data set instead (4 text columns). Data: the folder written by
@@ -13,7 +13,7 @@ noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians
 range, and the ratios against the baseline of the same rounds.
 
     python benchmarks/make_score_data.py --rows 10000000 --files 20
-    python benchmarks/score_bench.py --data /work/data/score-numeric-10000000 --rounds 3
+    python benchmarks/score_bench.py --data benchmarks/data/score-numeric-10000000 --rounds 3
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/data/score-numeric-10000000"))
+    parser.add_argument("--data", type=Path, default=Path("benchmarks/data/score-numeric-10000000"))
     parser.add_argument("--files", type=int, default=None, help="score only the first N files")
     parser.add_argument("--kind", choices=("numeric", "mixed"), default="numeric")
     parser.add_argument("--rounds", type=int, default=3)
@@ -214,7 +214,7 @@ def main() -> None:
         default=",".join(RUNS),
         help=f"comma-separated, from {', '.join((*RUNS, *VARIANTS))}",
     )
-    parser.add_argument("--work", type=Path, default=Path("/work/data/score-bench"))
+    parser.add_argument("--work", type=Path, default=Path("benchmarks/data/score-bench"))
     parser.add_argument(
         "--kernel", action="store_true", help="only rows per CPU-second of the two kernels"
     )

@@ -1,6 +1,6 @@
 """Benchmark: ``onnxbridge serve`` under load, against MLServer serving the scikit-learn model.
 
-Benchmark model: "the benchmark forest" of shared/DESIGN.md (RandomForestClassifier(
+Benchmark model: "the benchmark forest" of docs/benchmarks.md (RandomForestClassifier(
 n_estimators=100, random_state=0) on make_classification(n_samples=20000, n_features=28,
 n_informative=15, n_classes=2, random_state=0), fitted on the first 10 000 rows; requests carry
 rows of the other 10 000). onnxbridge serves its ONNX conversion; the baseline, MLServer with its
@@ -17,7 +17,7 @@ request (its process tree, from psutil), with min-max, and the ratio onnxbridge 
 
     .venv/bin/python benchmarks/serve_load.py [--rounds 3] [--seconds 5] [--workers 1]
         [--intra-op-threads N] [--inference-threads N] [--no-merge-requests]
-        [--mlserver /work/venvs/mlserver/bin/mlserver] [--no-mlserver] [--json]
+        [--mlserver PATH] [--no-mlserver] [--json]
         [--scenarios 2,4]
 
 Bounded: at most rounds × scenarios × servers × seconds of load, plus start-up.
@@ -236,7 +236,11 @@ def main() -> None:
     parser.add_argument(
         "--no-merge-requests", action="store_true", help="onnxbridge serve --no-merge-requests"
     )
-    parser.add_argument("--mlserver", default="/work/venvs/mlserver/bin/mlserver")
+    parser.add_argument(
+        "--mlserver",
+        default=shutil.which("mlserver") or "mlserver",
+        help="the mlserver command, installed in its own environment [default: found on PATH]",
+    )
     parser.add_argument("--no-mlserver", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(

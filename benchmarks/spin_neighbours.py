@@ -1,6 +1,6 @@
 """Benchmark: how a spinning ONNX Runtime session slows the next session timed on the same cores.
 
-Benchmark model: the benchmark forest of shared/DESIGN.md (``RandomForestClassifier(
+Benchmark model: the benchmark forest of docs/benchmarks.md (``RandomForestClassifier(
 n_estimators=100, random_state=0)`` fitted on the first 10 000 rows of the benchmark data), scored
 on 100 of the other rows per call (the size at which threads spin most between calls).
 

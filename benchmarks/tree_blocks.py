@@ -1,6 +1,6 @@
 """Benchmark: ONNX Runtime on tree ensembles as converted, and with the trees in blocks.
 
-Models (shared/DESIGN.md, ``random_state=0``, fitted on the first 10 000 rows of
+Models (docs/benchmarks.md, ``random_state=0``, fitted on the first 10 000 rows of
 ``make_classification(20000, 28, n_informative=15, random_state=0)``, scored on the rest, tiled
 for larger batches): RandomForestClassifier with 10 and 100 trees, ExtraTreesClassifier(100),
 GradientBoostingClassifier(n_estimators=300, max_depth=5) — and whatever of them has more than

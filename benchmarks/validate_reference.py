@@ -1,6 +1,6 @@
 """Benchmark: how long `validate` takes on the reference model with every probe set.
 
-Benchmark model: "the reference model" of shared/DESIGN.md (Iris, RandomForestClassifier with 10
+Benchmark model: "the reference model" of docs/benchmarks.md (Iris, RandomForestClassifier with 10
 trees, random_state=42), in a bundle trained and converted by this script. Two runs of
 ``validate_bundle`` are timed, interleaved, ``--repeat`` times each:
 
@@ -10,7 +10,7 @@ trees, random_state=42), in a bundle trained and converted by this script. Two r
   three runtimes, the diagnosis and the JSON + HTML reports.
 
 Prints the median wall time of each with its range, and the ratio all / holdout. The target
-(issue 4): ``all`` under 10 s on the 2-core development machine.
+``all`` under 10 s on a 2-core machine.
 
     .venv/bin/python benchmarks/validate_reference.py [--repeat 5] [--json]
 """

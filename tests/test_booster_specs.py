@@ -27,7 +27,7 @@ def small_csv(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        # The issue's own example, and LightGBM's config names.
+        # A spec written as in XGBoost's docs, and LightGBM's config names.
         ("LGBMRegressor(n_estimators=100, verbose=-1)", {"n_estimators": 100, "verbose": -1}),
         ("LGBMRegressor(max_bin=63, path_smooth=0.5)", {"max_bin": 63, "path_smooth": 0.5}),
         ("LGBMRegressor(lambda_l2=1.0)", {"reg_lambda": 1.0}),

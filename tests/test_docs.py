@@ -118,7 +118,7 @@ def test_matching_rules(shown: list[str], printed: list[str], same: bool) -> Non
 
 
 _BUILD_TALK = re.compile(
-    r"\bissues? ?#?[0-9]+|\bthe issue\b|\bsessions? [0-9]|\bshared/|DESIGN\.md|STYLE\.md|"
+    r"\bissues? ?#?[0-9]+|\bthe issue\b|\bsessions? [0-9]|\bshared/|DESIGN\.md|STYLE\.md|/work/|"
     r"#+ choices made|choices made where|where the issue|"
     r"\bas of (?:January|February|March|April|May|June|July|"
     r"August|September|October|November|December)\b|"
@@ -132,6 +132,11 @@ def _user_texts() -> list[Path]:
     texts = [*PAGES, *sorted((ROOT / "examples").rglob("*.py"))]
     texts += sorted((ROOT / "examples").rglob("*.ipynb"))
     texts += sorted((ROOT / "src").rglob("*.py"))
+    texts += [
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+        ROOT / "pyproject.toml",
+        ROOT / "Makefile",
+    ]
     return texts
 
 

@@ -518,7 +518,7 @@ def test_float64_tree_graph_checks_but_does_not_load(
     )
     summary = inspect_model(_save(onx, tmp_path / "rf64.onnx"))
 
-    # shared/DESIGN.md: skl2onnx's float64 tree graphs pass the checker but ORT rejects them.
+    # skl2onnx's float64 tree graphs pass the checker but ORT rejects them.
     assert summary.valid is True
     assert summary.loads_in_onnxruntime is False
     assert "does not match expected type" in (summary.onnxruntime_error or "")

@@ -1,4 +1,4 @@
-"""Layering: data flows top to bottom, never back up (shared/DESIGN.md, "Layers").
+"""Layering: data flows top to bottom, never back up (the layers of the package, each one job).
 
 Every ``import onnxbridge.X`` in a module, including imports inside functions, must name a module
 of the same or a lower layer.
