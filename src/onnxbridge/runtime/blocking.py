@@ -2,13 +2,14 @@
 
 ONNX Runtime's ``TreeEnsembleClassifier`` / ``TreeEnsembleRegressor`` kernel walks every tree
 for one row before the next row. A forest of fully grown trees has far more nodes than a core's
-L2 cache holds (the benchmark forest of DESIGN.md: 100 trees, 172 000 nodes), so on a large
-batch every row re-reads the trees from memory. Cut into blocks of a few trees each, one
-operator per block, each block walks all the rows while its trees stay in cache, and the blocks'
-scores are added (``Sum``): on that forest one thread scores 10 000 rows 1.5-2.5× faster
-(docs/benchmarks.md). On one row there is nothing to gain and each extra operator costs about a
-microsecond, so blocking is a *session setting* (:attr:`SessionSettings.tree_block_nodes
-<onnxbridge.runtime.settings.SessionSettings>`), used for large calls and left off for small ones.
+L2 cache holds (the benchmark forest of ``benchmarks/tree_blocks.py``: 100 trees, 172 000
+nodes), so on a large batch every row re-reads the trees from memory. Cut into blocks of a few
+trees each, one operator per block, each block walks all the rows while its trees stay in cache,
+and the blocks' scores are added (``Sum``): on that forest one thread scores 10 000 rows
+1.5-2.5× faster (docs/benchmarks.md). On one row there is nothing to gain and each extra
+operator costs about a microsecond, so blocking is a *session setting*
+(:attr:`SessionSettings.tree_block_nodes <onnxbridge.runtime.settings.SessionSettings>`), used
+for large calls and left off for small ones.
 
 The rewrite keeps the operator's result: each block is the same kind of sum over its own trees,
 and the blocks are added once each, so scores differ from the single operator's only by the
@@ -43,7 +44,7 @@ ML_DOMAIN = "ai.onnx.ml"
 DEFAULT_TREE_BLOCK_NODES = 16384
 # Operators that run on one thread (one intra-op thread, or rows split one thread per part) are
 # faster on smaller blocks: on the benchmark forest, one thread per part, 100 000 rows, 8 192
-# nodes 320-340 ms against 350-385 ms for 16 384 (docs/benchmarks.md, 2026-12-04).
+# nodes 320-340 ms against 350-385 ms for 16 384 (docs/benchmarks.md).
 ONE_THREAD_TREE_BLOCK_NODES = 8192
 
 
