@@ -478,8 +478,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="onnxbridge-docs-"))
     start = make_start(work / "start")
     failed = 0
-    for page in [p.resolve() for p in args.pages] or PAGES:
-        outcomes = run_page(page, start, work / page.stem)
+    for number, page in enumerate([p.resolve() for p in args.pages] or PAGES):
+        outcomes = run_page(page, start, work / f"{number}-{page.stem}")
         report = describe(page, outcomes)
         failed += bool(report)
         print(report or f"{page.name}: {len(outcomes)} steps print what the page shows")
