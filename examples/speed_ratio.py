@@ -2,8 +2,8 @@
 
 For ``RandomForestClassifier(n_estimators=N, random_state=42)`` with N = 10, 50 and 100, trained on
 Iris as in the reference workflow and exported to ONNX, time scikit-learn ``predict`` against the
-ONNX Runtime session on the reference-model scoring data of shared/DESIGN.md: 10 000 rows of
-``np.random.RandomState(0).rand(10000, 4)`` as float32.
+ONNX Runtime session on the reference workflow's scoring data (the rows ``onnxbridge demo`` times):
+10 000 rows of ``np.random.RandomState(0).rand(10000, 4)`` as float32.
 
 Times are per call (one call scores all 10 000 rows): the median over ``--repeat`` repeats, with
 the interquartile range (IQR) as the spread. The ratio is scikit-learn's median over ONNX
