@@ -165,8 +165,10 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
                 processes=True,
                 dashboard_address=":0",
                 # Our own cluster: its shutdown chatter (workers killed after a grace period on
-                # a busy machine) is not the user's business.
-                silence_logs=logging.ERROR,
+                # a busy machine, a worker's last heartbeat to a scheduler already closed, logged
+                # as an ERROR with its traceback) is not the user's business; failures of the
+                # job itself reach the client as exceptions.
+                silence_logs=logging.CRITICAL,
             )
         return Client(cluster), cluster
     timeout = os.environ.get("ONNXBRIDGE_DASK_CONNECT_TIMEOUT", "10")
