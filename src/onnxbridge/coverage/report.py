@@ -55,11 +55,8 @@ Columns `train`, `convert`, `load/run` and `compare` give each stage's status; `
 `max rel Δ` are over the numeric outputs (probabilities, scores, values, transformed,
 distances), `labels` is the share of identical labels (neighbour indices for NearestNeighbors).
 
-Regenerate it (from the repository root, about 5 minutes) after changing a converter:
-
-```
-onnxbridge coverage --out-md docs/coverage.md
-```
+After changing a converter, regenerate it from the repository root with
+`onnxbridge coverage --out-md docs/coverage.md` (about a minute).
 
 How the estimators are counted, what data each gets and how the test keeps this page current:
 [coverage_command.md](coverage_command.md).
@@ -284,7 +281,7 @@ class CoverageReport:
             "",
             *[f"- **{line}**" for line in self.summary_lines()],
             "",
-            f"Generated {self.created_at} in {self.seconds:.0f} s with {listed}. "
+            f"Generated in {self.seconds:.0f} s with {listed}. "
             f"Tolerance: labels identical; values |Δ| <= {self.atol:g} + {self.rtol:g}·|sklearn|. "
             f"Time limit per estimator: {self.timeout:g} s."
             + ("" if self.complete else " **Partial run** (`--only`): not every estimator ran."),
