@@ -14,12 +14,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["bench_command", "format_seconds", "tune_command"]
 
-console = Console(highlight=False, soft_wrap=True)
+console = make_console(highlight=False, soft_wrap=True)
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -185,7 +186,7 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
 def bench_command(
     target: Annotated[
         Path,
-        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+        typer.Argument(metavar="MODEL", help="A bundle folder or a .onnx file."),
     ],
     data: Annotated[
         Path | None,
@@ -335,7 +336,7 @@ def _step_winner(regime: Any, step: int) -> Any:
 def tune_command(
     target: Annotated[
         Path,
-        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+        typer.Argument(metavar="MODEL", help="A bundle folder or a .onnx file."),
     ],
     regime: Annotated[
         str, typer.Option(help="latency (small calls), throughput (large calls) or both.")

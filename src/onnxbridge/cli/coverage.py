@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from onnxbridge.cli._console import make_console
 from onnxbridge.coverage import (
     DEFAULT_TIMEOUT,
     EQUIVALENT,
@@ -85,7 +85,7 @@ def coverage(
             f"tolerances must be >= 0, got atol={atol}, rtol={rtol}; e.g. --atol 1e-5 --rtol 1e-5"
         )
     # With --json the report owns standard output; progress goes to standard error.
-    console = Console(highlight=False, soft_wrap=True, stderr=as_json)
+    console = make_console(highlight=False, soft_wrap=True, stderr=as_json)
 
     def progress(result: CoverageResult, position: int, total: int) -> None:
         style = _STYLE[result.verdict]

@@ -74,7 +74,7 @@ def score_command(
     inputs: Annotated[
         list[str],
         typer.Argument(
-            metavar="INPUT...",
+            metavar="INPUT",
             help="CSV, TSV or Parquet files, folders of them, or globs ('data/*.parquet').",
         ),
     ],

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
@@ -178,7 +179,7 @@ def validate_command(
     target: Annotated[
         Path,
         typer.Argument(
-            metavar="BUNDLE|MODEL.onnx",
+            metavar="MODEL",
             help="A bundle folder with model.onnx, or an ONNX file (then --reference and --data).",
         ),
     ],
@@ -286,7 +287,7 @@ def validate_command(
     from onnxbridge.validate.core import write_reports
     from onnxbridge.validate.runtimes import RUNTIME_NAMES
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(highlight=False, soft_wrap=True)
     per_role = dict(parse_tolerance(t) for t in (tolerance or ()))
     spec = ProbeSpec(
         probes=_split_list(probes, "--probes", PROBE_NAMES) or PROBE_NAMES,
