@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,140 @@ def test_the_command_list_cuts_no_summary(tmp_path: Path) -> None:
     for line in text:
         assert len(line) <= 80, line
         assert not line.rstrip().endswith(("...", "…")), line
+
+
+# ---------------------------------------------------------------------- one error line, no more
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The single ``error: ...`` line a refused command prints: exit 2, nothing else."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.split("\n")
+    assert lines[-1] == "" and len(lines) == 2, repr(done.stderr)
+    assert lines[0].startswith("error: "), lines[0]
+    return lines[0]
+
+
+# ------------------------------------------------------------------ the real mistake comes first
+RF = "RandomForestClassifier(n_estimators=3)"
+
+
+@pytest.mark.parametrize(
+    ("data", "model", "extra", "named"),
+    [
+        ("iris", "RandomForestClasifier()", "", "--model 'RandomForestClasifier()'"),
+        ("iris", "RandomForestClassifier(", "", "cannot parse --model"),
+        ("missing.csv", RF, "--target y", "data file 'missing.csv' does not exist"),
+        ("irs", RF, "", "--data 'irs' is not a built-in dataset"),
+        ("iris", RF, "--target y", "--target 'y' does not apply to the built-in dataset"),
+        ("iris", RF, "--test-size 2", "--test-size 2.0 is not allowed"),
+        ("iris", RF, "--preprocess some", "--preprocess 'some' is not supported"),
+    ],
+)
+def test_train_reports_the_real_mistake_before_the_existing_bundle(
+    iris_bundle: Bundle, data: str, model: str, extra: str, named: str
+) -> None:
+    before = sorted(p.name for p in iris_bundle.path.iterdir())
+    done = shell(
+        f"onnxbridge train --data {data} --model {shlex.quote(model)} --out iris-rf {extra}",
+        iris_bundle.path.parent,
+    )
+    line = one_error_line(done)
+    assert named in line
+    assert "already holds a bundle" not in line
+    assert sorted(p.name for p in iris_bundle.path.iterdir()) == before
+
+
+def test_a_good_train_into_an_existing_bundle_names_out_and_overwrite(
+    iris_bundle: Bundle,
+) -> None:
+    done = shell(
+        f"onnxbridge train --data iris --model {shlex.quote(RF)} --out iris-rf",
+        iris_bundle.path.parent,
+    )
+    assert one_error_line(done) == (
+        "error: --out 'iris-rf' already holds a bundle; choose another --out or pass "
+        "--overwrite to replace it"
+    )
+
+
+def test_flags_are_checked_before_files(tmp_path: Path) -> None:
+    done = shell("onnxbridge convert nowhere --precision half", tmp_path)
+    assert "--precision 'half' is not supported" in one_error_line(done)
+    done = shell("onnxbridge validate nowhere --missing-values sometimes", tmp_path)
+    assert "--missing-values 'sometimes' is not valid" in one_error_line(done)
+
+
+# ------------------------------------------------ the Python API names arguments, the CLI flags
+def test_python_errors_name_arguments_and_the_cli_names_flags(tmp_path: Path) -> None:
+    from onnxbridge import train_bundle
+    from onnxbridge.errors import DataError, ModelSpecError
+
+    with pytest.raises(ModelSpecError, match=r"unknown estimator 'Forest' in model='Forest\(\)'"):
+        train_bundle("iris", "Forest()", tmp_path / "b")
+    with pytest.raises(DataError, match=r"target='y' does not apply") as info:
+        train_bundle("iris", RF, tmp_path / "b", target="y")
+    assert "--" not in str(info.value)
+
+    done = shell("onnxbridge train --data iris --model 'Forest()' --out b", tmp_path)
+    assert "unknown estimator 'Forest' in --model 'Forest()'" in one_error_line(done)
+    done = shell(f"onnxbridge train --data iris --model {shlex.quote(RF)} --target y", tmp_path)
+    assert "--target 'y' does not apply" in one_error_line(done)
+    assert "target=" not in done.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_python_bundle_errors_say_overwrite_true(iris_bundle: Bundle) -> None:
+    from onnxbridge import train_bundle
+    from onnxbridge.errors import BundleError
+
+    with pytest.raises(BundleError, match=r"already holds a bundle; .* overwrite=True") as info:
+        train_bundle("iris", RF, iris_bundle.path)
+    assert "--" not in str(info.value)
+
+
+# ----------------------------------------------------------------- output files and their folder
+def test_predict_out_into_a_missing_folder_is_refused(iris_bundle: Bundle, tmp_path: Path) -> None:
+    done = shell(
+        "onnxbridge predict iris-rf --data iris-rf/holdout.parquet --out typo/p.csv", tmp_path
+    )
+    assert one_error_line(done) == (
+        "error: --out 'typo/p.csv': folder 'typo' does not exist; create it first "
+        "(mkdir -p typo) or choose another path"
+    )
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "path"),
+    [
+        ("predict iris-rf --data iris-rf/holdout.parquet --out {}", "--out", "typo/p.csv"),
+        ("predict iris-rf --data iris-rf/holdout.parquet --out {}", "--out", "a/b/p.parquet"),
+        ("score iris-rf iris-rf/holdout.parquet --output {}", "--output", "typo/s.parquet"),
+        ("coverage --only LinearRegression --out-md {}", "--out-md", "typo/c.md"),
+        ("coverage --only LinearRegression --out-json {}", "--out-json", "typo/c.json"),
+        ("convert model.skops --sample iris-rf/holdout.parquet --out {}", "--out", "typo/m.onnx"),
+    ],
+)
+def test_every_output_file_needs_its_folder(
+    iris_bundle: Bundle, tmp_path: Path, command: str, flag: str, path: str
+) -> None:
+    shutil.copy(iris_bundle.path / "model.skops", tmp_path / "model.skops")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    done = shell("onnxbridge " + command.format(path), tmp_path)
+    line = one_error_line(done)
+    assert line.startswith(f"error: {flag} '{path}': folder ") and "does not exist" in line
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "made"),
+    [
+        (f"train --data iris --model {shlex.quote(RF)} --out new/bundle", "new/bundle/card.json"),
+        ("score iris-rf iris-rf/holdout.parquet --output new/parts", "new/parts"),
+    ],
+)
+def test_folders_a_command_owns_are_created(
+    iris_bundle: Bundle, tmp_path: Path, command: str, made: str
+) -> None:
+    done = shell("onnxbridge " + command, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / made).exists()

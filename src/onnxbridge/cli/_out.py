@@ -9,6 +9,7 @@ create it.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from onnxbridge.errors import DataError
@@ -27,11 +28,12 @@ def check_out_file(path: Path | None, flag: str) -> None:
     folder = path.parent
     if folder.is_dir():
         return
-    if folder.exists():
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
         raise DataError(
-            f"{flag} {str(path)!r}: {str(folder)!r} is not a folder; choose another path"
+            f"{flag} {str(path)!r}: {str(blocker)!r} is a file, not a folder; choose another path"
         )
     raise DataError(
         f"{flag} {str(path)!r}: folder {str(folder)!r} does not exist; create it first "
-        f"(mkdir -p {folder}) or choose another path"
+        f"(mkdir -p {shlex.quote(str(folder))}) or choose another path"
     )

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from onnxbridge.cli._console import make_console
+from onnxbridge.cli._out import check_out_file
 from onnxbridge.coverage import (
     DEFAULT_TIMEOUT,
     EQUIVALENT,
@@ -84,6 +85,8 @@ def coverage(
         raise DataError(
             f"tolerances must be >= 0, got atol={atol}, rtol={rtol}; e.g. --atol 1e-5 --rtol 1e-5"
         )
+    check_out_file(out_md, "--out-md")
+    check_out_file(out_json, "--out-json")
     # With --json the report owns standard output; progress goes to standard error.
     console = make_console(highlight=False, soft_wrap=True, stderr=as_json)
 

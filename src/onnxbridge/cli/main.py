@@ -24,6 +24,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from onnxbridge.cli._console import OutputClosed, console, stdout_closed
+from onnxbridge.cli._out import check_out_file
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.cli.serve import serve
@@ -343,8 +344,13 @@ def convert(
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge.cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
-    from onnxbridge.convert.core import sample_rows
+    from onnxbridge.convert.core import PRECISIONS, sample_rows
 
+    # Flags first: they are the cheapest to check and name the mistake best.
+    if precision not in PRECISIONS:
+        raise DataError(
+            f"--precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+        )
     if source.is_dir():
         if sample is not None or out is not None or allow_pickle:
             raise DataError(
@@ -377,6 +383,7 @@ def convert(
                 f"converting the model file {str(source)!r} needs --sample FILE: a CSV / Parquet "
                 "file with a few training rows, from which the input schema is taken"
             )
+        check_out_file(out, "--out")
         estimator, frame = load_model_and_rows(
             source, sample, target=target, allow_pickle=allow_pickle, trust=trust
         )
@@ -504,6 +511,9 @@ def predict(
             f"--format {output_format!r} is not supported; use one of {', '.join(_OUT_FORMATS)}"
         )
     fmt = output_format or (data_format(out, action="write") if out is not None else "csv")
+    if fmt == "parquet" and out is None:
+        raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
+    check_out_file(out, "--out")
     predictor = Predictor(_model_path(model))
     frame = read_table(data)
     result = predictor.predict(
@@ -513,8 +523,6 @@ def predict(
         write_table(result, out, fmt)
         print(f"wrote {len(result)} predictions to {out}", file=sys.stderr)
         return
-    if fmt == "parquet":
-        raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
     if fmt == "jsonl":
         write_jsonl(result, sys.stdout)
     else:

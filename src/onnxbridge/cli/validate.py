@@ -284,11 +284,16 @@ def validate_command(
     reports/validation.json and reports/validation.html.
     """
     from onnxbridge.validate import PROBE_NAMES, ProbeSpec, validate_bundle, validate_model
-    from onnxbridge.validate.core import write_reports
+    from onnxbridge.validate.core import MISSING_POLICIES, write_reports
     from onnxbridge.validate.runtimes import RUNTIME_NAMES
 
     console = make_console(highlight=False, soft_wrap=True)
     per_role = dict(parse_tolerance(t) for t in (tolerance or ()))
+    if missing_values not in MISSING_POLICIES:
+        raise DataError(
+            f"--missing-values {missing_values!r} is not valid; use one of "
+            f"{', '.join(MISSING_POLICIES)}"
+        )
     spec = ProbeSpec(
         probes=_split_list(probes, "--probes", PROBE_NAMES) or PROBE_NAMES,
         seed=seed,
