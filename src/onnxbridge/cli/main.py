@@ -688,6 +688,10 @@ def _flag(argument: str) -> str:
     return _FLAG_OF.get(argument, "--" + argument.replace("_", "-"))
 
 
+# Words after which a flag and its value are something to type, not the value at fault.
+_TO_TYPE = r"(\b(?:pass|with|add|use|for|or|and) )"
+
+
 def _with_flags(exc: OnnxbridgeError) -> str:
     """The error's message with the Python arguments it names as the command's flags:
     ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``."""
@@ -695,6 +699,8 @@ def _with_flags(exc: OnnxbridgeError) -> str:
     for argument in exc.arguments:
         flag = _flag(argument)
         name = rf"(?<![\w.-]){re.escape(argument)}="
+        # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
+        text = re.sub(_TO_TYPE + name + r"'([\w.:/-]+)'", rf"\1{flag} \2", text)
         text = re.sub(name + r"True\b", flag, text)
         text = re.sub(name + r"(?=[^\s,;.)])", flag + " ", text)
         text = re.sub(name, flag, text)
