@@ -265,3 +265,31 @@ def test_folders_a_command_owns_are_created(
     done = shell("onnxbridge " + command, tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / made).exists()
+
+
+# ------------------------------------------------------------------ no blank line before errors
+@pytest.mark.parametrize(
+    "command",
+    [
+        "bench iris-rf --data nowhere.csv",
+        "tune iris-rf --data nowhere.csv",
+        "score iris-rf nowhere.csv --output scores",
+        "predict iris-rf --data nowhere.csv",
+        "validate iris-rf --data nowhere.csv",
+        "convert iris-rf --opset 3",
+        "train --data iris --model 'Nope()'",
+        "serve iris-rf --port 80000",
+        "coverage --only Nope",
+        "inspect nowhere.onnx",
+        "predict iris-rf",
+    ],
+)
+@pytest.mark.parametrize("force_color", ["", "1"])
+def test_an_error_is_one_line_on_standard_error(
+    iris_bundle: Bundle, command: str, force_color: str
+) -> None:
+    """Exactly ``error: ...`` and a newline: no blank line, no progress bar left over, also
+    when a CI sets FORCE_COLOR (rich then takes the log for a terminal)."""
+    env = {"FORCE_COLOR": force_color} if force_color else {}
+    done = shell(f"onnxbridge {command}", iris_bundle.path.parent, **env)
+    one_error_line(done)

@@ -66,8 +66,9 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
 def _progress(enabled: bool) -> Iterator[Any]:
     """A rich progress bar on standard error (nothing when disabled)."""
     err = Console(file=sys.stderr)
-    if not enabled or not err.is_terminal:
-        # Off a terminal the bar shows nothing but leaves a blank line before any error.
+    if not enabled or not sys.stderr.isatty():
+        # Off a terminal (a pipe, a CI log, even with FORCE_COLOR set) the bar shows nothing
+        # but leaves a blank line before any error.
         yield None
         return
     with Progress(
