@@ -681,7 +681,7 @@ def _os_error_line(exc: OSError) -> str:
 
 
 # The flag of a Python argument where it is not ``--`` and the name with dashes.
-_FLAG_OF = {"trusted": "--trust", "output_format": "--format"}
+_FLAG_OF = {"trusted": "--trust", "output_format": "--format", "estimator": "--reference"}
 
 
 def _flag(argument: str) -> str:
