@@ -491,7 +491,8 @@ def convert_unchecked(
 
     if precision not in PRECISIONS:
         raise ConversionError(
-            f"precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+            f"precision={precision!r} is not supported; use one of {', '.join(PRECISIONS)}",
+            arguments=("precision",),
         )
     _check_fitted(estimator)
     _refuse_non_tabular(estimator)
