@@ -293,3 +293,15 @@ def test_an_error_is_one_line_on_standard_error(
     env = {"FORCE_COLOR": force_color} if force_color else {}
     done = shell(f"onnxbridge {command}", iris_bundle.path.parent, **env)
     one_error_line(done)
+
+
+@pytest.mark.parametrize("json_flag", ["", "--json"])
+def test_a_closed_pipe_does_not_hide_a_divergent_verdict(
+    iris_bundle: Bundle, tmp_path: Path, json_flag: str
+) -> None:
+    # Exact equality is stricter than float32 arithmetic gives: DIVERGENT, exit 1.
+    strict = "--tolerance probabilities=0:0 --no-diagnosis --no-html"
+    done = shell(f"onnxbridge validate iris-rf {strict} {json_flag} | head -n 0", tmp_path)
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    done = shell(f"onnxbridge validate iris-rf --no-html {json_flag} | head -n 0", tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -17,7 +17,16 @@ __all__ = ["OutputClosed", "console", "make_console", "stdout_closed"]
 
 
 class OutputClosed(Exception):
-    """Standard output is a pipe whose reader has gone (``onnxbridge predict ... | head``)."""
+    """Standard output is a pipe whose reader has gone (``onnxbridge predict ... | head``).
+
+    Attributes:
+        exit_code: what the command exits with: 0, or the verdict it had already reached
+            (``validate``: 1 for DIVERGENT), which a closed pipe must not hide.
+    """
+
+    def __init__(self, exit_code: int = 0) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
 
 
 def stdout_closed() -> bool:

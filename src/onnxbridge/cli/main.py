@@ -595,8 +595,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(args, debug)
         # What is still buffered goes out now, while a closed pipe can be told apart.
         sys.stdout.flush()
-    except OutputClosed:
-        return _quiet_stdout(EXIT_OK)
+    except OutputClosed as closed:
+        return _quiet_stdout(closed.exit_code)
     except OSError as exc:
         if exc.errno == errno.EPIPE and stdout_closed():
             return _quiet_stdout(code)
