@@ -3,6 +3,8 @@
 Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error (bad input, with a
 one-line message; ``--debug`` anywhere on the command line shows the traceback), 130 interrupted
 (Ctrl-C: ``interrupted`` on stderr; files are written atomically, so none is left half-written).
+A closed standard output (``onnxbridge predict ... | head``) ends a command quietly, with 0 (or
+1 for a DIVERGENT verdict already reached).
 """
 
 from __future__ import annotations
