@@ -45,7 +45,7 @@ def test_train_bundle_writes_card_model_and_holdout(tmp_path: Path) -> None:
 
 def test_existing_bundle_is_kept_without_overwrite(iris_bundle: Bundle) -> None:
     before = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
-    with pytest.raises(BundleError, match=r"already holds a bundle.*--overwrite"):
+    with pytest.raises(BundleError, match=r"already holds a bundle.*overwrite=True"):
         train_bundle("wine", "LogisticRegression()", iris_bundle.path)
     after = {p.name: p.read_bytes() for p in iris_bundle.path.iterdir() if p.is_file()}
     assert after == before
@@ -160,7 +160,7 @@ def test_pickle_needs_explicit_permission(tmp_path: Path) -> None:
     model = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
     path = tmp_path / "model.joblib"
     joblib.dump(model, path)
-    with pytest.raises(UnsafeModelFileError, match=r"pickle file.*--allow-pickle"):
+    with pytest.raises(UnsafeModelFileError, match=r"pickle file.*allow_pickle=True"):
         load_estimator(path)
     with pytest.warns(UserWarning, match=r"runs any code in the file"):
         loaded = load_estimator(path, allow_pickle=True)
@@ -192,7 +192,7 @@ def test_functions_in_skops_files_need_explicit_trust(tmp_path: Path) -> None:
     with pytest.raises(
         UnsafeModelFileError,
         match=r"holds types or functions onnxbridge does not trust: "
-        r"builtins.abs;.*--trust NAME",
+        r"builtins.abs;.*trusted=NAME",
     ):
         load_estimator(path)
     loaded = load_estimator(path, trusted=("builtins.abs",))

@@ -213,11 +213,11 @@ def test_run_coverage_isolates_estimators_and_enforces_the_time_limit() -> None:
 
 
 def test_run_coverage_refuses_unknown_names_and_bad_limits() -> None:
-    with pytest.raises(DataError, match=r"--only 'LogisticRegresion' is not an estimator .*"):
+    with pytest.raises(DataError, match=r"only='LogisticRegresion' is not an estimator .*"):
         run_coverage(["LogisticRegresion"])
     with pytest.raises(DataError, match="did you mean LogisticRegression"):
         select_cases(["LogisticRegresion"])
-    with pytest.raises(DataError, match=r"--timeout must be > 0 seconds, got 0"):
+    with pytest.raises(DataError, match=r"timeout=0 is not allowed: it must be > 0 seconds"):
         run_coverage(["PCA"], timeout=0)
 
 
@@ -299,7 +299,7 @@ def test_cli_lists_the_estimators_and_refuses_bad_options(
     err = capsys.readouterr().err
     assert err.startswith("error: --only 'Nope' is not an estimator of the coverage run")
     assert main(["coverage", "--only", "PCA", "--timeout", "-1"]) == 2
-    assert "error: --timeout must be > 0 seconds, got -1.0" in capsys.readouterr().err
+    assert "error: --timeout -1.0 is not allowed: it must be > 0 seconds" in capsys.readouterr().err
     assert main(["coverage", "--only", "PCA", "--atol", "-1"]) == 2
     assert "error: tolerances must be >= 0, got atol=-1.0" in capsys.readouterr().err
 

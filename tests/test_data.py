@@ -67,7 +67,7 @@ def test_split_matches_reference_workflow() -> None:
 
 
 def test_unknown_dataset_names_the_builtins() -> None:
-    with pytest.raises(DataError, match=r"unknown dataset 'irs'.*iris") as info:
+    with pytest.raises(DataError, match=r"data='irs' is not a built-in dataset.*iris") as info:
         load_dataset("irs")
     assert isinstance(info.value, OnnxbridgeError) and isinstance(info.value, ValueError)
 
@@ -94,12 +94,12 @@ def test_a_symlinked_file_is_recorded_by_its_own_name(regression_csv: Path, tmp_
 
 
 def test_file_needs_target(regression_csv: Path) -> None:
-    with pytest.raises(DataError, match=r"name its target column with --target.*price"):
+    with pytest.raises(DataError, match=r"name its target column: target=COLUMN.*price"):
         load_dataset(str(regression_csv))
 
 
 def test_unknown_target_column_lists_columns(regression_csv: Path) -> None:
-    with pytest.raises(DataError, match=r"target column 'cost' is not in .*size_m2"):
+    with pytest.raises(DataError, match=r"target='cost' is not a column of .*size_m2"):
         load_dataset(str(regression_csv), target="cost")
 
 
@@ -130,5 +130,7 @@ def test_target_with_missing_values(tmp_path: Path) -> None:
 
 
 def test_bad_test_size() -> None:
-    with pytest.raises(DataError, match=r"--test-size must be between 0 and 1"):
+    with pytest.raises(
+        DataError, match=r"test_size=1.5 is not allowed; it must be between 0 and 1"
+    ):
         split_dataset(load_dataset("iris"), test_size=1.5)

@@ -109,7 +109,7 @@ def test_text_in_a_numeric_column_is_named(mixed_csv, tmp_path) -> None:
 
 
 def test_without_preprocess_text_columns_are_refused_with_the_fix(mixed_csv, tmp_path) -> None:
-    with pytest.raises(DataError, match=r"'city'.*are not numeric; pass --preprocess auto"):
+    with pytest.raises(DataError, match=r"'city'.*are not numeric; pass preprocess='auto'"):
         train_bundle(str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn")
 
 

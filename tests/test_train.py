@@ -54,8 +54,8 @@ def test_bare_name_is_default_estimator() -> None:
         ),
         ("RandomForestClassifier(n_estimators=x)", r"not a literal"),
         ("os.system('ls')", r"cannot read \"os.system"),
-        ("RandomForestClassifier(", r"cannot parse --model"),
-        ("", r"--model is empty"),
+        ("RandomForestClassifier(", r"cannot parse model="),
+        ("", r"model='' is empty"),
         ("RandomForestClassifier(**{'n_estimators': 3})", r"'\*\*' is not allowed"),
     ],
 )
@@ -128,7 +128,7 @@ def test_models_with_native_categories_fit_on_text_columns(tmp_path) -> None:
     result = fit_model(str(path), "HistGradientBoostingClassifier(max_iter=10)", target="y")
     assert list(result.estimator.is_categorical_) == [False, True]
     assert result.metrics["accuracy"] > 0.8
-    with pytest.raises(DataError, match="not numeric; pass --preprocess auto"):
+    with pytest.raises(DataError, match="not numeric; pass preprocess='auto'"):
         fit_model(
             str(path),
             "HistGradientBoostingClassifier(max_iter=10, categorical_features=None)",

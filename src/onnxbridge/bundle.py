@@ -207,7 +207,8 @@ def load_estimator(
             raise UnsafeModelFileError(
                 f"{str(path)!r} is a pickle file, and loading a pickle runs any code inside it; "
                 "save the model with skops (skops.io.dump) or, if you made this file yourself, "
-                "pass --allow-pickle"
+                "pass allow_pickle=True",
+                arguments=("allow_pickle",),
             )
         warnings.warn(
             f"loading {path.name} with pickle: this runs any code in the file; only use files "
@@ -226,7 +227,8 @@ def load_estimator(
     if suffix != ".skops":
         raise DataError(
             f"cannot load a model from {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
-            "use a .skops file (or .pkl / .joblib with --allow-pickle)"
+            "use a .skops file (or .pkl / .joblib with allow_pickle=True)",
+            arguments=("allow_pickle",),
         )
     import skops.io as sio
 
@@ -242,8 +244,9 @@ def load_estimator(
     if refused:
         raise UnsafeModelFileError(
             f"{str(path)!r} holds types or functions onnxbridge does not trust: "
-            f"{', '.join(refused)}; if you know where the file comes from, trust them by name "
-            "(--trust NAME, Python: trusted=(...))"
+            f"{', '.join(refused)}; if you know where the file comes from, trust them by name: "
+            "trusted=NAME for each of them",
+            arguments=("trusted",),
         )
     try:
         # skops checks the file again against exactly the names accepted above.
@@ -662,18 +665,23 @@ def read_card(card_path: Path) -> dict[str, Any]:
 def _check_replaceable(path: Path, overwrite: bool) -> None:
     """Refuse a file, and a non-empty folder unless it is a bundle and ``overwrite`` is set."""
     if path.exists() and not path.is_dir():
-        raise BundleError(f"{str(path)!r} exists and is not a folder; choose another --out")
+        raise BundleError(
+            f"out={str(path)!r} exists and is not a folder; choose another out=",
+            arguments=("out",),
+        )
     if not path.is_dir() or not any(path.iterdir()):
         return
     if not (path / CARD_NAME).is_file():
         raise BundleError(
-            f"{str(path)!r} is not empty and is not a bundle (no {CARD_NAME}); onnxbridge only "
-            "replaces its own bundles, so choose another --out"
+            f"out={str(path)!r} is not empty and is not a bundle (no {CARD_NAME}); onnxbridge "
+            "only replaces its own bundles, so choose another out=",
+            arguments=("out",),
         )
     if not overwrite:
         raise BundleError(
-            f"{str(path)!r} already holds a bundle; choose another --out or pass --overwrite "
-            "(Python: overwrite=True) to replace it"
+            f"out={str(path)!r} already holds a bundle; choose another out= or pass "
+            "overwrite=True to replace it",
+            arguments=("out", "overwrite"),
         )
 
 
@@ -912,13 +920,17 @@ def train_bundle(
     Raises:
         DataError, ModelSpecError, BundleError: nothing is written on error.
     """
-    from onnxbridge.train import fit_model
+    from onnxbridge.train import check_training_inputs, fit_model
 
     out = Path(out)
-    # Checked before fitting so a long fit is not wasted.
+    # The caller's own mistakes first (a bad option, model spec, data file or target), then
+    # the folder; both before fitting, so a long fit is not wasted.
+    dataset = check_training_inputs(
+        data, model, target=target, test_size=test_size, preprocess=preprocess
+    )
     _check_replaceable(out, overwrite)
     result = fit_model(
-        data,
+        dataset,
         model,
         target=target,
         test_size=test_size,

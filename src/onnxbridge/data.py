@@ -30,6 +30,7 @@ __all__ = [
     "FeatureSpec",
     "blank_column",
     "blank_values",
+    "check_test_size",
     "data_format",
     "hash_frame",
     "load_dataset",
@@ -289,7 +290,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if path.is_dir():
         raise DataError(
             f"{str(path)!r} is a folder, not a data file; pass one CSV, TSV, Parquet or JSON "
-            "file (e.g. --data rows.csv), or use `onnxbridge score` for a folder of files"
+            "file, or use `onnxbridge score` for a folder of files"
         )
     fmt = data_format(path)
     if not path.is_file():
@@ -406,27 +407,31 @@ def load_dataset(data: str, target: str | None = None) -> Dataset:
     if data in BUILTIN_DATASETS:
         if target not in (None, "target"):
             raise DataError(
-                f"--target {target!r} does not apply to the built-in dataset {data!r}; "
-                "its target column is fixed, so leave --target out"
+                f"target={target!r} does not apply to the built-in dataset {data!r}: its "
+                "target column is fixed, so leave out target=",
+                arguments=("target",),
             )
         return _load_builtin(data)
     path = Path(data)
     looks_like_file = path.suffix != "" or "/" in data or path.exists()
     if not looks_like_file:
         raise DataError(
-            f"unknown dataset {data!r}; use a built-in name ({', '.join(BUILTIN_DATASETS)}) "
-            "or a path to a .csv, .parquet or .jsonl file"
+            f"data={data!r} is not a built-in dataset ({', '.join(BUILTIN_DATASETS)}) nor a "
+            "path to a .csv, .tsv, .parquet or .jsonl file",
+            arguments=("data",),
         )
     frame = read_table(path)
     if target is None:
         raise DataError(
-            f"{str(path)!r} is a file, so name its target column with --target; "
-            f"columns are: {preview_names(frame.columns)}"
+            f"{str(path)!r} is a file, so name its target column: target=COLUMN; "
+            f"columns are: {preview_names(frame.columns)}",
+            arguments=("target",),
         )
     if target not in frame.columns:
         raise DataError(
-            f"target column {target!r} is not in {str(path)!r}; columns are: "
-            f"{preview_names(frame.columns)}"
+            f"target={target!r} is not a column of {str(path)!r}; columns are: "
+            f"{preview_names(frame.columns)}",
+            arguments=("target",),
         )
     y = frame[target]
     if y.isna().any():
@@ -455,6 +460,19 @@ def preview_names(columns: Sequence[Any] | None, limit: int = 12) -> str:
     return shown + (f", … ({len(names) - limit} more)" if len(names) > limit else "")
 
 
+def check_test_size(test_size: float) -> None:
+    """Refuse a held-out fraction outside (0, 1).
+
+    Raises:
+        DataError: naming ``test_size=``.
+    """
+    if not 0.0 < test_size < 1.0:
+        raise DataError(
+            f"test_size={test_size} is not allowed; it must be between 0 and 1 (exclusive)",
+            arguments=("test_size",),
+        )
+
+
 def split_dataset(
     dataset: Dataset, *, test_size: float = 0.3, seed: int = 42, stratify: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
@@ -465,14 +483,14 @@ def split_dataset(
     """
     from sklearn.model_selection import train_test_split
 
-    if not 0.0 < test_size < 1.0:
-        raise DataError(f"--test-size must be between 0 and 1 (exclusive), got {test_size}")
+    check_test_size(test_size)
     n = len(dataset.X)
     n_test = int(np.ceil(test_size * n))
     if n_test < 1 or n - n_test < 1:
         raise DataError(
-            f"--test-size {test_size} leaves an empty train or test set for {n} rows; "
-            "choose a value that keeps at least one row on each side"
+            f"test_size={test_size} leaves an empty train or test set for {n} rows; "
+            "choose a value that keeps at least one row on each side",
+            arguments=("test_size",),
         )
     try:
         return train_test_split(

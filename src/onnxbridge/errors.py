@@ -10,7 +10,7 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
     ├── DataError (ValueError)              datasets, files, columns, targets
     │   └── SchemaMismatchError             columns missing / extra / wrong type for a model
     │       └── BadRowError                 score: a row that cannot be scored (file, row, column)
-    ├── ModelSpecError (ValueError)         --model strings: unknown estimator, bad parameter
+    ├── ModelSpecError (ValueError)         model specs: unknown estimator, bad parameter
     ├── BundleError (ValueError)            missing or damaged bundle folder / card.json
     ├── UnsafeModelFileError (ValueError)   pickle without --allow-pickle, untrusted skops types,
     │                                       native code without --trust-native, damaged trees
@@ -34,8 +34,10 @@ errors (skl2onnx, onnxruntime, skops, pandas) are wrapped once, at their layer's
         ├── MalformedRequestError           a body that does not parse: bad JSON, framing (400)
         └── RequestTooLargeError            a body over the server's size limit (413)
 
-The CLI prints ``error: <message>`` and exits 2 for any of these. :func:`first_line` gives the
-part of a third-party error worth quoting in a wrapped message.
+The CLI prints ``error: <message>`` and exits 2 for any of these. A message names the Python
+arguments at fault as ``name=value`` (``model='Foo()'``) and lists them in the error's
+``arguments``, so that the CLI can name its flags instead (``--model 'Foo()'``).
+:func:`first_line` gives the part of a third-party error worth quoting in a wrapped message.
 """
 
 from __future__ import annotations
@@ -70,7 +72,16 @@ __all__ = [
 
 
 class OnnxbridgeError(Exception):
-    """Base class of every error onnxbridge raises on purpose."""
+    """Base class of every error onnxbridge raises on purpose.
+
+    Attributes:
+        arguments: the Python arguments the message names, each written ``name=`` in it (e.g.
+            ``("model",)`` for a message holding ``model='Foo()'``); empty when it names none.
+    """
+
+    def __init__(self, *args: object, arguments: tuple[str, ...] = ()) -> None:
+        super().__init__(*args)
+        self.arguments = arguments
 
 
 class DataError(OnnxbridgeError, ValueError):
@@ -93,9 +104,15 @@ class BadRowError(SchemaMismatchError):
     """
 
     def __init__(
-        self, message: str, *, file: str = "", row: int | None = None, column: str = ""
+        self,
+        message: str,
+        *,
+        file: str = "",
+        row: int | None = None,
+        column: str = "",
+        arguments: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, arguments=arguments)
         self.file = file
         self.row = row
         self.column = column

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.data import Dataset, load_dataset, split_dataset
+from onnxbridge.data import Dataset, check_test_size, load_dataset, split_dataset
 from onnxbridge.errors import ConversionError, DataError, ModelSpecError, first_line
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "TrainResult",
     "build_preprocessor",
     "catboost_text",
+    "check_training_inputs",
     "class_labels",
     "estimator_task",
     "fit_model",
@@ -336,11 +337,13 @@ def _resolve_keywords(name: str, cls: type, kwargs: dict[str, Any]) -> dict[str,
     return check(name, cls, kwargs, extra, allowed)
 
 
-def _unknown_estimator(name: str) -> ModelSpecError:
+def _unknown_estimator(name: str, spec: str) -> ModelSpecError:
     names = sorted(_estimator_classes())
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}?" if close else "see sklearn.utils.all_estimators()"
-    return ModelSpecError(f"unknown estimator {name!r} in --model; {hint}")
+    return ModelSpecError(
+        f"unknown estimator {name!r} in model={spec!r}; {hint}", arguments=("model",)
+    )
 
 
 def _literal(node: ast.AST, spec: str) -> Any:
@@ -356,7 +359,7 @@ def _literal(node: ast.AST, spec: str) -> Any:
         return tuple(_literal(e, spec) for e in node.elts)
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
-            raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
+            raise ModelSpecError(f"'**' is not allowed in model={spec!r}", arguments=("model",))
         return {
             _literal(k, spec): _literal(v, spec)
             for k, v in zip(node.keys, node.values, strict=True)
@@ -369,8 +372,9 @@ def _literal(node: ast.AST, spec: str) -> Any:
         return _build(node, spec)
     text = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
     raise ModelSpecError(
-        f"argument {text!r} in --model {spec!r} is not a literal; only numbers, strings, "
-        "True/False/None, lists, tuples, dicts and estimator calls are allowed"
+        f"argument {text!r} in model={spec!r} is not a literal; only numbers, strings, "
+        "True/False/None, lists, tuples, dicts and estimator calls are allowed",
+        arguments=("model",),
     )
 
 
@@ -387,16 +391,17 @@ def _build(node: ast.AST, spec: str) -> Any:
     else:
         text = ast.unparse(node)
         raise ModelSpecError(
-            f"cannot read {text!r} in --model {spec!r}; write an estimator call such as "
-            "\"RandomForestClassifier(n_estimators=10)\", steps joined with '|'"
+            f"cannot read {text!r} in model={spec!r}; write an estimator call such as "
+            "\"RandomForestClassifier(n_estimators=10)\", steps joined with '|'",
+            arguments=("model",),
         )
     cls = _estimator_classes().get(name)
     if cls is None:
-        raise _unknown_estimator(name)
+        raise _unknown_estimator(name, spec)
     kwargs: dict[str, Any] = {}
     for kw in keywords:
         if kw.arg is None:
-            raise ModelSpecError(f"'**' is not allowed in --model {spec!r}")
+            raise ModelSpecError(f"'**' is not allowed in model={spec!r}", arguments=("model",))
         kwargs[kw.arg] = _literal(kw.value, spec)
     kwargs = _resolve_keywords(name, cls, kwargs)
     kwargs = _with_quiet_defaults(name, kwargs)
@@ -409,7 +414,7 @@ def _build(node: ast.AST, spec: str) -> Any:
         is_classifier(estimator)
     except _library_errors() as exc:
         raise ModelSpecError(
-            f"cannot create {name} from --model {spec!r}: {first_line(exc)}"
+            f"cannot create {name} from model={spec!r}: {first_line(exc)}", arguments=("model",)
         ) from exc
     return estimator
 
@@ -435,13 +440,17 @@ def parse_model_spec(spec: str) -> Any:
     """
     text = spec.strip()
     if not text:
-        raise ModelSpecError('--model is empty; give an estimator such as "LogisticRegression()"')
+        raise ModelSpecError(
+            f'model={spec!r} is empty; give an estimator such as "LogisticRegression()"',
+            arguments=("model",),
+        )
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ModelSpecError(
-            f"cannot parse --model {spec!r}: {exc.msg} at column {exc.offset}; write e.g. "
-            '"StandardScaler() | LogisticRegression(max_iter=200)"'
+            f"cannot parse model={spec!r}: {exc.msg} at column {exc.offset}; write e.g. "
+            '"StandardScaler() | LogisticRegression(max_iter=200)"',
+            arguments=("model",),
         ) from exc
     return _build(tree.body, spec)
 
@@ -594,8 +603,9 @@ def _check_numeric(dataset: Dataset, estimator: Any) -> None:
     if bad and not _starts_with_column_transformer(estimator):
         shown = ", ".join(repr(b) for b in bad[:8]) + (" …" if len(bad) > 8 else "")
         raise DataError(
-            f"feature columns {shown} are not numeric; pass --preprocess auto (Python: "
-            "preprocess='auto') to encode them, or start the model with a ColumnTransformer"
+            f"feature columns {shown} are not numeric; pass preprocess='auto' to encode them, "
+            "or start the model with a ColumnTransformer",
+            arguments=("preprocess",),
         )
 
 
@@ -645,6 +655,30 @@ def _library_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def check_training_inputs(
+    data: str | Dataset,
+    model: str,
+    *,
+    target: str | None = None,
+    test_size: float = 0.3,
+    preprocess: str = "none",
+) -> Dataset:
+    """Check what :func:`fit_model` is asked for, cheapest first, before anything is fitted:
+    the options, the model spec, then the data and its target; returns the loaded data.
+
+    Raises:
+        DataError, ModelSpecError: the first mistake found, naming its argument.
+    """
+    if preprocess not in PREPROCESS_MODES:
+        raise DataError(
+            f"preprocess={preprocess!r} is not supported; use one of {', '.join(PREPROCESS_MODES)}",
+            arguments=("preprocess",),
+        )
+    check_test_size(test_size)
+    parse_model_spec(model)
+    return data if isinstance(data, Dataset) else load_dataset(data, target=target)
+
+
 def fit_model(
     data: str | Dataset,
     model: str,
@@ -670,14 +704,11 @@ def fit_model(
     Raises:
         DataError, ModelSpecError: for bad data or specs, with a message that says what to do.
     """
-    if preprocess not in PREPROCESS_MODES:
-        raise DataError(
-            f"--preprocess {preprocess!r} is not supported; use one of "
-            f"{', '.join(PREPROCESS_MODES)}"
-        )
+    dataset = check_training_inputs(
+        data, model, target=target, test_size=test_size, preprocess=preprocess
+    )
     estimator = parse_model_spec(model)
     task = estimator_task(estimator)
-    dataset = data if isinstance(data, Dataset) else load_dataset(data, target=target)
     if preprocess == "auto":
         from sklearn.pipeline import Pipeline
 
@@ -938,7 +969,8 @@ def _as_categories(estimator: Any, X: pd.DataFrame) -> pd.DataFrame:
             raise DataError(
                 f"text column {column!r} has {count} distinct values, but "
                 f"{type(model).__name__} splits on at most 255 categories per column; drop or "
-                "group that column, or pass --preprocess auto to one-hot encode text columns"
+                "group that column, or pass preprocess='auto' to one-hot encode text columns",
+                arguments=("preprocess",),
             )
     return X.astype({c: "category" for c in text})
 

@@ -85,7 +85,7 @@ def test_catboost_brought_as_skops_converts_from_its_training_rows(
         "--target", "churn", "--out", tmp_path / "model.onnx",
     )  # fmt: skip
     assert_one_line_error(
-        code, err, r"miss \d+ of the categories .*pass --sample rows that hold every category "
+        code, err, r"miss \d+ of the categories .*give --sample the rows that hold every category "
         r"of column 'city' \(the training rows"
     )  # fmt: skip
     assert not (tmp_path / "model.onnx").exists()

@@ -188,7 +188,7 @@ def _csv(tmp_path: Path) -> Path:
 
 
 BAD_INPUTS = [
-    (["train", "--data", "irs", "--model", RF], r"unknown dataset 'irs'"),
+    (["train", "--data", "irs", "--model", RF], r"--data 'irs' is not a built-in dataset"),
     (["train", "--data", "iris", "--model", "RandomForest()"], r"unknown estimator 'RandomForest'"),
     (
         ["train", "--data", "iris", "--model", "RandomForestClassifier(trees=3)"],
@@ -196,7 +196,7 @@ BAD_INPUTS = [
     ),
     (
         ["train", "--data", "CSV", "--model", "LogisticRegression()", "--target", "nope"],
-        r"target column 'nope' is not in",
+        r"--target 'nope' is not a column of",
     ),
     (["train", "--data", "CSV", "--model", "LogisticRegression()"], r"--target"),
     (["convert", "UNFITTED"], r"is not fitted"),
@@ -395,8 +395,9 @@ def test_write_errors_name_the_users_path(capsys, iris_bundle: Bundle, tmp_path:
     code, _, err = run(
         capsys, "predict", iris_bundle.path, "--data", iris_bundle.holdout_path, "--out", target
     )
-    assert_one_line_error(code, err, r"a folder on the way to it is a file")
+    assert_one_line_error(code, err, r"is a file, not a folder; choose another path")
     assert str(target) in err and ".tmp" not in err
+    assert blocker.read_text() == "x"
     # The kernel refuses new files in /proc, even to root: the message names the user's file.
     code, _, err = run(
         capsys,

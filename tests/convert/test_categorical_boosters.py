@@ -481,7 +481,7 @@ def test_catboost_sample_missing_a_category_is_refused_and_categories_complete_i
         convert_estimator(model, few, precision="float")
     message = str(caught.value)
     assert "hold 6 value(s) of column 'colour' but miss" in message
-    assert "pass --sample rows that hold every category of column 'colour'" in message
+    assert "give sample= the rows that hold every category of column 'colour'" in message
     assert "\n" not in message
     result = convert_estimator(model, few, precision="float", categories={"colour": COLOURS})
     rows = _catboost_new_rows()

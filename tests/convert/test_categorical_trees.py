@@ -156,7 +156,7 @@ def test_numeric_categories_below_opset_11_are_refused_with_the_opset_to_use() -
     X = np.c_[np.arange(300) % 5 * 100.0, np.arange(300) % 7].astype(np.float64)
     model = HistGradientBoostingRegressor(max_iter=5, categorical_features=[0])
     model.fit(X, (X[:, 0] == 200) * 1.0)
-    with pytest.raises(ConversionError, match=r"needs opset 11 or later.*target is 10.*--opset"):
+    with pytest.raises(ConversionError, match=r"needs opset 11 or later.*target is 10.*opset=11"):
         convert_estimator(model, X[:20], precision="float", opset=10)
 
 

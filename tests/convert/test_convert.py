@@ -459,7 +459,7 @@ def test_a_diverging_conversion_is_refused_naming_the_step(wrong_converter, iris
     assert "convert refused" in message
     assert "probabilities on" in message
     assert "the first diverging step is step 1 'shift' (_Shifter)" in message
-    assert "--allow-divergent" in message
+    assert "allow_divergent=True" in message
 
 
 def test_allow_divergent_returns_the_model_marked_unchecked(wrong_converter, iris_frame) -> None:

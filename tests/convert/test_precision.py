@@ -144,7 +144,7 @@ def test_explicit_precisions_are_not_probed() -> None:
 def test_unknown_precision_is_refused() -> None:
     X, y = _large(100)
     model = DecisionTreeRegressor(max_depth=2).fit(X, y)
-    with pytest.raises(ConversionError, match=r"precision 'half' is not supported; use one of"):
+    with pytest.raises(ConversionError, match=r"precision='half' is not supported; use one of"):
         convert_estimator(model, X[:5], precision="half")
 
 

@@ -91,7 +91,7 @@ def test_score_uses_the_accelerator_only_when_asked(iris_bundle: Bundle, tmp_pat
     assert list(a.columns) == list(b.columns)
     assert (a["label"] == b["label"]).all()
     np.testing.assert_allclose(a.filter(like="proba").to_numpy(), b.filter(like="proba"), atol=1e-5)
-    with pytest.raises(DataError, match="--accelerator runs with --engine local only"):
+    with pytest.raises(DataError, match="accelerator=True runs with engine='local' only"):
         score(
             iris_bundle.path,
             tmp_path / "rows.parquet",

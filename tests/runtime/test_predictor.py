@@ -59,7 +59,7 @@ def test_target_column_is_ignored_but_other_extras_are_named(
     frame = pd.read_parquet(iris_bundle.holdout_path)  # features + the target column
     assert len(predictor.predict(frame)) == len(frame)
     frame["row_id"] = range(len(frame))
-    with pytest.raises(SchemaMismatchError, match=r"unexpected columns: 'row_id'.*--ignore-extra"):
+    with pytest.raises(SchemaMismatchError, match=r"unexpected columns: 'row_id'.*ignore_extra="):
         predictor.predict(frame)
     assert len(predictor.predict(frame, ignore_extra=True)) == len(frame)
 
@@ -217,7 +217,7 @@ def test_missing_values_refused_when_the_source_refuses_them(tmp_path: Path) -> 
     with pytest.raises(
         SchemaMismatchError,
         match=r"NaN\) in 2 rows, columns: 'petal length \(cm\)'"
-        r" \(2\).*--allow-missing",
+        r" \(2\).*allow_missing=True",
     ):
         p.predict(X)
     out = p.predict(X, allow_missing=True)

@@ -69,8 +69,14 @@ def test_bad_rows_exit_2_with_one_line_or_skip_with_a_count(
         (["--engine", "spark"], r"--engine 'spark' is not supported; use local or dask"),
         (["--on-error", "ignore"], r"--on-error 'ignore' is not supported; use raise or skip"),
         (["--scheduler", "tcp://127.0.0.1:1"], r"--scheduler is for --engine dask"),
-        (["--engine", "dask", "-o", "x.parquet"], r"--engine dask writes a folder of part files"),
-        (["--batch-size", "0"], r"batch size must be a positive number of rows, got 0"),
+        (
+            ["--engine", "dask", "-o", "x.parquet"],
+            r"with --engine dask, score writes a folder of part files",
+        ),
+        (
+            ["--batch-size", "0"],
+            r"--batch-size 0 is not allowed: it must be a positive number of rows",
+        ),
         (["--keep", "id,order"], r"--keep column 'order' is not in"),
     ],
 )

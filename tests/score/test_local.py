@@ -138,7 +138,7 @@ def test_bad_value_stops_the_job_naming_file_row_and_column(
     assert (err.file, err.row, err.column) == (str(path), 204, "petal length (cm)")
     text = str(err)
     assert f"bad row in {str(path)!r}, row 204, column 'petal length (cm)'" in text
-    assert "value 'abc' is not a number" in text and "--on-error skip" in text
+    assert "value 'abc' is not a number" in text and "pass on_error='skip'" in text
     # Nothing under a final name, no temporary file left behind.
     assert not list(out.glob("part-*")) and not (out / "_manifest.json").exists()
     assert hidden_or_temp(out) == []
@@ -219,14 +219,16 @@ def test_existing_output_needs_resume_or_overwrite(rows, tmp_path: Path, iris_mo
     rows(40).to_parquet(tmp_path / "in.parquet")
     out = tmp_path / "scores"
     score(iris_model, tmp_path / "in.parquet", out)
-    with pytest.raises(DataError, match=r"already holds scores; pass --resume .* or --overwrite"):
+    with pytest.raises(
+        DataError, match=r"already holds scores; pass resume=True .* or overwrite=True"
+    ):
         score(iris_model, tmp_path / "in.parquet", out)
     again = score(iris_model, tmp_path / "in.parquet", out, resume=True)
     assert again.rows == 0 and again.rows_resumed == 40 and again.parts[0].resumed
     assert score(iris_model, tmp_path / "in.parquet", out, overwrite=True).rows == 40
     single = tmp_path / "one.parquet"
     score(iris_model, tmp_path / "in.parquet", single)
-    with pytest.raises(DataError, match=r"'.*one.parquet' exists; pass --overwrite"):
+    with pytest.raises(DataError, match=r"'.*one.parquet' exists; pass overwrite=True"):
         score(iris_model, tmp_path / "in.parquet", single)
 
 
@@ -261,20 +263,22 @@ def test_resume_refuses_parts_of_a_different_job(rows, tmp_path: Path, iris_mode
 def test_bad_options_and_models_are_named(rows, tmp_path: Path, iris_model: Path) -> None:
     path = tmp_path / "in.parquet"
     rows(5).to_parquet(path)
-    with pytest.raises(DataError, match=r"engine 'spark' is not supported; use one of local, dask"):
+    with pytest.raises(DataError, match=r"engine='spark' is not supported; use one of local, dask"):
         score(iris_model, path, tmp_path / "o", engine="spark")
-    with pytest.raises(DataError, match=r"on_error 'ignore' is not supported"):
+    with pytest.raises(DataError, match=r"on_error='ignore' is not supported"):
         score(iris_model, path, tmp_path / "o", on_error="ignore")
-    with pytest.raises(DataError, match=r"batch size must be a positive number of rows, got 0"):
+    with pytest.raises(
+        DataError, match=r"batch_size=0 is not allowed: it must be a positive number of rows"
+    ):
         score(iris_model, path, tmp_path / "o", batch_size=0)
-    with pytest.raises(DataError, match=r"--keep column 'order_id' is not in '.*in.parquet'"):
+    with pytest.raises(DataError, match=r"keep= column 'order_id' is not in '.*in.parquet'"):
         score(iris_model, path, tmp_path / "o", keep=["order_id"])
-    with pytest.raises(DataError, match=r"--keep column 'label' has the name of an output"):
+    with pytest.raises(DataError, match=r"keep= column 'label' has the name of an output"):
         rows(5).rename(columns={"id": "label"}).to_parquet(path)
         score(iris_model, path, tmp_path / "o", keep=["label"])
     with pytest.raises(OnnxModelError, match=r"model file '.*missing.onnx' does not exist"):
         score(tmp_path / "missing.onnx", path, tmp_path / "o")
-    with pytest.raises(DataError, match=r"--scheduler is for --engine dask"):
+    with pytest.raises(DataError, match=r"scheduler= is for engine='dask'"):
         score(iris_model, path, tmp_path / "o", scheduler="tcp://127.0.0.1:8786")
 
 
@@ -339,7 +343,7 @@ def test_after_a_bad_row_resume_with_skip_keeps_the_finished_parts(
     result = score(iris_model, inputs, out, on_error="skip", resume=True)
     assert [p.resumed for p in result.parts] == [True, True, False]
     assert result.bad_rows == 1 and result.rows == 99 and result.rows_resumed == 200
-    with pytest.raises(BadRowError, match=r"cannot resume with --on-error raise: .*part-00002"):
+    with pytest.raises(BadRowError, match=r"cannot resume with on_error='raise': .*part-00002"):
         score(iris_model, inputs, out, resume=True)
 
 

@@ -141,17 +141,17 @@ def test_refused_options_and_models_leave_an_existing_output_alone(
     before = snapshot(tmp_path)
     with pytest.raises(OnnxModelError):
         score(broken, tmp_path / "in.parquet", out, overwrite=True)
-    with pytest.raises(DataError, match=r"--keep column 'label' has the name of an output"):
+    with pytest.raises(DataError, match=r"keep= column 'label' has the name of an output"):
         score(iris_model, tmp_path / "clash.parquet", out, keep=["label"], overwrite=True)
-    with pytest.raises(DataError, match=r"batch size must be a positive number of rows, got 0"):
+    with pytest.raises(
+        DataError, match=r"batch_size=0 is not allowed: it must be a positive number of rows"
+    ):
         score(iris_model, tmp_path / "in.parquet", out, overwrite=True, batch_size=0)
     assert snapshot(tmp_path) == before
-    with pytest.raises(
-        DataError, match=r"cannot write --output '.*notes.txt/o.parquet': Not a dir"
-    ):
+    with pytest.raises(DataError, match=r"cannot write output='.*notes.txt/o.parquet': Not a dir"):
         score(iris_model, tmp_path / "in.parquet", tmp_path / "notes.txt" / "o.parquet")
     assert snapshot(tmp_path) == before
-    with pytest.raises(DataError, match=r"--keep column 'nope' is not in"):
+    with pytest.raises(DataError, match=r"keep= column 'nope' is not in"):
         score(iris_model, tmp_path / "in.parquet", tmp_path / "new" / "deeper", keep=["nope"])
     assert snapshot(tmp_path) == before  # no folder created for a refused run
 

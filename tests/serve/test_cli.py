@@ -74,23 +74,34 @@ def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> 
     ("args", "message"),
     [
         (["serve", "/no/such/path"], "error: '/no/such/path' does not exist"),
-        (["serve", "{bundle}", "--port", "70000"], "ONNXBRIDGE_SERVE_PORT: Input should be less"),
-        (["serve", "{bundle}", "--workers", "0"], "ONNXBRIDGE_SERVE_WORKERS"),
+        (
+            ["serve", "{bundle}", "--port", "70000"],
+            "error: --port 70000 is not allowed: it must be between 0 and 65535",
+        ),
+        (
+            ["serve", "{bundle}", "--workers", "0"],
+            "error: --workers 0 is not allowed: it must be between 1 and 64",
+        ),
         (
             ["serve", "{bundle}", "--header-timeout", "0"],
-            "ONNXBRIDGE_SERVE_HEADER_TIMEOUT: Input should be greater than 0",
+            "error: --header-timeout 0.0 is not allowed: it must be > 0 and <= 3600",
         ),
         (
             ["serve", "{bundle}", "--body-timeout", "-1"],
-            "ONNXBRIDGE_SERVE_BODY_TIMEOUT: Input should be greater than 0",
+            "error: --body-timeout -1.0 is not allowed: it must be > 0 and <= 3600",
         ),
         (
             ["serve", "{bundle}", "--max-connections", "0"],
-            "ONNXBRIDGE_SERVE_MAX_CONNECTIONS: Input should be greater than or equal to 1",
+            "error: --max-connections 0 is not allowed: it must be between 1 and 1000000",
         ),
         (
             ["serve", "{bundle}", "--shutdown-timeout", "0"],
-            "ONNXBRIDGE_SERVE_SHUTDOWN_TIMEOUT: Input should be greater than 0",
+            "error: --shutdown-timeout 0.0 is not allowed: it must be > 0 and <= 3600",
+        ),
+        (
+            ["serve", "{bundle}", "--log-level", "loud"],
+            "error: --log-level 'loud' is not allowed: it should be 'critical', 'error', "
+            "'warning', 'info' or 'debug'",
         ),
         (["serve", "{broken}"], "is not a loadable ONNX model"),
         (["serve", "{bundle}", "--port", "{busy}"], "Address already in use"),
@@ -111,6 +122,31 @@ def test_serve_errors_are_one_line_exit_2(args, message, iris_bundle, tmp_path, 
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "ONNXBRIDGE_SERVE_" not in err
+
+
+def test_a_bad_environment_variable_is_named(iris_bundle, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("ONNXBRIDGE_SERVE_PORT", "99999")
+    code = main(["serve", str(iris_bundle.path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        "error: ONNXBRIDGE_SERVE_PORT='99999' (from the environment) is not allowed: it must "
+        "be between 0 and 65535\n"
+    )
+    # A flag given on top is what counts, and what a message would name.
+    code = main(["serve", str(iris_bundle.path), "--port", "70000"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --port 70000 is not allowed") and "ONNX" not in err
+
+
+def test_python_settings_errors_name_the_argument() -> None:
+    from onnxbridge.errors import ServeSettingsError
+    from onnxbridge.serve import load_settings
+
+    with pytest.raises(ServeSettingsError, match=r"^port=70000 is not allowed: it must be") as info:
+        load_settings(port=70000)
+    assert info.value.arguments == ("port",)
 
 
 def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bundle) -> None:

@@ -211,9 +211,9 @@ class _CountingPipeline(Pipeline):
 
 def test_bad_budget_and_memory_bound_are_refused(forest) -> None:
     path, model, holdout = forest
-    with pytest.raises(DataError, match=r"--budget 'soon' is not valid: pass seconds >= 0"):
+    with pytest.raises(DataError, match=r"budget='soon' is not valid: pass seconds >= 0"):
         validate_model(path, model, holdout, budget="soon")
-    with pytest.raises(DataError, match=r"--budget -1 is not valid"):
+    with pytest.raises(DataError, match=r"budget=-1 is not valid"):
         validate_model(path, model, holdout, budget=-1)
     with pytest.raises(DataError, match=r"memory_bound must be a number of bytes >= 1, got 0"):
         validate_model(path, model, holdout, memory_bound=0)

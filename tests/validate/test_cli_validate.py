@@ -81,9 +81,9 @@ def test_divergent_exits_1(capsys, iris_bundle: Bundle) -> None:
         (["--runtimes", "sklearn"], r"--runtimes 'sklearn' is not valid: pass two or more of"),
         (["--tolerance", "value"], r"--tolerance 'value' is not ROLE=ATOL\[:RTOL\]"),
         (["--tolerance", "label=0"], r"no tolerance for output role 'label': labels are"),
-        (["--atol", "-1"], r"tolerances must be finite numbers >= 0, got atol=-1.0"),
-        (["--range-rows", "0"], r"range_rows must be an integer >= 1, got 0"),
-        (["--missing-values", "maybe"], r"missing_values 'maybe' is not valid; use one of auto"),
+        (["--atol", "-1"], r"tolerances must be finite numbers >= 0, got --atol -1.0"),
+        (["--range-rows", "0"], r"--range-rows 0 is not allowed: it must be an integer >= 1"),
+        (["--missing-values", "maybe"], r"--missing-values 'maybe' is not valid; use one of auto"),
         (["--data", "x.csv"], r"--reference, --data, --target and --allow-pickle are for an"),
     ],
 )

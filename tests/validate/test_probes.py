@@ -163,8 +163,8 @@ def test_seeds_and_sizes(data) -> None:
     ("kwargs", "pattern"),
     [
         ({"probes": ("holdout", "magic")}, r"unknown probe set 'magic'; choose from holdout"),
-        ({"range_rows": 0}, r"range_rows must be an integer >= 1, got 0"),
-        ({"batch_rows": 2.5}, r"batch_rows must be an integer >= 1, got 2.5"),
+        ({"range_rows": 0}, r"range_rows=0 is not allowed: it must be an integer >= 1"),
+        ({"batch_rows": 2.5}, r"batch_rows=2.5 is not allowed: it must be an integer >= 1"),
     ],
 )
 def test_bad_spec(kwargs, pattern) -> None:

@@ -16,13 +16,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
+from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["bench_command", "format_ratio", "format_seconds", "tune_command"]
 
 # Lines wrap at the terminal's width (80 in a pipe), so nothing is cut or runs past it.
-console = Console(highlight=False)
+console = make_console(highlight=False)
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -43,8 +44,9 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
 def _progress(enabled: bool) -> Iterator[Any]:
     """A rich progress bar on standard error (nothing when disabled)."""
     err = Console(file=sys.stderr)
-    if not enabled or not err.is_terminal:
-        # Off a terminal the bar shows nothing but leaves a blank line before any error.
+    if not enabled or not sys.stderr.isatty():
+        # Off a terminal (a pipe, a CI log, even with FORCE_COLOR set) the bar shows nothing
+        # but leaves a blank line before any error.
         yield None
         return
     with Progress(
@@ -195,7 +197,7 @@ def _print_sweep(sweep: dict[str, Any]) -> None:
 def bench_command(
     target: Annotated[
         Path,
-        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+        typer.Argument(metavar="MODEL", help="A bundle folder or a .onnx file."),
     ],
     data: Annotated[
         Path | None,
@@ -359,7 +361,7 @@ def _print_tune(report: Any, stored: bool) -> None:
 def tune_command(
     target: Annotated[
         Path,
-        typer.Argument(metavar="BUNDLE|MODEL.onnx", help="A bundle folder or a .onnx file."),
+        typer.Argument(metavar="MODEL", help="A bundle folder or a .onnx file."),
     ],
     regime: Annotated[
         str, typer.Option(help="latency (small calls), throughput (large calls) or both.")

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from onnxbridge.cli._console import make_console
+from onnxbridge.cli._out import check_out_file
 from onnxbridge.coverage import (
     DEFAULT_TIMEOUT,
     EQUIVALENT,
@@ -84,8 +85,10 @@ def coverage(
         raise DataError(
             f"tolerances must be >= 0, got atol={atol}, rtol={rtol}; e.g. --atol 1e-5 --rtol 1e-5"
         )
+    check_out_file(out_md, "--out-md")
+    check_out_file(out_json, "--out-json")
     # With --json the report owns standard output; progress goes to standard error.
-    console = Console(highlight=False, soft_wrap=True, stderr=as_json)
+    console = make_console(highlight=False, soft_wrap=True, stderr=as_json)
 
     def progress(result: CoverageResult, position: int, total: int) -> None:
         style = _STYLE[result.verdict]

@@ -3,10 +3,13 @@
 Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error (bad input, with a
 one-line message; ``--debug`` anywhere on the command line shows the traceback), 130 interrupted
 (Ctrl-C: ``interrupted`` on stderr; files are written atomically, so none is left half-written).
+A closed standard output (``onnxbridge predict ... | head``) ends a command quietly, with 0 (or
+1 for a DIVERGENT verdict already reached).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -14,13 +17,16 @@ import re
 import sys
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
+from onnxbridge.cli._console import OutputClosed, console, stdout_closed
+from onnxbridge.cli._out import check_out_file
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.cli.bench import bench_command, tune_command
 from onnxbridge.cli.serve import serve
@@ -28,8 +34,81 @@ from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModel
 
 __all__ = ["app", "main", "run"]
 
+# Typer's own names for option values (``<int>``) as usage-line words.
+_VALUE_WORDS = {
+    "int": "INTEGER",
+    "float": "FLOAT",
+    "str": "TEXT",
+    "path": "PATH",
+    "bool": "BOOLEAN",
+}
+
+
+class _Command(TyperCommand):
+    """A command whose help reads ``Usage: onnxbridge convert [OPTIONS] SOURCE``: arguments by
+    their upper-case name (``...`` only after one that takes several values), option values as
+    words."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_argument_name(param), record[1]))
+            else:
+                options.append((_value_words(record[0]), record[1]))
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class _Group(TyperGroup):
+    """The ``onnxbridge`` group: a closed standard output, met while printing a help text or
+    running a command, becomes :class:`OutputClosed` (Typer would exit 1 for it)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _closed_pipe_noted():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _closed_pipe_noted():
+            return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _closed_pipe_noted() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE and stdout_closed():
+            raise OutputClosed() from exc
+        raise
+
+
+def _argument_name(param: Any) -> str:
+    name = param.metavar or param.name.upper()
+    return name if param.nargs == 1 else f"{name}..."
+
+
+def _value_words(text: str) -> str:
+    """``--batch-size <int>`` → ``--batch-size INTEGER``."""
+    return re.sub(r"<(?:list\[)?(\w+)\]?>", lambda m: _VALUE_WORDS.get(m[1], m[1].upper()), text)
+
+
 app = typer.Typer(
     name="onnxbridge",
+    cls=_Group,
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
     "train → convert → inspect → predict → validate → bench / tune → serve → score.",
     no_args_is_help=True,
@@ -40,6 +119,35 @@ app = typer.Typer(
     "130 interrupted (Ctrl-C). "
     "Add --debug anywhere to see the traceback of an error.",
 )
+
+
+# One line per command in `onnxbridge --help`, short enough that no summary is cut.
+_SHORT_HELP = {
+    "train": "Fit a scikit-learn model and write its bundle folder.",
+    "convert": "Convert a bundle or a model file to a checked model.onnx.",
+    "inspect": "Summarise an ONNX file: opsets, inputs, outputs, operators, trees.",
+    "predict": "Score a data file: labels and probabilities (or predictions).",
+    "validate": "Check model.onnx against its source model on every probe set.",
+    "score": "Score CSV / Parquet files larger than memory into Parquet.",
+    "demo": "Run the reference workflow on Iris, from training to timing.",
+    "bench": "Time scikit-learn against ONNX Runtime over batch sizes.",
+    "tune": "Measure session settings and store the fastest in the model.",
+    "serve": "Serve ONNX models over the Open Inference Protocol (KServe v2).",
+    "coverage": "Convert every estimator and compare: a table of what works.",
+}
+
+
+def _command(name: str | None = None) -> Any:
+    """``app.command`` with the clean usage lines of :class:`_Command` and a one-line summary.
+
+    Without ``name`` the command is named after the decorated function.
+    """
+
+    def register(function: Any) -> Any:
+        command = name or function.__name__
+        return app.command(command, cls=_Command, short_help=_SHORT_HELP[command])(function)
+
+    return register
 
 
 def _version_callback(value: bool) -> None:
@@ -61,8 +169,6 @@ def _root(
 ) -> None:
     """Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast."""
 
-
-console = Console(highlight=False, soft_wrap=True)
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_ERROR = 0, 1, 2
 # 128 + SIGINT, what shells report for a command stopped by Ctrl-C. Typer returns it, without a
@@ -107,7 +213,7 @@ def _model_path(model: Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------- train
-@app.command()
+@_command()
 def train(
     data: Annotated[
         str,
@@ -173,7 +279,7 @@ def train(
 
 
 # ------------------------------------------------------------------------------------- convert
-@app.command()
+@_command()
 def convert(
     source: Annotated[
         Path,
@@ -240,8 +346,13 @@ def convert(
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge.cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
-    from onnxbridge.convert.core import sample_rows
+    from onnxbridge.convert.core import PRECISIONS, sample_rows
 
+    # Flags first: they are the cheapest to check and name the mistake best.
+    if precision not in PRECISIONS:
+        raise DataError(
+            f"--precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+        )
     if source.is_dir():
         if sample is not None or out is not None or allow_pickle:
             raise DataError(
@@ -274,6 +385,7 @@ def convert(
                 f"converting the model file {str(source)!r} needs --sample FILE: a CSV / Parquet "
                 "file with a few training rows, from which the input schema is taken"
             )
+        check_out_file(out, "--out")
         estimator, frame = load_model_and_rows(
             source, sample, target=target, allow_pickle=allow_pickle, trust=trust
         )
@@ -339,7 +451,7 @@ def convert(
 
 
 # ------------------------------------------------------------------------------------- inspect
-@app.command()
+@_command()
 def inspect(
     model: Annotated[
         Path, typer.Argument(metavar="MODEL", help="A .onnx file (or a bundle folder).")
@@ -361,7 +473,7 @@ def inspect(
 _OUT_FORMATS = ("csv", "tsv", "parquet", "jsonl")
 
 
-@app.command()
+@_command()
 def predict(
     model: Annotated[
         Path, typer.Argument(metavar="MODEL", help="A .onnx file (or a bundle folder).")
@@ -401,6 +513,9 @@ def predict(
             f"--format {output_format!r} is not supported; use one of {', '.join(_OUT_FORMATS)}"
         )
     fmt = output_format or (data_format(out, action="write") if out is not None else "csv")
+    if fmt == "parquet" and out is None:
+        raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
+    check_out_file(out, "--out")
     predictor = Predictor(_model_path(model))
     frame = read_table(data)
     result = predictor.predict(
@@ -410,8 +525,6 @@ def predict(
         write_table(result, out, fmt)
         print(f"wrote {len(result)} predictions to {out}", file=sys.stderr)
         return
-    if fmt == "parquet":
-        raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
     if fmt == "jsonl":
         write_jsonl(result, sys.stdout)
     else:
@@ -422,7 +535,7 @@ def predict(
 def _register_validate() -> None:
     from onnxbridge.cli.validate import validate_command
 
-    app.command(name="validate")(validate_command)
+    _command("validate")(validate_command)
 
 
 _register_validate()
@@ -432,14 +545,14 @@ _register_validate()
 def _register_score() -> None:
     from onnxbridge.cli.score import score_command
 
-    app.command(name="score")(score_command)
+    _command("score")(score_command)
 
 
 _register_score()
 
 
 # ---------------------------------------------------------------------------------------- demo
-@app.command()
+@_command()
 def demo(
     out: Annotated[Path, typer.Option(help="Bundle folder to (re)write.")] = Path("runs/iris-rf"),
 ) -> None:
@@ -452,18 +565,18 @@ def demo(
 
 
 # ---------------------------------------------------------------------------------- bench, tune
-app.command("bench")(bench_command)
-app.command("tune")(tune_command)
+_command("bench")(bench_command)
+_command("tune")(tune_command)
 
 # --------------------------------------------------------------------------------------- serve
-app.command("serve")(serve)
+_command("serve")(serve)
 
 
 # ------------------------------------------------------------------------------------ coverage
 def _register_coverage() -> None:
     from onnxbridge.cli.coverage import coverage
 
-    app.command()(coverage)
+    _command("coverage")(coverage)
 
 
 _register_coverage()
@@ -471,10 +584,39 @@ _register_coverage()
 
 # ---------------------------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""
+    """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script).
+
+    A closed standard output (``onnxbridge predict ... | head``) ends the command quietly with
+    exit 0, as ``head`` has all it asked for.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ONNXBRIDGE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
+    code = EXIT_ERROR
+    try:
+        code = _run(args, debug)
+        # What is still buffered goes out now, while a closed pipe can be told apart.
+        sys.stdout.flush()
+    except OutputClosed as closed:
+        return _quiet_stdout(closed.exit_code)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE and stdout_closed():
+            return _quiet_stdout(code)
+        raise
+    return code
+
+
+def _quiet_stdout(code: int) -> int:
+    """Point standard output at the null device: Python's last flush at exit then has nowhere
+    to fail (no "Exception ignored ... BrokenPipeError" on standard error)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return code
+
+
+def _run(args: list[str], debug: bool) -> int:
+    """The command's exit code; every error becomes one ``error:`` line on standard error."""
     try:
         code = app(args=args, prog_name="onnxbridge", standalone_mode=False)
     except SystemExit as exc:
@@ -497,8 +639,10 @@ def main(argv: list[str] | None = None) -> int:
     except OnnxbridgeError as exc:
         if debug:
             traceback.print_exc()
-        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"error: {_one_line(_with_flags(exc))}", file=sys.stderr)
         return EXIT_ERROR
+    except OutputClosed:
+        raise
     except OSError as exc:
         # The file system said no (permissions, a file where a folder should be, disk full).
         if debug:
@@ -536,6 +680,33 @@ def _os_error_line(exc: OSError) -> str:
             "space or write somewhere else, then run the command again"
         )
     return f"cannot access{target}: {reason}; check the path and its permissions"
+
+
+# The flag of a Python argument where it is not ``--`` and the name with dashes.
+_FLAG_OF = {"trusted": "--trust", "output_format": "--format", "estimator": "--reference"}
+
+
+def _flag(argument: str) -> str:
+    return _FLAG_OF.get(argument, "--" + argument.replace("_", "-"))
+
+
+# Words after which a flag and its value are something to type, not the value at fault.
+_TO_TYPE = r"(\b(?:pass|with|add|use|for|or|and) )"
+
+
+def _with_flags(exc: OnnxbridgeError) -> str:
+    """The error's message with the Python arguments it names as the command's flags:
+    ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``."""
+    text = str(exc)
+    for argument in exc.arguments:
+        flag = _flag(argument)
+        name = rf"(?<![\w.-]){re.escape(argument)}="
+        # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
+        text = re.sub(_TO_TYPE + name + r"'([\w.:/-]+)'", rf"\1{flag} \2", text)
+        text = re.sub(name + r"True\b", flag, text)
+        text = re.sub(name + r"(?=[^\s,;.)])", flag + " ", text)
+        text = re.sub(name, flag, text)
+    return text
 
 
 def _one_line(text: str) -> str:

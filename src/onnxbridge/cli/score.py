@@ -74,7 +74,7 @@ def score_command(
     inputs: Annotated[
         list[str],
         typer.Argument(
-            metavar="INPUT...",
+            metavar="INPUT",
             help="CSV, TSV or Parquet files, folders of them, or globs ('data/*.parquet').",
         ),
     ],
@@ -167,6 +167,7 @@ def score_command(
     Streams record batches so memory stays bounded; every output file appears only when it is
     complete. Exit 0 when done (also with skipped bad rows), 2 on an error.
     """
+    from onnxbridge.cli._out import check_out_file
     from onnxbridge.errors import DataError
     from onnxbridge.score import score
 
@@ -174,6 +175,9 @@ def score_command(
         raise DataError(f"--on-error {on_error!r} is not supported; use raise or skip")
     if engine not in ("local", "dask"):
         raise DataError(f"--engine {engine!r} is not supported; use local or dask")
+    if output.suffix.lower() in (".parquet", ".pq"):
+        # One output file: its folder must exist. A folder output is score's own: it is created.
+        check_out_file(output, "--output")
     err = Console(stderr=True, highlight=False)
     show_bar = not as_json and sys.stderr.isatty()
     bar = _Bar(err) if show_bar else None

@@ -10,6 +10,7 @@ Exit codes: 0 EQUIVALENT, 1 DIVERGENT, 2 could not run (one ``error:`` line).
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from onnxbridge.cli._console import OutputClosed, make_console, stdout_closed
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
@@ -180,7 +182,7 @@ def validate_command(
     target: Annotated[
         Path,
         typer.Argument(
-            metavar="BUNDLE|MODEL.onnx",
+            metavar="MODEL",
             help="A bundle folder with model.onnx, or an ONNX file (then --reference and --data).",
         ),
     ],
@@ -285,11 +287,16 @@ def validate_command(
     reports/validation.json and reports/validation.html.
     """
     from onnxbridge.validate import PROBE_NAMES, ProbeSpec, validate_bundle, validate_model
-    from onnxbridge.validate.core import write_reports
+    from onnxbridge.validate.core import MISSING_POLICIES, write_reports
     from onnxbridge.validate.runtimes import RUNTIME_NAMES
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(highlight=False, soft_wrap=True)
     per_role = dict(parse_tolerance(t) for t in (tolerance or ()))
+    if missing_values not in MISSING_POLICIES:
+        raise DataError(
+            f"--missing-values {missing_values!r} is not valid; use one of "
+            f"{', '.join(MISSING_POLICIES)}"
+        )
     spec = ProbeSpec(
         probes=_split_list(probes, "--probes", PROBE_NAMES) or PROBE_NAMES,
         seed=seed,
@@ -349,12 +356,22 @@ def validate_command(
         folder = report_dir or target.parent / "reports"
         write_reports(report, folder, html=not no_html)
         where = folder / "validation.json"
-    if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-    else:
-        print_validation(report, console)
-        console.print(
-            f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
-        )
-    if not report.equivalent:
-        raise typer.Exit(EXIT_CHECK_FAILED)
+    verdict_code = 0 if report.equivalent else EXIT_CHECK_FAILED
+    try:
+        if as_json:
+            sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+            sys.stdout.flush()
+        else:
+            print_validation(report, console)
+            console.print(
+                f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
+            )
+    except OutputClosed:
+        # `validate ... | head` still exits 1 for DIVERGENT.
+        raise OutputClosed(verdict_code) from None
+    except OSError as exc:
+        if exc.errno == errno.EPIPE and stdout_closed():
+            raise OutputClosed(verdict_code) from None
+        raise
+    if verdict_code:
+        raise typer.Exit(verdict_code)

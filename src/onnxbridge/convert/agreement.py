@@ -68,7 +68,8 @@ class Tolerance:
         ):
             raise DataError(
                 f"tolerances must be finite numbers >= 0, got atol={self.atol}, "
-                f"rtol={self.rtol}; e.g. --atol 1e-5 --rtol 1e-5"
+                f"rtol={self.rtol}; e.g. atol=1e-5 and rtol=1e-5",
+                arguments=("atol", "rtol"),
             )
 
 

@@ -274,7 +274,10 @@ def _wrap_conversion_error(exc: Exception, estimator: Any) -> ConversionError:
             f"no ONNX converter for {culprit}; {_supported_names()} "
             '(`python -c "import skl2onnx; print(skl2onnx.supported_converters())"` lists all)'
         )
-    return ConversionError(f"converting {name} to ONNX failed: {text}")
+    # A converter's own refusal may name arguments of ours (sample=, opset=): keep them named.
+    return ConversionError(
+        f"converting {name} to ONNX failed: {text}", arguments=getattr(exc, "arguments", ())
+    )
 
 
 def _walk(estimator: Any) -> list[Any]:
@@ -307,7 +310,8 @@ def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) 
     except Exception as exc:
         raise ConversionError(
             f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
-            "try another --opset"
+            "try another opset=",
+            arguments=("opset",),
         ) from exc
 
 
@@ -389,8 +393,9 @@ def convert_estimator(
             raise ConversionError(
                 f"convert refused: nothing could be compared with scikit-learn: "
                 f"{result.check.unchecked}; nothing was written. Pass sample rows the source "
-                "model scores (e.g. rows without missing values), or pass --allow-divergent "
-                "(Python: allow_divergent=True) to write it anyway, marked unchecked"
+                "model scores (e.g. rows without missing values), or pass allow_divergent=True "
+                "to write it anyway, marked unchecked",
+                arguments=("allow_divergent",),
             )
         warning = (
             f"NOT CHECKED: {result.check.unchecked}; written anyway because unchecked models "
@@ -437,15 +442,16 @@ def convert_estimator(
         return result
     if not allow_divergent:
         rounding = (
-            " convert with --precision double if float32 rounding is the cause,"
+            " convert with precision='double' if float32 rounding is the cause,"
             if result.precision == "float" and precision != "auto"
             else ""
         )
         raise ConversionError(
             f"convert refused: the ONNX graph differs from scikit-learn: "
             f"{result.check.summary()}{also_double}; nothing was written. Fix or replace the "
-            f"diverging converter (docs/convert.md),{rounding} or pass --allow-divergent (Python: "
-            "allow_divergent=True) to write it anyway, marked unchecked"
+            f"diverging converter (docs/convert.md),{rounding} or pass allow_divergent=True to "
+            "write it anyway, marked unchecked",
+            arguments=("precision", "allow_divergent"),
         )
     warning = (
         f"NOT CHECKED: the ONNX graph differs from scikit-learn: {result.check.summary()}"
@@ -485,7 +491,8 @@ def convert_unchecked(
 
     if precision not in PRECISIONS:
         raise ConversionError(
-            f"precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+            f"precision={precision!r} is not supported; use one of {', '.join(PRECISIONS)}",
+            arguments=("precision",),
         )
     _check_fitted(estimator)
     _refuse_non_tabular(estimator)

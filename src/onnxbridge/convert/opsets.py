@@ -103,17 +103,19 @@ def choose_opsets(opset: int | None = None, ml_opset: int | None = None) -> Opse
         opset = highest
     elif not MIN_OPSET <= opset <= highest:
         raise ConversionError(
-            f"--opset {opset} is not supported here: skl2onnx converts up to "
+            f"opset={opset} is not supported here: skl2onnx converts up to "
             f"{skl2onnx_max_opset()} and onnxruntime loads up to {onnxruntime_max_opset()}; "
-            f"choose {MIN_OPSET}..{highest} or leave --opset out to get {highest}"
+            f"choose {MIN_OPSET}..{highest} or leave out opset= to get {highest}",
+            arguments=("opset",),
         )
     if ml_opset is None:
         ml_opset = highest_ml
     elif not 1 <= ml_opset <= highest_ml:
         raise ConversionError(
-            f"--ml-opset {ml_opset} is not supported here: choose 1..{highest_ml} or leave it "
+            f"ml_opset={ml_opset} is not supported here: choose 1..{highest_ml} or leave it "
             f"out (ai.onnx.ml is capped at {ML_OPSET_CAP}: skl2onnx and onnxmltools converters "
-            "emit ai.onnx.ml versions their own checks reject above it)"
+            "emit ai.onnx.ml versions their own checks reject above it)",
+            arguments=("ml_opset",),
         )
     return OpsetChoice(default=opset, ml=ml_opset)
 

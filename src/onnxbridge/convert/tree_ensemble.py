@@ -832,7 +832,8 @@ def _text_codes(
     else:
         raise ConversionError(
             f"numeric categories fed as text need ai.onnx.ml 2 or later (LabelEncoder with "
-            f"keys), but the target is {ml_target}; leave --ml-opset out or pass 3"
+            f"keys), but the target is {ml_target}; leave out ml_opset= or pass ml_opset=3",
+            arguments=("ml_opset",),
         )
     container.add_initializer(shape, TensorProto.INT64, [1], [-1])
     container.add_node("Reshape", [mapped, shape], [out], name=op("Reshape"))
@@ -852,7 +853,8 @@ def _number_codes(
     if isinstance(target, int) and target < 11:
         raise ConversionError(
             f"a categorical feature given as numbers needs opset 11 or later (Equal on "
-            f"floats), but the target is {target}; leave --opset out or pass 11 or more"
+            f"floats), but the target is {target}; leave out opset= or pass opset=11 or more",
+            arguments=("opset",),
         )
     numpy_type = np.float64 if onnx_type == TensorProto.DOUBLE else np.float32
     table, equal, matched = name("category_keys"), name("category_equal"), name("category_match")
@@ -1071,14 +1073,17 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
     if ml_target < 3:
         raise ConversionError(
             f"double precision for trees needs ai.onnx.ml 3 (float64 thresholds), but the "
-            f"target is {ml_target}; leave --ml-opset out or pass 3, or use --precision float"
+            f"target is {ml_target}; leave out ml_opset= or pass ml_opset=3, or use "
+            "precision='float'",
+            arguments=("ml_opset", "precision"),
         )
     leaf_rows = np.flatnonzero(spec.is_leaf)
     n_leaves = len(leaf_rows)
     if n_leaves >= 2**24:
         raise ConversionError(
             f"the ensemble has {n_leaves} leaves; double precision supports fewer than 2**24 "
-            "(use --precision float)"
+            "(use precision='float')",
+            arguments=("precision",),
         )
     thresholds = np.where(spec.is_leaf, 0.0, spec.threshold).astype(np.float64)
     attrs = _ensemble_attributes(spec, thresholds)

@@ -364,8 +364,9 @@ def select_cases(only: Sequence[str] | None = None) -> list[CoverageCase]:
         hints = difflib.get_close_matches(unknown[0], [c.name for c in cases], n=3)
         hint = f"; did you mean {', '.join(hints)}?" if hints else ""
         raise DataError(
-            f"--only {unknown[0]!r} is not an estimator of the coverage run{hint} "
-            "(`onnxbridge coverage --list` prints every name)"
+            f"only={unknown[0]!r} is not an estimator of the coverage run{hint} "
+            "(`onnxbridge coverage --list` prints every name)",
+            arguments=("only",),
         )
     wanted = {n.lower() for n in only}
     return [c for c in cases if c.name.lower() in wanted]
@@ -392,7 +393,10 @@ def run_coverage(
         DataError: an unknown name in ``only``, or a time limit that is not > 0.
     """
     if not timeout > 0:
-        raise DataError(f"--timeout must be > 0 seconds, got {timeout}; e.g. --timeout 120")
+        raise DataError(
+            f"timeout={timeout} is not allowed: it must be > 0 seconds; e.g. timeout=120",
+            arguments=("timeout",),
+        )
     cases = select_cases(only)
     results: list[CoverageResult] = []
     started = time.perf_counter()

@@ -438,8 +438,9 @@ def check_native_trust(trust_native: bool, what: str) -> None:
         raise UnsafeModelFileError(
             f"{what} is native code, and loading it runs that code with your rights; a hash in "
             "the same bundle shows it is unchanged, not who made it: if you made this bundle "
-            "yourself (tune --engines all), pass --trust-native (Python: trust_native=True), "
-            "or leave --accelerator out"
+            "yourself (tune --engines all), pass trust_native=True, or leave out "
+            "accelerator=True",
+            arguments=("trust_native", "accelerator"),
         )
 
 
@@ -473,7 +474,8 @@ def load_accelerator(
     if not record:
         raise AcceleratorError(
             f"{str(model_path)!r} has no accelerator recorded (tune records one only when it is "
-            f"equivalent and faster); {hint}, or leave --accelerator out"
+            f"equivalent and faster); {hint}, or leave out accelerator=True",
+            arguments=("accelerator",),
         )
     engine = record.get("engine")
     library = record.get("library")
@@ -485,12 +487,14 @@ def load_accelerator(
     ):
         raise AcceleratorError(
             f"the recorded accelerator ({engine}) has no compiled library to load; re-run {hint} "
-            "(or leave --accelerator out)"
+            "(or leave out accelerator=True)",
+            arguments=("accelerator",),
         )
     if importlib.util.find_spec(engine) is None:
         raise AcceleratorError(
             f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]' "
-            "(or leave --accelerator out)"
+            "(or leave out accelerator=True)",
+            arguments=("accelerator",),
         )
     check_native_trust(
         trust_native, f"the recorded accelerator of {str(model_path)!r} ({engine}: {library})"

@@ -648,7 +648,8 @@ class Predictor:
         if extra and not ignore_extra:
             raise SchemaMismatchError(
                 f"unexpected columns: {', '.join(map(repr, extra))}; drop them or pass "
-                "--ignore-extra (Python: ignore_extra=True) to leave them out"
+                "ignore_extra=True to leave them out",
+                arguments=("ignore_extra",),
             )
         return frame[names]
 
@@ -815,8 +816,8 @@ class Predictor:
         raise SchemaMismatchError(
             f"missing values (NaN) in {n_rows} row{'s' if n_rows != 1 else ''}, columns: {shown}; "
             "the source model refuses missing values in these columns, so ONNX results for such "
-            "rows are not validated: fill or drop them, or pass --allow-missing (Python: "
-            "allow_missing=True)"
+            "rows are not validated: fill or drop them, or pass allow_missing=True",
+            arguments=("allow_missing",),
         )
 
     # Running -----------------------------------------------------------------------------------

@@ -262,8 +262,9 @@ class ScoreJob:
         clash = [k for k in self.keep if k in outputs]
         if clash:
             raise DataError(
-                f"--keep column {clash[0]!r} has the name of an output column "
-                f"({', '.join(sorted(outputs))}); rename it in the input"
+                f"keep= column {clash[0]!r} has the name of an output column "
+                f"({', '.join(sorted(outputs))}); rename it in the input",
+                arguments=("keep",),
             )
         if self.keep:
             # A --keep column missing from an input is a usage error: refused before the output
@@ -307,16 +308,25 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Pa
 
 def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:
     if engine not in ENGINES:
-        raise DataError(f"engine {engine!r} is not supported; use one of {', '.join(ENGINES)}")
+        raise DataError(
+            f"engine={engine!r} is not supported; use one of {', '.join(ENGINES)}",
+            arguments=("engine",),
+        )
     if on_error not in ON_ERROR:
         raise DataError(
-            f"on_error {on_error!r} is not supported; use 'raise' (stop at the first bad row) "
-            "or 'skip' (write bad rows to a side file)"
+            f"on_error={on_error!r} is not supported; use 'raise' (stop at the first bad row) "
+            "or 'skip' (write bad rows to a side file)",
+            arguments=("on_error",),
         )
     if not isinstance(batch_size, int) or batch_size < 1:
-        raise DataError(f"batch size must be a positive number of rows, got {batch_size!r}")
+        raise DataError(
+            f"batch_size={batch_size!r} is not allowed: it must be a positive number of rows",
+            arguments=("batch_size",),
+        )
     if workers is not None and workers < 1:
-        raise DataError(f"workers must be at least 1, got {workers}")
+        raise DataError(
+            f"workers={workers!r} is not allowed: it must be at least 1", arguments=("workers",)
+        )
 
 
 def prepare_job(
@@ -382,15 +392,17 @@ def _resumed(part: PartSpec, identity: dict[str, Any], on_error: str) -> PartRes
     if found != identity:
         raise DataError(
             f"cannot resume: {str(part.path)!r} was not made from the same input, model and "
-            "options as this job (an input file, the model, --keep or --allow-missing "
-            "changed); pass --overwrite to score everything again"
+            "options as this job (an input file, the model, keep= or allow_missing= "
+            "changed); pass overwrite=True to score everything again",
+            arguments=("keep", "allow_missing", "overwrite"),
         )
     bad = _bad_count(part.bad_path)
     if bad and on_error == "raise":
         raise BadRowError(
-            f"cannot resume with --on-error raise: {str(part.path)!r} was finished with "
+            f"cannot resume with on_error='raise': {str(part.path)!r} was finished with "
             f"{bad} bad row{'s' if bad != 1 else ''} skipped into "
-            f"{str(part.bad_path)!r}; resume with --on-error skip, or pass --overwrite",
+            f"{str(part.bad_path)!r}; resume with on_error='skip', or pass overwrite=True",
+            arguments=("on_error", "overwrite"),
             file=str(part.sources[0].path),
             row=None,
             column="",
@@ -474,15 +486,20 @@ def score(
         check_native_trust(trust_native, "the recorded accelerator")
     if accelerator and engine != "local":
         raise DataError(
-            "--accelerator runs with --engine local only (Dask workers get the .onnx model "
-            "alone); drop one of them"
+            "accelerator=True runs with engine='local' only (Dask workers get the .onnx model "
+            "alone); drop one of them",
+            arguments=("accelerator", "engine"),
         )
     if engine == "local" and scheduler is not None:
-        raise DataError("--scheduler is for --engine dask; add --engine dask or drop it")
+        raise DataError(
+            "scheduler= is for engine='dask'; add engine='dask' or drop it",
+            arguments=("scheduler", "engine"),
+        )
     if engine == "dask" and OutputLayout.for_output(output).single_file:
         raise DataError(
-            f"--engine dask writes a folder of part files, one per input, but --output "
-            f"{os.fspath(output)!r} names one file; pass a folder name (without .parquet)"
+            f"with engine='dask', score writes a folder of part files, one per input, but "
+            f"output={os.fspath(output)!r} names one file; pass a folder name (without .parquet)",
+            arguments=("engine", "output"),
         )
     started = time.perf_counter()
     options: dict[str, Any] = {

@@ -183,8 +183,9 @@ def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalC
     except (OSError, TimeoutError, ValueError) as exc:
         raise ClusterError(
             f"cannot reach the Dask scheduler at {scheduler!r} ({first_line(exc)}); check the "
-            "address (tcp://HOST:8786) and that the scheduler is running, or leave --scheduler "
-            "out to start a local cluster"
+            "address (tcp://HOST:8786) and that the scheduler is running, or leave out "
+            "scheduler= to start a local cluster",
+            arguments=("scheduler",),
         ) from exc
 
 

@@ -123,41 +123,47 @@ class OutputLayout:
         if self.single_file:
             if path.is_dir():
                 raise DataError(
-                    f"--output {str(path)!r} is a folder but its name ends in {path.suffix}; "
-                    "choose a file name, or a folder name without .parquet"
+                    f"output={str(path)!r} is a folder but its name ends in {path.suffix}; "
+                    "choose a file name, or a folder name without .parquet",
+                    arguments=("output",),
                 )
             bad_path = self.bad_rows_path()
             for target, ours in ((path, _is_part), (bad_path, _is_bad_rows_file)):
                 if target.exists() and not ours(target):
                     raise DataError(
-                        f"--output {str(path)!r}: {str(target)!r} exists and score did not "
+                        f"output={str(path)!r}: {str(target)!r} exists and score did not "
                         "write it; score only replaces or resumes its own output, so choose "
-                        "another --output or move that file away"
+                        "another output= or move that file away",
+                        arguments=("output",),
                     )
             if path.exists() and not (resume or overwrite):
                 raise DataError(
-                    f"--output {str(path)!r} exists; pass --overwrite to replace it or --resume "
-                    "to keep it if it was made by this same job"
+                    f"output={str(path)!r} exists; pass overwrite=True to replace it or "
+                    "resume=True to keep it if it was made by this same job",
+                    arguments=("output", "overwrite", "resume"),
                 )
             return
         if path.exists() and not path.is_dir():
             raise DataError(
-                f"--output {str(path)!r} is a file; a folder output needs a folder name (or end "
-                "the name in .parquet for a single file)"
+                f"output={str(path)!r} is a file; a folder output needs a folder name (or end "
+                "the name in .parquet for a single file)",
+                arguments=("output",),
             )
         if not path.is_dir() or not any(path.iterdir()):
             return
         foreign = [p.name for p in path.iterdir() if not _ours(p)]
         if foreign:
             raise DataError(
-                f"--output {str(path)!r} holds files that score did not write "
+                f"output={str(path)!r} holds files that score did not write "
                 f"({', '.join(sorted(foreign)[:3])}); score only replaces or resumes its own "
-                "output folders, so choose another --output"
+                "output folders, so choose another output=",
+                arguments=("output",),
             )
         if not (resume or overwrite):
             raise DataError(
-                f"--output {str(path)!r} already holds scores; pass --resume to finish an "
-                "interrupted run (completed parts are kept) or --overwrite to replace them"
+                f"output={str(path)!r} already holds scores; pass resume=True to finish an "
+                "interrupted run (completed parts are kept) or overwrite=True to replace them",
+                arguments=("output", "overwrite", "resume"),
             )
 
     def _check_not_locked(self) -> None:
@@ -202,9 +208,10 @@ class OutputLayout:
 
     def _refuse_input(self, source: Path) -> None:
         raise DataError(
-            f"--output {str(self.path)!r} would write over the input {str(source)!r} (the same "
+            f"output={str(self.path)!r} would write over the input {str(source)!r} (the same "
             "file, a link to it, or the folder holding it); score never replaces its inputs: "
-            "choose an --output outside the inputs"
+            "choose an output= outside the inputs",
+            arguments=("output",),
         )
 
     def _entries(self) -> list[Path]:
@@ -401,7 +408,8 @@ def _writing(path: Path) -> Iterator[None]:
         raise DataError(
             f"cannot write {str(path)!r}: {exc.strerror or first_line(exc)}; nothing "
             "half-written was kept: free disk space (or raise the file size limit) or choose "
-            "another --output, then run again (--resume keeps the parts already finished)"
+            "another output=, then run again (resume=True keeps the parts already finished)",
+            arguments=("output", "resume"),
         ) from exc
 
 
@@ -478,9 +486,10 @@ def output_lock(layout: OutputLayout) -> Iterator[None]:
     except OSError as exc:
         _remove_empty(created)
         raise DataError(
-            f"cannot write --output {str(layout.path)!r}: {exc.strerror or first_line(exc)} "
-            f"({exc.filename or layout.lock_path}); choose an --output in a folder you can "
-            "write to"
+            f"cannot write output={str(layout.path)!r}: {exc.strerror or first_line(exc)} "
+            f"({exc.filename or layout.lock_path}); choose an output= in a folder you can "
+            "write to",
+            arguments=("output",),
         ) from exc
     except DataError:
         _remove_empty(created)
@@ -527,8 +536,9 @@ def _held_error(layout: OutputLayout, fd: int) -> DataError:
     """The refusal of a run whose output another run holds (``fd``: its lock file, open)."""
     holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
     return DataError(
-        f"--output {str(layout.path)!r} is being written by another score run (pid {holder}); "
-        "wait for it to finish, or stop it and run again with --resume"
+        f"output={str(layout.path)!r} is being written by another score run (pid {holder}); "
+        "wait for it to finish, or stop it and run again with resume=True",
+        arguments=("output", "resume"),
     )
 
 

@@ -36,9 +36,9 @@ BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
 _MISSING_REASON = (
     "missing value: the source model refuses missing values in this column, so ONNX results for "
-    "such rows are not validated (fill them, or pass --allow-missing)"
+    "such rows are not validated (fill them, or pass allow_missing=True)"
 )
-_SKIP_HINT = "pass --on-error skip to write such rows to a side file and score the rest"
+_SKIP_HINT = "pass on_error='skip' to write such rows to a side file and score the rest"
 
 
 @dataclass
@@ -129,8 +129,9 @@ class RowPlan:
         for name in self.keep:
             if name not in columns:
                 raise DataError(
-                    f"--keep column {name!r} is not in {file!r}; its columns are: "
-                    f"{preview_names(columns)}"
+                    f"keep= column {name!r} is not in {file!r}; its columns are: "
+                    f"{preview_names(columns)}",
+                    arguments=("keep",),
                 )
         for name in self.features or []:
             if name not in columns:
@@ -187,6 +188,7 @@ class CheckedBatch:
                     file=file,
                     row=None,
                     column=column,
+                    arguments=("on_error",),
                 )
             bad = _bad_table(
                 file, np.arange(n), first_row, [column] * n, [None] * n, [reason] * n, keep
@@ -247,6 +249,7 @@ class CheckedBatch:
                 file=file,
                 row=first_row + i,
                 column=name,
+                arguments=("on_error", "allow_missing"),
             )
         frame = pa.table(columns).to_pandas() if columns else pd.DataFrame(index=range(n))
         if not bad_rows.size:

@@ -8,7 +8,7 @@ the same settings).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +18,8 @@ from onnxbridge.errors import ServeSettingsError
 __all__ = ["ENV_PREFIX", "ServeSettings", "load_settings"]
 
 ENV_PREFIX = "ONNXBRIDGE_SERVE_"
+# pydantic's error types for a number out of a field's bounds.
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
 
 
 class ServeSettings(BaseSettings):
@@ -99,15 +101,41 @@ def load_settings(**overrides: object) -> ServeSettings:
     """Settings from the environment, with ``overrides`` on top (None values are ignored).
 
     Raises:
-        ServeSettingsError: a value that does not validate (names the field and what is allowed).
+        ServeSettingsError: a value that does not validate. The message names where it came
+            from: ``port=80000`` for an override (``arguments`` lists it), the variable
+            ``ONNXBRIDGE_SERVE_PORT=80000`` for the environment; and what is allowed.
     """
     values = {k: v for k, v in overrides.items() if v is not None}
     try:
         return ServeSettings(**values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{ENV_PREFIX}{'.'.join(map(str, e['loc'])).upper()}: {e['msg']} "
-            f"(got {e.get('input')!r})"
-            for e in exc.errors()
-        )
-        raise ServeSettingsError(f"invalid server settings: {problems}") from exc
+        problems, arguments = [], []
+        for error in exc.errors():
+            field = ".".join(map(str, error["loc"]))
+            if field in values:
+                arguments.append(field)
+                source = f"{field}={values[field]!r}"
+            else:
+                source = (
+                    f"{ENV_PREFIX}{field.upper()}={error.get('input')!r} (from the environment)"
+                )
+            problems.append(f"{source} is not allowed: {_allowed(field, error)}")
+        raise ServeSettingsError("; ".join(problems), arguments=tuple(arguments)) from exc
+
+
+def _allowed(field: str, error: Any) -> str:
+    """What a field takes, in words: ``it must be between 1 and 65535``."""
+    info = ServeSettings.model_fields.get(field)
+    if error["type"] in _BOUND_ERRORS and info is not None:
+        bounds = {}
+        for item in info.metadata:
+            for name in ("ge", "gt", "le", "lt"):
+                if getattr(item, name, None) is not None:
+                    bounds[name] = getattr(item, name)
+        if "ge" in bounds and "le" in bounds:
+            return f"it must be between {bounds['ge']} and {bounds['le']}"
+        words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+        if bounds:
+            return "it must be " + " and ".join(f"{words[k]} {v}" for k, v in bounds.items())
+    message = str(error["msg"]).replace("Input should", "it should", 1)
+    return message[0].lower() + message[1:]

@@ -598,8 +598,9 @@ def validate_model(
     unknown = [r for r in runtimes if r not in RUNTIME_NAMES]
     if unknown or len(set(runtimes)) < 2:
         raise DataError(
-            f"--runtimes {','.join(runtimes)!r} is not valid: pass two or more of "
-            f"{', '.join(RUNTIME_NAMES)}"
+            f"runtimes={','.join(runtimes)!r} is not valid: pass two or more of "
+            f"{', '.join(RUNTIME_NAMES)}",
+            arguments=("runtimes",),
         )
     resolved = resolve_tolerances(atol, rtol, tolerances)
     if missing_values not in MISSING_POLICIES:
@@ -638,7 +639,8 @@ def validate_model(
         why = "; ".join(lost) if lost else "no source model was given"
         raise DataError(
             f"only one runtime can run the model, so there is nothing to compare it with "
-            f"({why}); pass the source model (--reference) and compare with scikit-learn"
+            f"({why}); pass the source model (estimator=) and compare with scikit-learn",
+            arguments=("estimator",),
         )
     schema = (
         predictor.metadata.features
@@ -729,8 +731,9 @@ def _check_budget(budget: Any) -> float | None:
         seconds = float("nan")
     if isinstance(budget, bool) or not np.isfinite(seconds) or seconds < 0:
         raise DataError(
-            f"--budget {budget!r} is not valid: pass seconds >= 0 (e.g. --budget 60), or 0 or "
-            "none for no budget"
+            f"budget={budget!r} is not valid: pass seconds >= 0 (e.g. budget=60), or 0 or "
+            "none for no budget",
+            arguments=("budget",),
         )
     return seconds or None
 

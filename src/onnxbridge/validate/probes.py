@@ -87,7 +87,10 @@ class ProbeSpec:
         for name in ("range_rows", "max_threshold_rows", "missing_rows", "batch_rows"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise DataError(f"{name} must be an integer >= 1, got {value!r}")
+                raise DataError(
+                    f"{name}={value!r} is not allowed: it must be an integer >= 1",
+                    arguments=(name,),
+                )
 
 
 @dataclass

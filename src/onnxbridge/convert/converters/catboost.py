@@ -317,9 +317,9 @@ def _check_covered(name: str, needed: set[int], given: set[int], n_values: int, 
         raise ConversionError(
             f"the sample rows hold {n_values} value(s) of column {name!r} but miss "
             f"{len(missing)} of the categories the CatBoost model {what}; CatBoost keeps only "
-            f"hashes of its categories, so pass --sample rows that hold every category of "
-            f"column {name!r} (the training rows; Python: convert_estimator(model, "
-            "training_rows) or categories={column: values})"
+            f"hashes of its categories, so give sample= the rows that hold every category of "
+            f"column {name!r} (the training rows)",
+            arguments=("sample",),
         )
 
 

@@ -113,7 +113,8 @@ def _terms(g: Nodes, model: Any, words: str) -> tuple[str, str]:
     if hi > 1 and g.opset < 20:
         raise ConversionError(
             f"HashingVectorizer(ngram_range={model.ngram_range!r}) needs opset 20 or more "
-            f"(StringConcat joins the words), got opset {g.opset}; pass --opset 20 or higher"
+            f"(StringConcat joins the words), got opset {g.opset}; pass opset=20 or higher",
+            arguments=("opset",),
         )
     terms, masks = [], []
     for k in range(lo, hi + 1):
@@ -158,7 +159,8 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
     if g.opset < 18:
         raise ConversionError(
             f"HashingVectorizer needs opset 18 or more (ScatterElements adding into a row, "
-            f"reductions over given axes), got opset {g.opset}; pass --opset 18 or higher"
+            f"reductions over given axes), got opset {g.opset}; pass opset=18 or higher",
+            arguments=("opset",),
         )
     n = int(model.n_features)
     words = _tokens(g, model, operator.inputs[0].full_name, options["locale"])
