@@ -123,13 +123,13 @@ def test_given_data_is_used(iris_bundle: Bundle, tmp_path: Path) -> None:
         ({"batch_sizes": "1,0"}, DataError, r"batch size '0' is not a whole number >= 1"),
         ({"batch_sizes": "ten"}, DataError, r"batch size 'ten' is not a whole number"),
         ({"threads": [0]}, DataError, r"thread count 0 is not a whole number >= 1"),
-        ({"repeat": 0}, DataError, r"--repeat must be at least 1, got 0"),
-        ({"min_time": 0.0}, DataError, r"--min-time must be a number of seconds > 0"),
-        ({"sweep": "n_estimators"}, DataError, r"--sweep 'n_estimators' is not PARAM=V1,V2"),
+        ({"repeat": 0}, DataError, r"repeat=0 is not allowed: it must be at least 1"),
+        ({"min_time": 0.0}, DataError, r"min_time=0.0 is not allowed: it must be a number of seconds > 0"),
+        ({"sweep": "n_estimators"}, DataError, r"sweep='n_estimators' is not PARAM=V1,V2"),
         (
             {"sweep": "n_trees=1,2"},
             ModelSpecError,
-            r"RandomForestClassifier has no parameter 'n_trees'; --sweep takes one of: .*"
+            r"RandomForestClassifier has no parameter 'n_trees'; sweep= takes one of: .*"
             r"n_estimators",
         ),
         (
@@ -149,7 +149,7 @@ def test_bad_options_are_named(
 
 def test_sweep_needs_the_source_model(iris_bundle: Bundle) -> None:
     (iris_bundle.path / "model.skops").unlink()
-    with pytest.raises(DataError, match=r"--sweep retrains the model, so it needs a bundle with"):
+    with pytest.raises(DataError, match=r"sweep= retrains the model, so it needs a bundle with"):
         bench_model(iris_bundle.path, sweep="n_estimators=2", batch_sizes=[1], **FAST)
     # Without the source model, bench itself still times the ONNX engines.
     report = bench_model(iris_bundle.path, batch_sizes=[1], threads=[1], **FAST)

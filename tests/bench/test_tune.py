@@ -171,14 +171,14 @@ def test_bare_onnx_file_is_tuned_in_place(iris_bundle: Bundle, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
     [
-        ({"regime": "fast"}, r"--regime 'fast' is not one of latency, throughput, both"),
-        ({"engines": "gpu"}, r"--engines 'gpu' is not one of onnxruntime, all"),
-        ({"latency_rows": 0}, r"--latency-rows must be a whole number >= 1, got 0"),
+        ({"regime": "fast"}, r"regime='fast' is not one of latency, throughput, both"),
+        ({"engines": "gpu"}, r"engines='gpu' is not one of onnxruntime, all"),
+        ({"latency_rows": 0}, r"latency_rows=0 is not allowed: it must be a whole number >= 1"),
         (
             {"latency_rows": 500, "throughput_rows": 100},
-            r"--latency-rows \(500\) must be smaller than --throughput-rows \(100\)",
+            r"latency_rows=500 must be smaller than throughput_rows=100",
         ),
-        ({"margin": 2.0}, r"--margin must be between 0 and 1, got 2.0"),
+        ({"margin": 2.0}, r"margin=2.0 is not allowed: it must be between 0 and 1"),
     ],
 )
 def test_bad_options_are_named(iris_bundle: Bundle, kwargs: dict, pattern: str) -> None:
@@ -189,7 +189,7 @@ def test_bad_options_are_named(iris_bundle: Bundle, kwargs: dict, pattern: str) 
 def test_accelerators_need_the_source_model(iris_bundle: Bundle, tmp_path: Path) -> None:
     model = tmp_path / "m.onnx"
     shutil.copy(iris_bundle.onnx_path, model)
-    with pytest.raises(DataError, match=r"--engines all builds accelerators from the source"):
+    with pytest.raises(DataError, match=r"engines='all' builds accelerators from the source"):
         tune_model(model, engines="all", **TUNE)
 
 

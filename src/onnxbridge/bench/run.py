@@ -433,16 +433,22 @@ def bench_model(
     from onnxbridge.bench.sweep import parse_sweep, run_sweep, sweep_steps
 
     if repeat < 1:
-        raise DataError(f"--repeat must be at least 1, got {repeat}")
+        raise DataError(
+            f"repeat={repeat} is not allowed: it must be at least 1", arguments=("repeat",)
+        )
     if not (math.isfinite(min_time) and min_time > 0):
-        raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
+        raise DataError(
+            f"min_time={min_time} is not allowed: it must be a number of seconds > 0",
+            arguments=("min_time",),
+        )
     sizes = parse_batch_sizes(batch_sizes)
     sweep_spec = parse_sweep(sweep) if sweep else None
     source = open_source(target, data=data, trusted=trusted)
     if sweep_spec is not None and not source.has_estimator:
         raise DataError(
-            "--sweep retrains the model, so it needs a bundle with model.skops; "
-            f"{str(target)!r} has none"
+            "sweep= retrains the model, so it needs a bundle with model.skops; "
+            f"{str(target)!r} has none",
+            arguments=("sweep",),
         )
     sweep_sizes = parse_batch_sizes(sweep_batch_sizes) if sweep_batch_sizes else sizes
     estimator = source.load_estimator()

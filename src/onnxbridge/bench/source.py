@@ -106,7 +106,8 @@ def open_source(
         if width is None:
             raise DataError(
                 f"{str(onnx_path)!r} has no onnxbridge schema and no fixed input width, so "
-                "rows cannot be drawn for it; pass --data FILE"
+                "rows cannot be drawn for it; pass data=FILE",
+                arguments=("data",),
             )
         values = np.random.RandomState(0).standard_normal((_RANDOM_ROWS, width))
         frame = pd.DataFrame(values, columns=names or [f"x{i}" for i in range(width)])
@@ -116,11 +117,15 @@ def open_source(
         if missing:
             raise DataError(
                 f"the rows from {rows_from!r} lack the model's columns "
-                f"{', '.join(map(repr, missing[:5]))}; pass --data with the model's columns"
+                f"{', '.join(map(repr, missing[:5]))}; pass data=FILE with the model's columns",
+                arguments=("data",),
             )
         frame = frame[names]
     if len(frame) == 0:
-        raise DataError(f"the rows from {rows_from!r} are empty; pass --data with some rows")
+        raise DataError(
+            f"the rows from {rows_from!r} are empty; pass data=FILE with some rows",
+            arguments=("data",),
+        )
     return BenchSource(
         onnx_path=onnx_path,
         bundle=bundle,

@@ -56,7 +56,8 @@ def parse_sweep(text: str) -> SweepSpec:
     items = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not items:
         raise DataError(
-            f"--sweep {text!r} is not PARAM=V1,V2,...; write e.g. --sweep n_estimators=10,50,100"
+            f"sweep={text!r} is not PARAM=V1,V2,...; write e.g. sweep=n_estimators=10,50,100",
+            arguments=("sweep",),
         )
     return SweepSpec(parameter=name, values=tuple(_literal(v) for v in items))
 
@@ -77,14 +78,16 @@ def _training_data(bundle: Bundle) -> tuple[pd.DataFrame, pd.DataFrame, pd.Serie
     elif data.get("kind") == "file":
         if not Path(str(data.get("path", ""))).is_file():
             raise BundleError(
-                f"the bundle was trained on {data.get('path')!r}, which is gone; --sweep "
-                "retrains on the same data, so put the file back"
+                f"the bundle was trained on {data.get('path')!r}, which is gone; sweep= "
+                "retrains on the same data, so put the file back",
+                arguments=("sweep",),
             )
         dataset = load_dataset(data["path"], target=bundle.target)
     else:
         raise BundleError(
-            "the bundle's card does not say what data it was trained on, so --sweep cannot "
-            "retrain it; train the bundle with `onnxbridge train`"
+            "the bundle's card does not say what data it was trained on, so sweep= cannot "
+            "retrain it; train the bundle with `onnxbridge train`",
+            arguments=("sweep",),
         )
     if data.get("sha256") and dataset.source.get("sha256") != data["sha256"]:
         raise BundleError(
@@ -109,8 +112,9 @@ def _set_param(estimator: Any, name: str, value: Any) -> str:
         final = estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
         known = sorted(p for p in final.get_params(deep=False))
         raise ModelSpecError(
-            f"{type(final).__name__} has no parameter {name!r}; --sweep takes one of: "
-            f"{', '.join(known)}"
+            f"{type(final).__name__} has no parameter {name!r}; sweep= takes one of: "
+            f"{', '.join(known)}",
+            arguments=("sweep",),
         )
     try:
         estimator.set_params(**{key: value})
@@ -134,8 +138,9 @@ def fit_variant(bundle: Bundle, parameter: str, value: Any) -> tuple[Any, pd.Dat
     spec = bundle.card.get("model", {}).get("spec")
     if not spec:
         raise BundleError(
-            "the bundle's card has no model spec, so --sweep cannot retrain it; train the "
-            "bundle with `onnxbridge train`"
+            "the bundle's card has no model spec, so sweep= cannot retrain it; train the "
+            "bundle with `onnxbridge train`",
+            arguments=("sweep",),
         )
     estimator = parse_model_spec(spec)
     _set_param(estimator, parameter, value)

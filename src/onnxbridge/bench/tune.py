@@ -625,28 +625,44 @@ def tune_model(
         BundleError, OnnxModelError: a bad bundle or model.
     """
     if regime not in REGIMES:
-        raise DataError(f"--regime {regime!r} is not one of {', '.join(REGIMES)}")
+        raise DataError(
+            f"regime={regime!r} is not one of {', '.join(REGIMES)}", arguments=("regime",)
+        )
     if engines not in ENGINE_CHOICES:
-        raise DataError(f"--engines {engines!r} is not one of {', '.join(ENGINE_CHOICES)}")
-    for name, value in (("--latency-rows", latency_rows), ("--throughput-rows", throughput_rows)):
+        raise DataError(
+            f"engines={engines!r} is not one of {', '.join(ENGINE_CHOICES)}",
+            arguments=("engines",),
+        )
+    for name, value in (("latency_rows", latency_rows), ("throughput_rows", throughput_rows)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DataError(f"{name} must be a whole number >= 1, got {value!r}")
+            raise DataError(
+                f"{name}={value!r} is not allowed: it must be a whole number >= 1",
+                arguments=(name,),
+            )
     if latency_rows >= throughput_rows:
         raise DataError(
-            f"--latency-rows ({latency_rows}) must be smaller than --throughput-rows "
-            f"({throughput_rows})"
+            f"latency_rows={latency_rows} must be smaller than throughput_rows={throughput_rows}",
+            arguments=("latency_rows", "throughput_rows"),
         )
     if repeat < 1:
-        raise DataError(f"--repeat must be at least 1, got {repeat}")
+        raise DataError(
+            f"repeat={repeat} is not allowed: it must be at least 1", arguments=("repeat",)
+        )
     if not (math.isfinite(margin) and 0 <= margin < 1):
-        raise DataError(f"--margin must be between 0 and 1, got {margin}")
+        raise DataError(
+            f"margin={margin} is not allowed: it must be between 0 and 1", arguments=("margin",)
+        )
     if not (math.isfinite(min_time) and min_time > 0):
-        raise DataError(f"--min-time must be a number of seconds > 0, got {min_time}")
+        raise DataError(
+            f"min_time={min_time} is not allowed: it must be a number of seconds > 0",
+            arguments=("min_time",),
+        )
     source = open_source(target, data=data, trusted=trusted)
     if engines == "all" and not source.has_estimator:
         raise DataError(
-            "--engines all builds accelerators from the source model, so it needs a bundle with "
-            f"model.skops; {str(target)!r} has none (use --engines onnxruntime)"
+            "engines='all' builds accelerators from the source model, so it needs a bundle "
+            f"with model.skops; {str(target)!r} has none (use engines='onnxruntime')",
+            arguments=("engines",),
         )
     # Loaded (and so trust-checked) before any timing: a refused model wastes no minutes.
     estimator = source.load_estimator() if engines == "all" else None
