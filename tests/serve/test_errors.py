@@ -447,3 +447,19 @@ def test_load_parameters_that_are_not_an_object(server, parameters) -> None:
     )
     _assert_error(response, 422, ["load 'parameters' must be a JSON object", repr(parameters)])
     assert httpx.post(f"{server.url}/v2/models/iris/infer", json=_row()).status_code == 200
+
+
+def test_an_error_names_the_query_flag_a_client_sets(server) -> None:
+    """The predict endpoint's fix for extra columns is a query flag, not the CLI's --ignore-extra."""
+    row = {
+        "sepal length (cm)": 5.1,
+        "sepal width (cm)": 3.5,
+        "petal length (cm)": 1.4,
+        "petal width (cm)": 0.2,
+        "flower_id": 7,
+    }
+    response = httpx.post(f"{server.url}/v2/models/iris/predict", json=[row])
+    _assert_error(response, 422, ["unexpected columns: 'flower_id'", "?ignore_extra=true"])
+    assert "--ignore-extra" not in response.json()["error"]
+    fixed = httpx.post(f"{server.url}/v2/models/iris/predict?ignore_extra=true", json=[row])
+    assert fixed.status_code == 200, fixed.text

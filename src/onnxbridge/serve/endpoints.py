@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -135,7 +136,7 @@ class Endpoints:
                 response = await handler(request)
             except OnnxbridgeError as exc:
                 status = status_of(exc)
-                response = error_response(status, str(exc))
+                response = error_response(status, _message(exc))
             observe(
                 self._label(request),
                 endpoint,
@@ -376,6 +377,20 @@ class Endpoints:
     # Outside /v2 -------------------------------------------------------------------------------
     async def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+
+
+# Python arguments the predict endpoint takes as query flags of the same name.
+_QUERY_FLAGS = ("ignore_extra", "allow_missing")
+
+
+def _message(exc: OnnxbridgeError) -> str:
+    """The error's message, with a Python argument the client sets as a query flag written as
+    that flag: ``pass ignore_extra=True`` → ``pass ?ignore_extra=true``."""
+    text = str(exc)
+    for name in exc.arguments:
+        if name in _QUERY_FLAGS:
+            text = re.sub(rf"(?<![\w.-]){name}=True\b", f"?{name}=true", text)
+    return text
 
 
 def _query_flag(value: str | None) -> bool:
