@@ -450,7 +450,7 @@ def test_load_parameters_that_are_not_an_object(server, parameters) -> None:
 
 
 def test_an_error_names_the_query_flag_a_client_sets(server) -> None:
-    """The predict endpoint's fix for extra columns is a query flag, not the CLI's --ignore-extra."""
+    """The predict endpoint's fix for extra columns is a query flag, not --ignore-extra."""
     row = {
         "sepal length (cm)": 5.1,
         "sepal width (cm)": 3.5,
