@@ -32,7 +32,9 @@ DEMO_ATOL = 1e-6
 
 def _step(console: Console, number: int, title: str, command: str) -> None:
     console.rule(f"[bold]{number}. {title}[/bold]", align="left")
-    console.print(f"[dim]$ {escape(command)}[/dim]")  # paths may hold [brackets]
+    # Indented under the step's heading: the command that does the step by hand, set apart from
+    # the command that was typed (paths may hold [brackets]).
+    console.print(f"[dim]  $ {escape(command)}[/dim]")
 
 
 def run_demo(out: str | Path, console: Console | None = None) -> ValidationReport:
