@@ -122,6 +122,18 @@ def test_no_recorded_accelerator_is_a_clear_error(
     )
     assert_one_line_error(code, err, "has no accelerator recorded.*tune BUNDLE --engines all")
     assert not (tmp_path / "out.parquet").exists()
+    # Without --trust-native the real mistake comes first: there is nothing to trust.
+    code, _, err = run(
+        capsys,
+        "score",
+        iris_bundle.path,
+        tmp_path / "rows.parquet",
+        "--output",
+        tmp_path / "out.parquet",
+        "--accelerator",
+    )
+    assert_one_line_error(code, err, "has no accelerator recorded.*leave out --accelerator")
+    assert not (tmp_path / "out.parquet").exists()
 
 
 def test_a_changed_library_is_never_loaded(iris_bundle: Bundle, tmp_path: Path) -> None:

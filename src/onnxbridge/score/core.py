@@ -36,7 +36,6 @@ from onnxbridge._files import file_sha256
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.inspection import MAX_ONNX_BYTES
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.accelerator import check_native_trust
 from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge.score.memory import PeakMemory
@@ -481,9 +480,6 @@ def score(
         OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
     """
     _check_options(engine, batch_size, on_error, workers)
-    if accelerator:
-        # Refused before the output is touched; the loader checks again before opening it.
-        check_native_trust(trust_native, "the recorded accelerator")
     if accelerator and engine != "local":
         raise DataError(
             "accelerator=True runs with engine='local' only (Dask workers get the .onnx model "
@@ -520,6 +516,8 @@ def score(
                 # One thread per session: parallelism comes from the pool, and tree votes are
                 # then added in one order whatever the batch size.
                 intra_op_num_threads=session_threads or 1,
+                # The loader refuses a bundle without an accelerator, then one the caller has not
+                # trusted, before any file of it is opened and before the output is touched.
                 accelerator=accelerator,
                 trust_native=trust_native,
                 regime="throughput",  # one session for every batch, also a file's last one
