@@ -152,7 +152,8 @@ class ReferenceRuntime:
         except Exception as exc:  # NotImplementedError for an operator, and kin
             raise InferenceError(
                 f"onnx.reference cannot load the model: {first_line(exc)}; compare with "
-                "onnxruntime only (--runtimes sklearn,onnxruntime)"
+                "onnxruntime only (runtimes=sklearn,onnxruntime)",
+                arguments=("runtimes",),
             ) from exc
         self.output_names = [o.name for o in proto.graph.output]
 
