@@ -473,6 +473,22 @@ def check_test_size(test_size: float) -> None:
         )
 
 
+def check_split(n_rows: int, test_size: float) -> None:
+    """Check that ``test_size`` of ``n_rows`` rows leaves at least one row on each side.
+
+    Raises:
+        DataError: ``test_size`` outside (0, 1), or an empty train or test set.
+    """
+    check_test_size(test_size)
+    n_test = int(np.ceil(test_size * n_rows))
+    if n_test < 1 or n_rows - n_test < 1:
+        raise DataError(
+            f"test_size={test_size} leaves an empty train or test set for {n_rows} rows; "
+            "choose a value that keeps at least one row on each side",
+            arguments=("test_size",),
+        )
+
+
 def split_dataset(
     dataset: Dataset, *, test_size: float = 0.3, seed: int = 42, stratify: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series, pd.Series]:
@@ -483,15 +499,7 @@ def split_dataset(
     """
     from sklearn.model_selection import train_test_split
 
-    check_test_size(test_size)
-    n = len(dataset.X)
-    n_test = int(np.ceil(test_size * n))
-    if n_test < 1 or n - n_test < 1:
-        raise DataError(
-            f"test_size={test_size} leaves an empty train or test set for {n} rows; "
-            "choose a value that keeps at least one row on each side",
-            arguments=("test_size",),
-        )
+    check_split(len(dataset.X), test_size)
     try:
         return train_test_split(
             dataset.X,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.data import Dataset, check_test_size, load_dataset, split_dataset
+from onnxbridge.data import Dataset, check_split, check_test_size, load_dataset, split_dataset
 from onnxbridge.errors import ConversionError, DataError, ModelSpecError, first_line
 
 __all__ = [
@@ -664,7 +664,8 @@ def check_training_inputs(
     preprocess: str = "none",
 ) -> Dataset:
     """Check what :func:`fit_model` is asked for, cheapest first, before anything is fitted:
-    the options, the model spec, then the data and its target; returns the loaded data.
+    the options, the model spec, then the data and its target, then whether the split leaves
+    rows on both sides and the model can take the columns as they are; returns the loaded data.
 
     Raises:
         DataError, ModelSpecError: the first mistake found, naming its argument.
@@ -675,8 +676,12 @@ def check_training_inputs(
             arguments=("preprocess",),
         )
     check_test_size(test_size)
-    parse_model_spec(model)
-    return data if isinstance(data, Dataset) else load_dataset(data, target=target)
+    estimator = parse_model_spec(model)
+    dataset = data if isinstance(data, Dataset) else load_dataset(data, target=target)
+    check_split(len(dataset.X), test_size)
+    if preprocess == "none" and not takes_categories(estimator):
+        _check_numeric(dataset, estimator)
+    return dataset
 
 
 def fit_model(
@@ -715,8 +720,6 @@ def fit_model(
         estimator = Pipeline(
             [("preprocess", build_preprocessor(dataset.schema, estimator)), ("model", estimator)]
         )
-    elif not takes_categories(estimator):
-        _check_numeric(dataset, estimator)
     X_train, X_test, y_train, y_test = split_dataset(
         dataset, test_size=test_size, seed=seed, stratify=stratify and task == "classification"
     )
