@@ -181,10 +181,21 @@ def test_validate_tables_keep_output_names_whole(workdir: Path, columns: str | N
 
 
 @pytest.mark.parametrize("columns", ["80", "200"])
-def test_inspect_tables_fit(workdir: Path, columns: str) -> None:
+def test_inspect_tables_fit(workdir: Path, iris_bundle: Bundle, columns: str) -> None:
     out = _run(workdir, columns, "inspect", "iris-rf/model.onnx")
     _assert_fits(out, int(columns))
     rows = [line.split() for line in out.splitlines()]
     assert ["Operator", "Trees", "Nodes", "Leaves", "depth", "Targets", "transform"] in rows
-    assert ["TreeEnsembleClassifier", "10", "160", "85", "6", "3", "NONE"] in rows
+    forest = iris_bundle.load_estimator()
+    trees = [tree.tree_ for tree in forest.estimators_]
+    expected = [
+        "TreeEnsembleClassifier",
+        str(len(trees)),
+        str(sum(t.node_count for t in trees)),
+        str(sum(t.n_leaves for t in trees)),
+        str(max(t.max_depth for t in trees)),
+        str(forest.n_classes_),
+        "NONE",
+    ]
+    assert expected in rows
     assert ["ai.onnx.ml.TreeEnsembleClassifier", "1"] in rows
