@@ -200,3 +200,22 @@ def test_summary_escapes_names_from_the_file(tmp_path: Path) -> None:
     # Long metadata values are cut; to_dict() keeps them whole.
     value = cells[cells.index(HOSTILE, cells.index("Identity")) + 1]
     assert value == "x" * 299 + "…"
+
+
+def test_without_a_source_model_the_report_names_the_runtimes_it_compared(
+    iris_bundle: Bundle,
+) -> None:
+    from rich.console import Console
+
+    from onnxbridge.cli.validate import print_validation
+    from onnxbridge.validate import validate_model
+
+    X, _ = iris_bundle.load_holdout()
+    report = validate_model(iris_bundle.onnx_path, None, X, runtimes=["onnxruntime", "reference"])
+    assert report.compared == "onnxruntime vs onnx.reference"
+    html = report._repr_html_()
+    assert "onnxruntime vs onnx.reference on the holdout rows" in html
+    assert "scikit-learn" not in html and "(no source model)" in html
+    console = Console(record=True, width=120)
+    print_validation(report, console)
+    assert "onnxruntime vs onnx.reference on " in console.export_text()

@@ -98,7 +98,7 @@ def _pair_cell(pair: Any, gating: bool) -> str:
 
 def print_validation(report: Any, console: Console) -> None:
     """The report as rich tables: the headline table, then one row per probe set and pair."""
-    headline = Table(title=f"scikit-learn vs onnxruntime on {report.n_rows} {report.rows} rows")
+    headline = Table(title=f"{report.compared} on {report.n_rows} {report.rows} rows")
     # Output names fold rather than being cut; the short numeric columns never wrap, so the
     # table fits 80 columns (a pipe, a CI log).
     headline.add_column("output", overflow="fold")

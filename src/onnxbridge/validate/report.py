@@ -25,6 +25,10 @@ __all__ = [
 REPORT_SCHEMA_VERSION = 2
 
 
+# Runtimes as people name them.
+_SPOKEN = {"sklearn": "scikit-learn", "reference": "onnx.reference"}
+
+
 @dataclass
 class PairComparison:
     """Two runtimes compared on one probe set.
@@ -142,7 +146,8 @@ class ValidationReport:
 
     Attributes:
         verdict: ``EQUIVALENT`` or ``DIVERGENT``.
-        outputs: scikit-learn vs ONNX Runtime on the held-out rows (schema 1's table).
+        outputs: scikit-learn vs ONNX Runtime on the held-out rows (schema 1's table); the
+            ONNX runtimes against each other when there is no source model (:attr:`compared`).
         atol, rtol: the tolerance given for every numeric output (per-role values are in
             ``tolerances``).
         n_rows, rows: held-out rows compared, and their name.
@@ -214,6 +219,17 @@ class ValidationReport:
             if probe.name == name:
                 return probe
         raise KeyError(f"no probe set {name!r}; the report has {[p.name for p in self.probe_sets]}")
+
+    @property
+    def compared(self) -> str:
+        """The two runtimes ``outputs`` compares, as people name them: ``scikit-learn vs
+        onnxruntime``, or ``onnxruntime vs onnx.reference`` when there is no source model."""
+        pair = ("sklearn", "onnxruntime")
+        for probe in self.probe_sets:
+            if probe.name == self.rows and probe.pairs:
+                pair = (probe.pairs[0].a, probe.pairs[0].b)
+                break
+        return " vs ".join(_SPOKEN.get(name, name) for name in pair)
 
     @property
     def failing_probe_sets(self) -> list[str]:

@@ -53,8 +53,7 @@ def report_html(report: ValidationReport) -> str:
         paragraph(
             Html("<b>onnxbridge validation</b>:"),
             report.model or "model",
-            "against",
-            report.reference or "its source model",
+            *(["against", report.reference] if report.reference else ["(no source model)"]),
             Html("&nbsp;"),
             badge(report.verdict, good=report.equivalent),
         ),
@@ -62,7 +61,7 @@ def report_html(report: ValidationReport) -> str:
     ]
     parts.extend(paragraph(Html("<b>warning:</b>"), line) for line in report.warnings)
 
-    parts.append(heading(f"scikit-learn vs ONNX Runtime on the {report.rows} rows"))
+    parts.append(heading(f"{report.compared} on the {report.rows} rows"))
     output_rows = [
         [c.name, c.kind, c.n_rows, c.n_mismatched, f"{c.agreement:.2%}", c.max_abs_diff,
          c.mean_abs_diff, c.max_rel_diff, badge(c.status, good=c.ok)]
