@@ -209,7 +209,7 @@ def _tree_diagnosis(
         next_step = (
             "the features are too large for float32's 7 digits near the thresholds: centre or "
             "rescale them before training (e.g. subtract their typical value), or convert with "
-            "--precision double once it is available for this model"
+            "--precision double (Python: precision='double') once it is available for this model"
         )
     else:
         next_step = (
@@ -407,7 +407,8 @@ def _missing_diagnosis(runs: Sequence[Any]) -> Diagnosis | None:
         details.append(
             "a warning, not part of the verdict: the rows given hold no NaN, so the model never "
             "learned where NaN goes (scikit-learn sends it to the child with more training "
-            "samples; the ONNX graph does not); pass --missing-values gate to make it count"
+            "samples; the ONNX graph does not); pass --missing-values gate (Python: "
+            "missing_values='gate') to make it count"
         )
     return Diagnosis(
         kind="missing-values",
@@ -580,7 +581,8 @@ def diagnose_runs(
                 ],
                 next_step=(
                     "look at the worst rows in reports/validation.html: if only extreme rows "
-                    "differ, it may be float32 overflow (try --precision double); otherwise "
+                    "differ, it may be float32 overflow (try --precision double; Python: "
+                    "precision='double'); otherwise "
                     "check the converter of the model"
                 ),
             )

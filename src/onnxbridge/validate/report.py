@@ -283,9 +283,10 @@ class ValidationReport:
         over = self.budget_s is not None and (self.scoring_s or 0.0) > self.budget_s * 1.1
         if over and self.sampled_probe_sets:
             lines.append(
-                f"scoring took {self.scoring_s:.0f} s, beyond the {self.budget_s:g} s budget: the "
-                "minimum samples alone cost more on this model; pass a larger --budget, or "
-                "--runtimes sklearn,onnxruntime to leave the slowest runtime out"
+                f"scoring took {self.scoring_s:.3g} s, beyond the {self.budget_s:g} s budget: the "
+                "minimum samples alone cost more on this model; pass a larger --budget (Python: "
+                "budget=), or --runtimes sklearn,onnxruntime (Python: runtimes=('sklearn', "
+                "'onnxruntime')) to leave the slowest runtime out"
             )
         return lines
 
