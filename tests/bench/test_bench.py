@@ -124,7 +124,7 @@ def test_given_data_is_used(iris_bundle: Bundle, tmp_path: Path) -> None:
         ({"batch_sizes": "ten"}, DataError, r"batch size 'ten' is not a whole number"),
         ({"threads": [0]}, DataError, r"thread count 0 is not a whole number >= 1"),
         ({"repeat": 0}, DataError, r"repeat=0 is not allowed: it must be at least 1"),
-        ({"min_time": 0.0}, DataError, r"min_time=0.0 is not allowed: it must be a number of seconds > 0"),
+        ({"min_time": 0.0}, DataError, r"min_time=0.0 is not allowed: it must be a number of"),
         ({"sweep": "n_estimators"}, DataError, r"sweep='n_estimators' is not PARAM=V1,V2"),
         (
             {"sweep": "n_trees=1,2"},
