@@ -10,7 +10,6 @@ Exit codes: 0 EQUIVALENT, 1 DIVERGENT, 2 could not run (one ``error:`` line).
 
 from __future__ import annotations
 
-import errno
 import json
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from onnxbridge.cli._console import OutputClosed, make_console, stdout_closed
+from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
@@ -356,22 +355,12 @@ def validate_command(
         folder = report_dir or target.parent / "reports"
         write_reports(report, folder, html=not no_html)
         where = folder / "validation.json"
-    verdict_code = 0 if report.equivalent else EXIT_CHECK_FAILED
-    try:
-        if as_json:
-            sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-            sys.stdout.flush()
-        else:
-            print_validation(report, console)
-            console.print(
-                f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
-            )
-    except OutputClosed:
-        # `validate ... | head` still exits 1 for DIVERGENT.
-        raise OutputClosed(verdict_code) from None
-    except OSError as exc:
-        if exc.errno == errno.EPIPE and stdout_closed():
-            raise OutputClosed(verdict_code) from None
-        raise
-    if verdict_code:
-        raise typer.Exit(verdict_code)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    else:
+        print_validation(report, console)
+        console.print(
+            f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
+        )
+    if not report.equivalent:
+        raise typer.Exit(EXIT_CHECK_FAILED)
