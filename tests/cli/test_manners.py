@@ -377,3 +377,22 @@ def test_without_standard_error_nothing_meant_for_it_reaches_standard_output(
     assert done.returncode == 0
     assert "warning" not in done.stdout and "ConvergenceWarning" not in done.stdout
     assert (tmp_path / "lw" / "card.json").is_file()
+
+
+# ------------------------------------------------ flags in messages leave quoted values alone
+def test_a_path_with_an_equals_sign_is_named_as_typed(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "out=2").mkdir(parents=True)
+    (tmp_path / "runs" / "out=2" / "notes.txt").write_text("mine")
+    done = shell(
+        "onnxbridge train --data iris --model 'LogisticRegression(max_iter=500)' "
+        "--out 'runs/out=2'",
+        tmp_path,
+    )
+    line = one_error_line(done)
+    assert line.startswith("error: --out 'runs/out=2' is not empty"), line
+    assert os.listdir(tmp_path / "runs" / "out=2") == ["notes.txt"]
+
+
+def test_a_model_spec_with_keywords_is_named_as_typed(tmp_path: Path) -> None:
+    done = shell("onnxbridge train --data iris --model 'Foo(model=1)'", tmp_path)
+    assert "unknown estimator 'Foo' in --model 'Foo(model=1)'" in one_error_line(done)

@@ -639,21 +639,37 @@ def _flag(argument: str) -> str:
 
 
 # Words after which a flag and its value are something to type, not the value at fault.
-_TO_TYPE = r"(\b(?:pass|with|add|use|for|or|and) )"
+_TO_TYPE = r"\b(?:pass|with|add|use|for|or|and) "
+# A quoted value as repr() writes it ('...' or "...", with backslash escapes); an apostrophe
+# inside a word ("can't") opens none.
+_QUOTED = r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
 
 
 def _with_flags(exc: OnnxbridgeError) -> str:
     """The error's message with the Python arguments it names as the command's flags:
-    ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``."""
+    ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``. Text inside
+    quoted values (a path, a model spec) is left exactly as it is."""
     text = str(exc)
     for argument in exc.arguments:
         flag = _flag(argument)
         name = rf"(?<![\w.-]){re.escape(argument)}="
-        # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
-        text = re.sub(_TO_TYPE + name + r"'([\w.:/-]+)'", rf"\1{flag} \2", text)
-        text = re.sub(name + r"True\b", flag, text)
-        text = re.sub(name + r"(?=[^\s,;.)])", flag + " ", text)
-        text = re.sub(name, flag, text)
+        pattern = re.compile(
+            rf"(?P<quoted>{_QUOTED})"
+            # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
+            rf"|(?P<to_type>{_TO_TYPE}){name}'(?P<typed>[\w.:/-]+)'"
+            rf"|{name}(?P<true>True\b)?(?P<value>(?=[^\s,;.)]))?"
+        )
+
+        def rewrite(match: re.Match[str], flag: str = flag) -> str:
+            if match["quoted"]:
+                return match["quoted"]
+            if match["to_type"]:
+                return f"{match['to_type']}{flag} {match['typed']}"
+            if match["true"] is None and match["value"] is not None:
+                return flag + " "
+            return flag
+
+        text = pattern.sub(rewrite, text)
     return text
 
 
