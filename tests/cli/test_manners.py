@@ -396,3 +396,26 @@ def test_a_path_with_an_equals_sign_is_named_as_typed(tmp_path: Path) -> None:
 def test_a_model_spec_with_keywords_is_named_as_typed(tmp_path: Path) -> None:
     done = shell("onnxbridge train --data iris --model 'Foo(model=1)'", tmp_path)
     assert "unknown estimator 'Foo' in --model 'Foo(model=1)'" in one_error_line(done)
+
+
+# ----------------------------------------------------- a bad tolerance is named as it was typed
+def test_a_bad_tolerance_names_only_what_was_typed(iris_bundle: Bundle) -> None:
+    done = shell("onnxbridge validate iris-rf --atol -1", iris_bundle.path.parent)
+    line = one_error_line(done)
+    assert line.startswith("error: tolerances must be finite numbers >= 0, got --atol -1.0;"), line
+    assert "rtol" not in line
+    done = shell(
+        "onnxbridge validate iris-rf --tolerance probabilities=-1:0", iris_bundle.path.parent
+    )
+    line = one_error_line(done)
+    assert "got ATOL -1 in --tolerance probabilities=-1:0;" in line
+    assert "--atol" not in line and "--rtol" not in line
+
+
+def test_a_bad_python_tolerance_names_its_argument() -> None:
+    from onnxbridge.errors import DataError
+    from onnxbridge.validate import Tolerance
+
+    with pytest.raises(DataError, match=r"got rtol=-2.0; e\.g\. rtol=1e-5$") as info:
+        Tolerance(atol=0.0, rtol=-2.0)
+    assert "atol" not in str(info.value)

@@ -11,6 +11,8 @@ Exit codes: 0 EQUIVALENT, 1 DIVERGENT, 2 could not run (one ``error:`` line).
 from __future__ import annotations
 
 import json
+import math
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -56,7 +58,19 @@ def parse_tolerance(text: str) -> tuple[str, Any]:
             f"--tolerance {text!r} is not ROLE=ATOL[:RTOL]; e.g. --tolerance probabilities=1e-6 "
             f"or --tolerance value=1e-3:1e-5 (roles: {', '.join(DEFAULT_TOLERANCES)})"
         ) from None
-    return role.strip(), Tolerance(atol, rtol)
+    role = role.strip()
+    # Named as typed: the flag with its ROLE=ATOL:RTOL, not atol= / rtol= nobody wrote.
+    bad = [
+        f"{name} {value:g}"
+        for name, value in (("ATOL", atol), ("RTOL", rtol))
+        if not (math.isfinite(value) and value >= 0)
+    ]
+    if bad:
+        raise DataError(
+            f"tolerances must be finite numbers >= 0, got {' and '.join(bad)} in "
+            f"--tolerance {shlex.quote(text)}; e.g. --tolerance {shlex.quote(role)}=1e-5:1e-5"
+        )
+    return role, Tolerance(atol, rtol)
 
 
 def _split_list(text: str | None, option: str, allowed: tuple[str, ...]) -> tuple[str, ...] | None:
