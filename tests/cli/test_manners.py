@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -305,3 +306,116 @@ def test_a_closed_pipe_does_not_hide_a_divergent_verdict(
     assert done.returncode == 1 and done.stderr == "", done.stderr
     done = shell(f"onnxbridge validate iris-rf --no-html {json_flag} | head -n 0", tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+# ------------------------------------------------- a reader gone: the work still gets done
+def test_a_closed_pipe_does_not_abandon_a_failed_gate_or_its_report(tmp_path: Path) -> None:
+    done = shell(
+        "onnxbridge coverage --only LinearRegression,Ridge,Lasso --min-equivalent 999 "
+        "--out-md cov.md | head -1",
+        tmp_path,
+    )
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert "LinearRegression" in (tmp_path / "cov.md").read_text()
+
+
+def test_a_closed_pipe_does_not_abandon_the_demo_bundle(tmp_path: Path) -> None:
+    done = shell("onnxbridge demo --out runs/d2 | head -1", tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "runs" / "d2" / "model.onnx").is_file()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "--version",
+        "inspect iris-rf --json",
+        "predict iris-rf --data iris-rf/holdout.parquet",
+    ],
+)
+def test_a_socket_whose_peer_left_is_a_reader_gone(iris_bundle: Bundle, command: str) -> None:
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    with ours:
+        done = subprocess.run(
+            [sys.executable, "-c", "from onnxbridge.cli.main import run; run()", *command.split()],
+            cwd=iris_bundle.path.parent,
+            stdout=ours.fileno(),
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_closed_standard_error_loses_messages_not_work(
+    iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    # `true` leaves at once: the "wrote ..." line and the warnings meet a closed pipe.
+    done = shell(
+        "onnxbridge predict iris-rf --data iris-rf/holdout.parquet --out p.csv "
+        "2>&1 >/dev/null | true",
+        iris_bundle.path.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(pd.read_csv(iris_bundle.path.parent / "p.csv")) == len(iris_bundle.load_holdout()[0])
+    lw = shlex.quote("LogisticRegression(max_iter=5)")
+    done = shell(
+        f"onnxbridge train --data iris --model {lw} --out lw 2>&1 >/dev/null | true", tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "lw" / "card.json").is_file()
+
+
+def test_without_standard_error_nothing_meant_for_it_reaches_standard_output(
+    tmp_path: Path,
+) -> None:
+    done = shell("onnxbridge train --data iris --model 'Nope()' 2>&-", tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    lw = shlex.quote("LogisticRegression(max_iter=5)")
+    done = shell(f"onnxbridge train --data iris --model {lw} --out lw 2>&-", tmp_path)
+    assert done.returncode == 0
+    assert "warning" not in done.stdout and "ConvergenceWarning" not in done.stdout
+    assert (tmp_path / "lw" / "card.json").is_file()
+
+
+# ------------------------------------------------ flags in messages leave quoted values alone
+def test_a_path_with_an_equals_sign_is_named_as_typed(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "out=2").mkdir(parents=True)
+    (tmp_path / "runs" / "out=2" / "notes.txt").write_text("mine")
+    done = shell(
+        "onnxbridge train --data iris --model 'LogisticRegression(max_iter=500)' "
+        "--out 'runs/out=2'",
+        tmp_path,
+    )
+    line = one_error_line(done)
+    assert line.startswith("error: --out 'runs/out=2' is not empty"), line
+    assert os.listdir(tmp_path / "runs" / "out=2") == ["notes.txt"]
+
+
+def test_a_model_spec_with_keywords_is_named_as_typed(tmp_path: Path) -> None:
+    done = shell("onnxbridge train --data iris --model 'Foo(model=1)'", tmp_path)
+    assert "unknown estimator 'Foo' in --model 'Foo(model=1)'" in one_error_line(done)
+
+
+# ----------------------------------------------------- a bad tolerance is named as it was typed
+def test_a_bad_tolerance_names_only_what_was_typed(iris_bundle: Bundle) -> None:
+    done = shell("onnxbridge validate iris-rf --atol -1", iris_bundle.path.parent)
+    line = one_error_line(done)
+    assert line.startswith("error: tolerances must be finite numbers >= 0, got --atol -1.0;"), line
+    assert "rtol" not in line
+    done = shell(
+        "onnxbridge validate iris-rf --tolerance probabilities=-1:0", iris_bundle.path.parent
+    )
+    line = one_error_line(done)
+    assert "got ATOL -1 in --tolerance probabilities=-1:0;" in line
+    assert "--atol" not in line and "--rtol" not in line
+
+
+def test_a_bad_python_tolerance_names_its_argument() -> None:
+    from onnxbridge.errors import DataError
+    from onnxbridge.validate import Tolerance
+
+    with pytest.raises(DataError, match=r"got rtol=-2.0; e\.g\. rtol=1e-5$") as info:
+        Tolerance(atol=0.0, rtol=-2.0)
+    assert "atol" not in str(info.value)

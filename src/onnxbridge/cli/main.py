@@ -3,13 +3,12 @@
 Exit codes: 0 success, 1 a check failed (validate: DIVERGENT), 2 an error (bad input, with a
 one-line message; ``--debug`` anywhere on the command line shows the traceback), 130 interrupted
 (Ctrl-C: ``interrupted`` on stderr; files are written atomically, so none is left half-written).
-A closed standard output (``onnxbridge predict ... | head``) ends a command quietly, with 0 (or
-1 for a DIVERGENT verdict already reached).
+A reader gone (``onnxbridge predict ... | head``, on standard output or error) silences the
+command, which still finishes its work and exits with its own code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -17,15 +16,14 @@ import re
 import sys
 import traceback
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
-from onnxbridge.cli._console import OutputClosed, console, stdout_closed
+from onnxbridge.cli._console import console, quiet_when_unread
 from onnxbridge.cli._out import check_out_file
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.cli.bench import bench_command, tune_command
@@ -73,29 +71,6 @@ class _Command(TyperCommand):
                     formatter.write_dl(rows)
 
 
-class _Group(TyperGroup):
-    """The ``onnxbridge`` group: a closed standard output, met while printing a help text or
-    running a command, becomes :class:`OutputClosed` (Typer would exit 1 for it)."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
-        with _closed_pipe_noted():
-            return super().make_context(*args, **kwargs)
-
-    def invoke(self, ctx: Any) -> Any:
-        with _closed_pipe_noted():
-            return super().invoke(ctx)
-
-
-@contextlib.contextmanager
-def _closed_pipe_noted() -> Iterator[None]:
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno == errno.EPIPE and stdout_closed():
-            raise OutputClosed() from exc
-        raise
-
-
 def _argument_name(param: Any) -> str:
     name = param.metavar or param.name.upper()
     return name if param.nargs == 1 else f"{name}..."
@@ -108,7 +83,6 @@ def _value_words(text: str) -> str:
 
 app = typer.Typer(
     name="onnxbridge",
-    cls=_Group,
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
     "train → convert → inspect → predict → validate → bench / tune → serve → score.",
     no_args_is_help=True,
@@ -584,35 +558,11 @@ _register_coverage()
 
 # ---------------------------------------------------------------------------------- entry point
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script).
-
-    A closed standard output (``onnxbridge predict ... | head``) ends the command quietly with
-    exit 0, as ``head`` has all it asked for.
-    """
+    """Run the CLI; returns the exit code (``sys.exit`` is applied by the console script)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or os.environ.get("ONNXBRIDGE_DEBUG", "") not in ("", "0")
     args = [a for a in args if a != "--debug"]
-    code = EXIT_ERROR
-    try:
-        code = _run(args, debug)
-        # What is still buffered goes out now, while a closed pipe can be told apart.
-        sys.stdout.flush()
-    except OutputClosed as closed:
-        return _quiet_stdout(closed.exit_code)
-    except OSError as exc:
-        if exc.errno == errno.EPIPE and stdout_closed():
-            return _quiet_stdout(code)
-        raise
-    return code
-
-
-def _quiet_stdout(code: int) -> int:
-    """Point standard output at the null device: Python's last flush at exit then has nowhere
-    to fail (no "Exception ignored ... BrokenPipeError" on standard error)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return code
+    return _run(args, debug)
 
 
 def _run(args: list[str], debug: bool) -> int:
@@ -641,8 +591,6 @@ def _run(args: list[str], debug: bool) -> int:
             traceback.print_exc()
         print(f"error: {_one_line(_with_flags(exc))}", file=sys.stderr)
         return EXIT_ERROR
-    except OutputClosed:
-        raise
     except OSError as exc:
         # The file system said no (permissions, a file where a folder should be, disk full).
         if debug:
@@ -691,21 +639,37 @@ def _flag(argument: str) -> str:
 
 
 # Words after which a flag and its value are something to type, not the value at fault.
-_TO_TYPE = r"(\b(?:pass|with|add|use|for|or|and) )"
+_TO_TYPE = r"\b(?:pass|with|add|use|for|or|and) "
+# A quoted value as repr() writes it ('...' or "...", with backslash escapes); an apostrophe
+# inside a word ("can't") opens none.
+_QUOTED = r"""(?<!\w)(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
 
 
 def _with_flags(exc: OnnxbridgeError) -> str:
     """The error's message with the Python arguments it names as the command's flags:
-    ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``."""
+    ``model='Foo()'`` → ``--model 'Foo()'``, ``overwrite=True`` → ``--overwrite``. Text inside
+    quoted values (a path, a model spec) is left exactly as it is."""
     text = str(exc)
     for argument in exc.arguments:
         flag = _flag(argument)
         name = rf"(?<![\w.-]){re.escape(argument)}="
-        # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
-        text = re.sub(_TO_TYPE + name + r"'([\w.:/-]+)'", rf"\1{flag} \2", text)
-        text = re.sub(name + r"True\b", flag, text)
-        text = re.sub(name + r"(?=[^\s,;.)])", flag + " ", text)
-        text = re.sub(name, flag, text)
+        pattern = re.compile(
+            rf"(?P<quoted>{_QUOTED})"
+            # A value to type is shown as typed: "pass on_error='skip'" → "pass --on-error skip".
+            rf"|(?P<to_type>{_TO_TYPE}){name}'(?P<typed>[\w.:/-]+)'"
+            rf"|{name}(?P<true>True\b)?(?P<value>(?=[^\s,;.)]))?"
+        )
+
+        def rewrite(match: re.Match[str], flag: str = flag) -> str:
+            if match["quoted"]:
+                return match["quoted"]
+            if match["to_type"]:
+                return f"{match['to_type']}{flag} {match['typed']}"
+            if match["true"] is None and match["value"] is not None:
+                return flag + " "
+            return flag
+
+        text = pattern.sub(rewrite, text)
     return text
 
 
@@ -718,7 +682,12 @@ def _show_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
 
 
 def run() -> None:
-    """Console-script entry point: warnings as one ``warning: ...`` line, then :func:`main`."""
+    """Console-script entry point: warnings as one ``warning: ...`` line, then :func:`main`.
+
+    Output nobody reads any more (``| head``, a closed socket, ``2>&-``) is dropped; the command
+    still finishes and exits with its own code.
+    """
+    quiet_when_unread()
     warnings.showwarning = _show_warning
     sys.exit(main())
 

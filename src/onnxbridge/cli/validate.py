@@ -10,8 +10,9 @@ Exit codes: 0 EQUIVALENT, 1 DIVERGENT, 2 could not run (one ``error:`` line).
 
 from __future__ import annotations
 
-import errno
 import json
+import math
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from onnxbridge.cli._console import OutputClosed, make_console, stdout_closed
+from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
@@ -57,7 +58,19 @@ def parse_tolerance(text: str) -> tuple[str, Any]:
             f"--tolerance {text!r} is not ROLE=ATOL[:RTOL]; e.g. --tolerance probabilities=1e-6 "
             f"or --tolerance value=1e-3:1e-5 (roles: {', '.join(DEFAULT_TOLERANCES)})"
         ) from None
-    return role.strip(), Tolerance(atol, rtol)
+    role = role.strip()
+    # Named as typed: the flag with its ROLE=ATOL:RTOL, not atol= / rtol= nobody wrote.
+    bad = [
+        f"{name} {value:g}"
+        for name, value in (("ATOL", atol), ("RTOL", rtol))
+        if not (math.isfinite(value) and value >= 0)
+    ]
+    if bad:
+        raise DataError(
+            f"tolerances must be finite numbers >= 0, got {' and '.join(bad)} in "
+            f"--tolerance {shlex.quote(text)}; e.g. --tolerance {shlex.quote(role)}=1e-5:1e-5"
+        )
+    return role, Tolerance(atol, rtol)
 
 
 def _split_list(text: str | None, option: str, allowed: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -356,22 +369,12 @@ def validate_command(
         folder = report_dir or target.parent / "reports"
         write_reports(report, folder, html=not no_html)
         where = folder / "validation.json"
-    verdict_code = 0 if report.equivalent else EXIT_CHECK_FAILED
-    try:
-        if as_json:
-            sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
-            sys.stdout.flush()
-        else:
-            print_validation(report, console)
-            console.print(
-                f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
-            )
-    except OutputClosed:
-        # `validate ... | head` still exits 1 for DIVERGENT.
-        raise OutputClosed(verdict_code) from None
-    except OSError as exc:
-        if exc.errno == errno.EPIPE and stdout_closed():
-            raise OutputClosed(verdict_code) from None
-        raise
-    if verdict_code:
-        raise typer.Exit(verdict_code)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    else:
+        print_validation(report, console)
+        console.print(
+            f"report: {where}" + ("" if no_html else f" and {where.with_suffix('.html')}")
+        )
+    if not report.equivalent:
+        raise typer.Exit(EXIT_CHECK_FAILED)

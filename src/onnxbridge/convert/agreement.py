@@ -60,16 +60,18 @@ class Tolerance:
     rtol: float = DEFAULT_RTOL
 
     def __post_init__(self) -> None:
-        if not (
-            math.isfinite(self.atol)
-            and math.isfinite(self.rtol)
-            and self.atol >= 0
-            and self.rtol >= 0
-        ):
+        # Name only the values at fault: the other one may be a default nobody typed.
+        bad = [
+            name
+            for name, value in (("atol", self.atol), ("rtol", self.rtol))
+            if not (math.isfinite(value) and value >= 0)
+        ]
+        if bad:
+            got = ", ".join(f"{name}={getattr(self, name)}" for name in bad)
+            example = " and ".join(f"{name}=1e-5" for name in bad)
             raise DataError(
-                f"tolerances must be finite numbers >= 0, got atol={self.atol}, "
-                f"rtol={self.rtol}; e.g. atol=1e-5 and rtol=1e-5",
-                arguments=("atol", "rtol"),
+                f"tolerances must be finite numbers >= 0, got {got}; e.g. {example}",
+                arguments=tuple(bad),
             )
 
 
