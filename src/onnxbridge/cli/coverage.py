@@ -81,10 +81,9 @@ def coverage(
             for c in cases:
                 print(f"{c.name}\t{c.group}\t{c.data}")
         return
-    if not (atol >= 0 and rtol >= 0):
-        raise DataError(
-            f"tolerances must be >= 0, got atol={atol}, rtol={rtol}; e.g. --atol 1e-5 --rtol 1e-5"
-        )
+    for flag, value in (("--atol", atol), ("--rtol", rtol)):
+        if not value >= 0:
+            raise DataError(f"tolerances must be >= 0, got {flag} {value}; e.g. {flag} 1e-5")
     check_out_file(out_md, "--out-md")
     check_out_file(out_json, "--out-json")
     # With --json the report owns standard output; progress goes to standard error.
