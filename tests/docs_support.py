@@ -2,24 +2,29 @@
 
 The rules (they are also written for users in docs/index.md, "These pages are tested"):
 
-- A fenced block whose first line starts with ``$ `` is a shell session: each ``$ `` line (with its
-  ``\\``-continued lines) runs in ``bash -o pipefail``, standard output and error together, and the
-  lines up to the next ``$ `` line are what it must print. It must exit 0; a page shows a failing
-  command with ``|| echo "exit status $?"``. A command ending in ``&`` runs in the background until
-  the page ends; its shown lines are compared with the first lines it printed.
-- A ``python`` block runs in one Python process per page, block after block; the fenced block right
-  after it (no prose between, no language or ``text``) is what it must print.
+- A fenced block (whatever its language, except ``python``) holding a line that starts with ``$ ``
+  is a shell session, and nothing but blank lines may come before its first ``$ `` line: each
+  ``$ `` line (with its ``\\``-continued lines) runs in ``bash -o pipefail``, standard output and
+  error together, and the lines up to the next ``$ `` line are what it must print. It must exit 0;
+  a page shows a failing command with ``|| echo "exit status $?"``. A command ending in ``&`` runs
+  in the background until the page ends; it must not end with an error code (at once, or before
+  the page ends), and its shown lines are compared with the first lines it printed.
+- A ``python`` block runs in one Python process per page, block after block, within
+  ``COMMAND_TIMEOUT`` seconds each; the fenced block right after it (no prose between, no language
+  or ``text``) is what it must print: everything written to file descriptors 1 and 2 (print,
+  warnings, tracebacks, child processes).
 - Every page starts in a fresh folder holding what ``make demo`` leaves (``runs/iris-rf``) and a
   copy of ``examples/``, with ``COLUMNS=80``.
-- Comparison is line by line, after trailing spaces are removed; a run of spaces counts as one
-  space and a run of table rule characters (``─━═``) as one, since column widths follow the values.
-  Placeholders stand for what legitimately varies: ``<time>`` (a duration, with its unit),
-  ``<rate>`` (a count per second), ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a
-  size), ``<path>`` (a file path), ``<date>`` (a date or time stamp), ``<version>`` (a library or
-  Python version), ``<hash>`` (a content hash, which follows the versions recorded in the file),
-  ``<machine>`` (the description of the machine: cores, processor) and ``<choice>`` (what a
-  measurement chose, such as tune's winning settings). The port 8000 in a command is replaced by a
-  free port, and back in what it prints.
+- Comparison is line by line, after trailing spaces and trailing blank lines are removed (leading
+  blank lines count); a run of spaces counts as one space and a run of table rule characters
+  (``─━═``) as one, since column widths follow the values. Placeholders stand for what
+  legitimately varies: ``<time>`` (a duration, with its unit), ``<rate>`` (a count per second),
+  ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a size), ``<path>`` (a file path),
+  ``<date>`` (a date or time stamp), ``<version>`` (a library or Python version), ``<hash>`` (a
+  content hash, which follows the versions recorded in the file), ``<machine>`` (the description
+  of the machine: cores, processor) and ``<choice>`` (what a measurement chose, such as tune's
+  winning settings). The port 8000 in a command is replaced by a free port, and back in what it
+  prints.
 
 Run ``python tests/docs_support.py PAGE.md`` to see every difference, ``--update`` to write what
 the commands print into the page (then put the placeholders back by hand).
