@@ -2,24 +2,29 @@
 
 The rules (they are also written for users in docs/index.md, "These pages are tested"):
 
-- A fenced block whose first line starts with ``$ `` is a shell session: each ``$ `` line (with its
-  ``\\``-continued lines) runs in ``bash -o pipefail``, standard output and error together, and the
-  lines up to the next ``$ `` line are what it must print. It must exit 0; a page shows a failing
-  command with ``|| echo "exit status $?"``. A command ending in ``&`` runs in the background until
-  the page ends; its shown lines are compared with the first lines it printed.
-- A ``python`` block runs in one Python process per page, block after block; the fenced block right
-  after it (no prose between, no language or ``text``) is what it must print.
+- A fenced block (whatever its language, except ``python``) holding a line that starts with ``$ ``
+  is a shell session, and nothing but blank lines may come before its first ``$ `` line: each
+  ``$ `` line (with its ``\\``-continued lines) runs in ``bash -o pipefail``, standard output and
+  error together, and the lines up to the next ``$ `` line are what it must print. It must exit 0;
+  a page shows a failing command with ``|| echo "exit status $?"``. A command ending in ``&`` runs
+  in the background until the page ends; it must not end with an error code (at once, or before
+  the page ends), and its shown lines are compared with the first lines it printed.
+- A ``python`` block runs in one Python process per page, block after block, within
+  ``COMMAND_TIMEOUT`` seconds each; the fenced block right after it (no prose between, no language
+  or ``text``) is what it must print: everything written to file descriptors 1 and 2 (print,
+  warnings, tracebacks, child processes).
 - Every page starts in a fresh folder holding what ``make demo`` leaves (``runs/iris-rf``) and a
   copy of ``examples/``, with ``COLUMNS=80``.
-- Comparison is line by line, after trailing spaces are removed; a run of spaces counts as one
-  space and a run of table rule characters (``─━═``) as one, since column widths follow the values.
-  Placeholders stand for what legitimately varies: ``<time>`` (a duration, with its unit),
-  ``<rate>`` (a count per second), ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a
-  size), ``<path>`` (a file path), ``<date>`` (a date or time stamp), ``<version>`` (a library or
-  Python version), ``<hash>`` (a content hash, which follows the versions recorded in the file),
-  ``<machine>`` (the description of the machine: cores, processor) and ``<choice>`` (what a
-  measurement chose, such as tune's winning settings). The port 8000 in a command is replaced by a
-  free port, and back in what it prints.
+- Comparison is line by line, after trailing spaces and trailing blank lines are removed (leading
+  blank lines count); a run of spaces counts as one space and a run of table rule characters
+  (``─━═``) as one, since column widths follow the values. Placeholders stand for what
+  legitimately varies: ``<time>`` (a duration, with its unit), ``<rate>`` (a count per second),
+  ``<ratio>`` (a speed-up such as ``2.1×``), ``<memory>`` (a size), ``<path>`` (a file path),
+  ``<date>`` (a date or time stamp), ``<version>`` (a library or Python version), ``<hash>`` (a
+  content hash, which follows the versions recorded in the file), ``<machine>`` (the description
+  of the machine: cores, processor) and ``<choice>`` (what a measurement chose, such as tune's
+  winning settings). The port 8000 in a command is replaced by a free port, and back in what it
+  prints.
 
 Run ``python tests/docs_support.py PAGE.md`` to see every difference, ``--update`` to write what
 the commands print into the page (then put the placeholders back by hand).
@@ -32,6 +37,7 @@ import difflib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -66,8 +72,8 @@ _RULE = re.compile(r"[─━═]+")
 _SPACES = re.compile(r" +")
 _FENCE = re.compile(r"^(\s*)(```+)\s*([\w+-]*)\s*$")
 _SHELL_LANGS = {"", "console", "shell", "bash", "sh", "text"}
+_PYTHON_LANGS = {"python", "py"}
 _OUTPUT_LANGS = {"", "text", "output"}
-RESULT_MARK = "\x1edocs-result\x1e"
 
 
 @dataclass
@@ -123,16 +129,19 @@ def read_blocks(text: str) -> list[Block]:
 
 
 def _is_session(block: Block) -> bool:
-    first = next((ln for ln in block.lines if ln.strip()), "")
-    return block.lang in _SHELL_LANGS and first.startswith("$ ")
+    # Whatever its language: a `$ ` line shown in a page is a command a reader will type.
+    return block.lang not in _PYTHON_LANGS and any(ln.startswith("$ ") for ln in block.lines)
 
 
 def read_steps(text: str) -> list[Step]:
     """The steps of a page, in order; raises ValueError for a command the tests could not run."""
     blocks = read_blocks(text)
     steps: list[Step] = []
+    consumed: set[int] = set()  # blocks shown as a Python block's output
     for index, block in enumerate(blocks):
-        if block.lang in {"python", "py"}:
+        if index in consumed:
+            continue
+        if block.lang in _PYTHON_LANGS:
             after = blocks[index + 1] if index + 1 < len(blocks) else None
             shown = (
                 after
@@ -152,6 +161,8 @@ def read_steps(text: str) -> list[Step]:
                     (0, len(shown.lines)) if shown else (0, 0),
                 )
             )
+            if shown is not None:
+                consumed.add(index + 1)
             continue
         if _is_session(block):
             steps.extend(_session_steps(block))
@@ -170,6 +181,12 @@ def _session_steps(block: Block) -> list[Step]:
     steps: list[Step] = []
     i = 0
     lines = block.lines
+    first = next(n for n, ln in enumerate(lines) if ln.startswith("$ "))
+    if any(ln.strip() for ln in lines[:first]):
+        raise ValueError(
+            f"line {block.line}: text before the first command of a session is not checked by "
+            "the tests; move it out of the block or show it as a command's output"
+        )
     while i < len(lines):
         if not lines[i].startswith("$ "):
             i += 1
@@ -215,10 +232,9 @@ def _line_pattern(expected: str) -> re.Pattern[str]:
 
 def _trim(lines: list[str]) -> list[str]:
     lines = [normalise(ln) for ln in lines]
+    # Leading blank lines stay: a blank line printed before an error is part of the output.
     while lines and not lines[-1]:
         lines.pop()
-    while lines and not lines[0]:
-        lines.pop(0)
     return lines
 
 
@@ -236,31 +252,67 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_for_port(port: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            sock.settimeout(0.5)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.2)
-    return False
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+# The worker reads requests from one pipe and answers on another, so that nothing a block prints
+# can be mistaken for an answer. For each block, file descriptors 1 and 2 point at a file: what
+# the block prints, through print(), a warning, or a child process, lands there, in order.
 _WORKER = r"""
-import contextlib, io, json, sys, traceback
-mark = sys.argv[1]
+import json, os, sys, traceback
+requests = os.fdopen(int(sys.argv[1]), "r")
+answers = os.fdopen(int(sys.argv[2]), "w")
+sys.stdout.reconfigure(line_buffering=True)
+sys.stderr.reconfigure(line_buffering=True)
+null = os.open(os.devnull, os.O_WRONLY)
 namespace = {"__name__": "__main__"}
-for request in sys.stdin:
-    code = json.loads(request)
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        try:
-            exec(compile(code, "<doc block>", "exec"), namespace)
-        except BaseException:
-            traceback.print_exc(file=buffer)
-    sys.__stdout__.write(mark + json.dumps(buffer.getvalue()) + "\n")
-    sys.__stdout__.flush()
+for request in requests:
+    request = json.loads(request)
+    failed = False
+    with open(request["out"], "wb") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    try:
+        exec(compile(request["code"], "<doc block>", "exec"), namespace)
+    except BaseException:
+        failed = True
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+    answers.write(json.dumps({"failed": failed}) + "\n")
+    answers.flush()
 """
+
+
+@dataclass
+class _Worker:
+    """The Python process of a page and the two ends of its pipes the harness holds."""
+
+    proc: subprocess.Popen
+    requests: int  # file descriptor the harness writes requests to
+    answers: int  # file descriptor the harness reads answers from
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        os.close(self.requests)
+        os.close(self.answers)
+
+
+@dataclass
+class _Background:
+    """A command left running in the background, and where its output goes."""
+
+    proc: subprocess.Popen
+    log: Path
+    outcome: Outcome
 
 
 @dataclass
@@ -270,9 +322,9 @@ class PageRun:
     folder: Path
     env: dict[str, str]
     port: str = field(default_factory=lambda: str(_free_port()))
-    background: list[tuple[subprocess.Popen, Path]] = field(default_factory=list)
+    background: list[_Background] = field(default_factory=list)
     logs: list = field(default_factory=list)
-    python: subprocess.Popen | None = None
+    python: _Worker | None = None
 
     def _command(self, code: str) -> str:
         return re.sub(rf"(?<![0-9]){DOC_PORT}(?![0-9])", self.port, code)
@@ -284,25 +336,7 @@ class PageRun:
     def shell(self, step: Step) -> Outcome:
         code = self._command(step.code)
         if code.rstrip().endswith("&"):
-            # Beside the page's folder, so that the page's own commands do not see it.
-            log = self.folder.parent / f"{self.folder.name}-background-{len(self.background)}.log"
-            handle = log.open("wb")
-            self.logs.append(handle)
-            proc = subprocess.Popen(
-                ["bash", "-o", "pipefail", "-c", code.rstrip()[:-1]],
-                cwd=self.folder,
-                env=self.env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            self.background.append((proc, log))
-            if re.search(rf"(?<![0-9]){self.port}(?![0-9])", code) and not _wait_for_port(
-                int(self.port), time.monotonic() + 60
-            ):
-                return Outcome(step, self._back(log.read_text()), "never opened its port")
-            return Outcome(step, [])
+            return self._start_background(step, code)
         proc = subprocess.Popen(
             ["bash", "-o", "pipefail", "-c", code],
             cwd=self.folder,
@@ -324,51 +358,111 @@ class PageRun:
             return Outcome(step, actual, f"exited {proc.returncode}")
         return Outcome(step, actual)
 
+    def _start_background(self, step: Step, code: str) -> Outcome:
+        # Beside the page's folder, so that the page's own commands do not see it.
+        log = self.folder.parent / f"{self.folder.name}-background-{len(self.background)}.log"
+        handle = log.open("wb")
+        self.logs.append(handle)
+        proc = subprocess.Popen(
+            ["bash", "-o", "pipefail", "-c", code.rstrip()[:-1]],
+            cwd=self.folder,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        outcome = Outcome(step, [])
+        self.background.append(_Background(proc, log, outcome))
+        # A command that fails at once (a bad argument) must not pass unnoticed: wait until its
+        # port opens, or a moment when it has none, and look at how it ended.
+        has_port = re.search(rf"(?<![0-9]){self.port}(?![0-9])", code) is not None
+        deadline = time.monotonic() + (60 if has_port else 1)
+        opened = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            if has_port and _port_open(int(self.port)):
+                opened = True
+                break
+            time.sleep(0.1)
+        if proc.poll() not in (None, 0):
+            outcome.problem = f"exited {proc.returncode}"
+        elif has_port and not opened:
+            outcome.problem = "never opened its port"
+        if outcome.problem:
+            outcome.actual = self._back(log.read_text(errors="replace"))
+        return outcome
+
     def run_python(self, step: Step) -> Outcome:
         if self.python is None:
-            self.python = subprocess.Popen(
-                [sys.executable, "-c", _WORKER, RESULT_MARK],
+            to_worker, requests = os.pipe()
+            answers, from_worker = os.pipe()
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER, str(to_worker), str(from_worker)],
                 cwd=self.folder,
                 env=self.env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                text=True,
+                pass_fds=(to_worker, from_worker),
                 start_new_session=True,
             )
-        assert self.python.stdin is not None and self.python.stdout is not None
-        self.python.stdin.write(json.dumps(self._command(step.code)) + "\n")
-        self.python.stdin.flush()
-        for raw in self.python.stdout:
-            if raw.startswith(RESULT_MARK):
-                printed = json.loads(raw[len(RESULT_MARK) :])
-                actual = self._back(printed)
-                if "Traceback (most recent call last)" in printed:
-                    return Outcome(step, actual, "raised an exception")
-                return Outcome(step, actual)
-        return Outcome(step, [], "the Python process ended")
+            os.close(to_worker)
+            os.close(from_worker)
+            self.python = _Worker(proc, requests, answers)
+        worker = self.python
+        out = self.folder.parent / f"{self.folder.name}-python-{step.line}.out"
+        request = json.dumps({"code": self._command(step.code), "out": str(out)}) + "\n"
+        os.write(worker.requests, request.encode())
+        answer, problem = b"", ""
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while not answer.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([worker.answers], [], [], left)[0]:
+                problem = f"did not end within {COMMAND_TIMEOUT} s"
+                break
+            chunk = os.read(worker.answers, 4096)
+            if not chunk:
+                problem = "the Python process ended"
+                break
+            answer += chunk
+        if problem:
+            # The next block starts a new process; it will miss what this one defined.
+            worker.close()
+            self.python = None
+        actual = self._back(out.read_text(errors="replace")) if out.exists() else []
+        if not problem and json.loads(answer)["failed"]:
+            problem = "raised an exception"
+        return Outcome(step, actual, problem)
 
-    def close(self) -> list[list[str]]:
-        """Stop what runs in the background; the lines each printed."""
+    def close(self) -> None:
+        """Stop what runs in the background and record what each printed and how it ended."""
         if self.python is not None:
-            self.python.kill()
-            self.python.wait()
-            for stream in (self.python.stdin, self.python.stdout):
-                if stream is not None:
-                    stream.close()
-        printed = []
-        for proc, log in self.background:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+            self.python.close()
+            self.python = None
+        for job in self.background:
+            # A short command shown with its output may still be on its way: give it time to
+            # print the lines the page shows, or to end.
+            deadline = time.monotonic() + 30
+            while (
+                job.proc.poll() is None
+                and time.monotonic() < deadline
+                and len(_trim(self._back(job.log.read_text(errors="replace"))))
+                < len(_trim(job.outcome.step.expected))
+            ):
+                time.sleep(0.1)
+            ended = job.proc.poll()
+            if ended is None:
+                os.killpg(job.proc.pid, signal.SIGTERM)
                 try:
-                    proc.wait(timeout=20)
+                    job.proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            printed.append(self._back(log.read_text(errors="replace")))
+                    os.killpg(job.proc.pid, signal.SIGKILL)
+                    job.proc.wait()
+            job.outcome.actual = self._back(job.log.read_text(errors="replace"))
+            if ended not in (None, 0) and not job.outcome.problem:
+                job.outcome.problem = f"exited {ended} before the page ended"
         for handle in self.logs:
             handle.close()
-        return printed
 
 
 def page_env() -> dict[str, str]:
@@ -409,25 +503,21 @@ def run_page(page: Path, start: Path, folder: Path) -> list[Outcome]:
     shutil.copytree(start, folder)
     run = PageRun(folder, page_env())
     outcomes: list[Outcome] = []
-    background: list[Outcome] = []
     try:
         for step in steps:
-            outcome = run.shell(step) if step.kind == "shell" else run.run_python(step)
-            if step.kind == "shell" and step.code.rstrip().endswith("&"):
-                background.append(outcome)
-            outcomes.append(outcome)
+            outcomes.append(run.shell(step) if step.kind == "shell" else run.run_python(step))
     finally:
-        printed = run.close()
-    for outcome, lines in zip(background, printed, strict=False):
-        outcome.actual = lines
-        shown = outcome.step.expected
-        if shown and not outcome.problem and not matches(shown, lines[: len(_trim(shown))]):
-            outcome.problem = "printed other lines"
+        run.close()
+    background = {id(job.outcome) for job in run.background}
     for outcome in outcomes:
         shown = outcome.step.expected
-        if outcome.problem or outcome in background:
+        if outcome.problem:
             continue
-        if not matches(shown, outcome.actual):
+        if id(outcome) in background:
+            # A server goes on printing: compare the first lines it printed.
+            if shown and not matches(shown, outcome.actual[: len(_trim(shown))]):
+                outcome.problem = "printed other lines"
+        elif not matches(shown, outcome.actual):
             outcome.problem = "printed other lines"
     return outcomes
 

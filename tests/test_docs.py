@@ -111,6 +111,7 @@ def test_a_command_without_dollar_is_refused() -> None:
         (["a 1"], ["a 2"], False),
         (["x", "y"], ["x"], False),
         (["x"], ["x", "", ""], True),
+        (["x"], ["", "x"], False),
     ],
 )
 def test_matching_rules(shown: list[str], printed: list[str], same: bool) -> None:
@@ -189,3 +190,86 @@ def test_a_background_command_runs_until_the_page_ends(start: Path, tmp_path: Pa
     assert _run_text(text, start, tmp_path / "a") == ""
     shown_wrong = text.replace("&\n", "&\nServing nothing\n")
     assert "printed other lines" in _run_text(shown_wrong, start, tmp_path / "b")
+
+
+def test_every_block_with_a_command_is_run(start: Path, tmp_path: Path) -> None:
+    for number, text in enumerate(
+        [
+            "```shell-session\n$ false\n```\n",
+            "```\n$ echo one\none\n$ false\n```\n",
+            "```text\n\n$ false\n```\n",
+        ]
+    ):
+        assert "exited 1" in _run_text(text, start, tmp_path / str(number))
+
+
+def test_text_before_the_first_command_of_a_session_is_refused() -> None:
+    with pytest.raises(ValueError, match="text before the first command"):
+        read_steps("```\n# make a bundle\n$ false\n```\n")
+
+
+def test_a_python_block_compares_everything_it_prints(start: Path, tmp_path: Path) -> None:
+    text = (
+        "```python\nimport subprocess, sys, warnings\n"
+        "subprocess.run(['echo', 'from a child'])\n"
+        "warnings.warn('careful')\n"
+        "print('from print')\n```\n"
+        "```\nfrom a child\n<doc block>:3: UserWarning: careful\nfrom print\n```\n"
+    )
+    assert _run_text(text, start, tmp_path / "a") == ""
+    report = _run_text(text.replace("from a child\n", ""), start, tmp_path / "b")
+    assert "printed other lines" in report and "+from a child" in report
+    report = _run_text(
+        text.replace("<doc block>:3: UserWarning: careful\n", ""), start, tmp_path / "c"
+    )
+    assert "printed other lines" in report and "UserWarning: careful" in report
+
+
+def test_a_python_block_cannot_disturb_the_harness(start: Path, tmp_path: Path) -> None:
+    text = (
+        "```python\nimport os\nos.write(1, b'partial')\n```\n```\npartial\n```\n\n"
+        "```python\nprint('next')\n```\n```\nnext\n```\n"
+    )
+    assert _run_text(text, start, tmp_path / "a") == ""
+
+
+def test_a_python_block_that_does_not_end_fails(
+    start: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docs_support
+
+    monkeypatch.setattr(docs_support, "COMMAND_TIMEOUT", 2)
+    text = "```python\nimport time\nprint('waiting', flush=True)\ntime.sleep(60)\n```\n"
+    report = _run_text(text, start, tmp_path / "a")
+    assert "did not end within 2 s" in report and "+waiting" in report
+
+
+def test_a_background_command_that_fails_fails(start: Path, tmp_path: Path) -> None:
+    report = _run_text("```\n$ onnxbridge serve runs/nope &\n```\n", start, tmp_path / "a")
+    assert "exited 2" in report
+    later = "```\n$ (sleep 2; exit 3) &\n$ sleep 3\n```\n"
+    assert "exited 3 before the page ended" in _run_text(later, start, tmp_path / "b")
+
+
+def test_a_short_background_command_is_compared_when_it_has_printed(
+    start: Path, tmp_path: Path
+) -> None:
+    text = "```\n$ (sleep 2; echo done) &\ndone\n$ true\n```\n"
+    assert _run_text(text, start, tmp_path / "a") == ""
+    assert "printed other lines" in _run_text(
+        text.replace("done\n$", "finished\n$"), start, tmp_path / "b"
+    )
+
+
+def test_a_python_output_block_is_not_read_again() -> None:
+    steps = read_steps("```python\nprint('onnxbridge 1.0')\n```\n```\nonnxbridge 1.0\n```\n")
+    assert [(s.kind, s.expected) for s in steps] == [("python", ["onnxbridge 1.0"])]
+
+
+def test_a_leading_blank_line_is_part_of_the_output(start: Path, tmp_path: Path) -> None:
+    printed = "```\n$ printf '\\nerror: x\\n'\n\nerror: x\n```\n"
+    assert _run_text(printed, start, tmp_path / "a") == ""
+    report = _run_text(printed.replace("\n\nerror", "\nerror"), start, tmp_path / "b")
+    assert "printed other lines" in report
+    report = _run_text("```\n$ echo hi\n\nhi\n```\n", start, tmp_path / "c")
+    assert "printed other lines" in report
