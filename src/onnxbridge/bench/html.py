@@ -10,7 +10,15 @@ import html
 from pathlib import Path
 from typing import Any
 
-from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
+from onnxbridge.bench.format import (
+    format_bytes,
+    format_per_call,
+    format_rate,
+    format_ratio,
+    format_seconds,
+    tune_columns,
+    tune_rows,
+)
 
 __all__ = ["bench_html", "speed_html", "tune_html"]
 
@@ -45,10 +53,6 @@ def _img(figure: Any, alt: str) -> str:
     )
 
 
-def _per_call(timing: Any) -> str:
-    return f"{format_seconds(timing.median)} ±{timing.spread / 2:.0%}"
-
-
 def bench_html(report: Any) -> str:
     """``report`` (a :class:`~onnxbridge.bench.BenchReport`) as HTML: the results table, the
     engines, the model's facts, the sweep's tables and the plots."""
@@ -67,7 +71,7 @@ def bench_html(report: Any) -> str:
             row = [
                 f"{batch:,}" if i == 0 else "",
                 f"<b>{_e(r.engine)}</b>" if r is fastest else _e(r.engine),
-                _e(_per_call(r.timing)),
+                _e(format_per_call(r.timing)),
                 _e(format_seconds(r.per_row)),
                 _e(format_rate(r.rows_per_second)),
             ]
@@ -141,42 +145,17 @@ def _sweep_html(sweep: dict[str, Any]) -> str:
 def tune_html(report: Any) -> str:
     """``report`` (a :class:`~onnxbridge.bench.TuneReport`) as HTML: one table of candidates per
     regime, what was chosen and the rule between the regimes."""
-    from onnxbridge.bench.tune import MID_ROWS
-
     parts = []
     for regime in report.regimes:
-        mid = any(c.mid is not None for c in regime.candidates)
-        large_rows = max((c.large_rows for c in regime.candidates), default=0)
-        headers = ["step", "settings", "median ±IQR/2", "vs best in step"]
-        if mid:
-            headers.append(f"at {MID_ROWS} rows")
-        if large_rows:
-            headers.append(f"at {large_rows:,} rows")
-        headers.append("")
-        steps = sorted({c.step for c in regime.candidates})
+        headers = ["step", "settings", *tune_columns(regime), ""]
         rows = []
-        for step in steps:
-            group = [c for c in regime.candidates if c.step == step]
-            best = min(c.timing.median for c in group)
-            best_mid = min((c.mid.median for c in group if c.mid is not None), default=0.0)
-            best_large = min((c.large.median for c in group if c.large), default=0.0)
-            passed_on = regime.passed_on(step)
-            for i, c in enumerate(group):
-                chosen = c.settings == passed_on
-                label = _e(c.settings.label())
-                row = [
-                    str(step) if i == 0 else "",
-                    f"<b>{label}</b>" if chosen else label,
-                    _e(_per_call(c.timing)),
-                    f"{c.timing.median / best:.2f}×",
-                ]
-                if mid:
-                    row.append(f"{c.mid.median / best_mid:.2f}×" if c.mid and best_mid else "")
-                if large_rows:
-                    row.append(f"{c.large.median / best_large:.2f}×" if c.large else "")
-                mark = "← chosen" if step == steps[-1] else "← step 2"
-                row.append(mark if chosen else "")
-                rows.append(row)
+        for row in tune_rows(regime):
+            label = _e(row.settings.label())
+            rows.append(
+                [row.step, f"<b>{label}</b>" if row.chosen else label]
+                + [_e(cell) for cell in row.cells]
+                + [row.mark]
+            )
         n = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
         best = regime.winner_timing.median
         parts += [

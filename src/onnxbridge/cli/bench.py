@@ -15,7 +15,14 @@ from rich.padding import Padding
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
+from onnxbridge.bench.format import (
+    format_bytes,
+    format_rate,
+    format_ratio,
+    format_seconds,
+    tune_columns,
+    tune_rows,
+)
 from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
@@ -270,7 +277,6 @@ def _settings_id(index: int) -> str:
 
 
 def _print_tune(report: Any, stored: bool) -> None:
-    from onnxbridge.bench.tune import MID_ROWS
 
     for regime in report.regimes:
         # Settings are listed under the table by a short id: their labels would not fit 80
@@ -282,39 +288,25 @@ def _print_tune(report: Any, stored: bool) -> None:
         table = _table(f"{regime.regime}: {rows} per call, session.run")
         table.add_column("step", justify="right", no_wrap=True)
         table.add_column("settings", no_wrap=True)
-        table.add_column("median\n±IQR/2", justify="right", no_wrap=True)
-        table.add_column("vs best\nin step", justify="right", no_wrap=True)
-        # The throughput regime's candidates are also judged on 100-row calls (tune.py).
-        mid = any(c.mid is not None for c in regime.candidates)
-        if mid:
-            table.add_column(f"at {MID_ROWS}\nrows", justify="right", no_wrap=True)
-        # ... and step two's close ones on large calls.
-        large_rows = max((c.large_rows for c in regime.candidates), default=0)
-        if large_rows:
-            table.add_column(f"at {large_rows:,}\nrows", justify="right", no_wrap=True)
+        for header in tune_columns(regime):
+            # On two lines each ("vs best" over "in step"), so the table fits 80 columns.
+            words = header.split(" ")
+            half = (len(words) + 1) // 2
+            table.add_column(
+                " ".join(words[:half]) + "\n" + " ".join(words[half:]),
+                justify="right",
+                no_wrap=True,
+            )
         table.add_column("", no_wrap=True)
-        steps = sorted({c.step for c in regime.candidates})
-        for step in steps:
-            group = [c for c in regime.candidates if c.step == step]
-            best = min(c.timing.median for c in group)
-            best_mid = min((c.mid.median for c in group if c.mid is not None), default=0.0)
-            best_large = min((c.large.median for c in group if c.large), default=0.0)
-            winner = regime.passed_on(step)
-            for i, c in enumerate(group):
-                chosen = c.settings == winner
-                key = ids[c.settings]
-                cells = [
-                    str(step) if i == 0 else "",
-                    f"[bold]{key}[/bold]" if chosen else key,
-                    f"{format_seconds(c.timing.median)} ±{c.timing.spread / 2:.0%}",
-                    f"{c.timing.median / best:.2f}×",
-                ]
-                if mid:
-                    cells.append(f"{c.mid.median / best_mid:.2f}×" if c.mid and best_mid else "")
-                if large_rows:
-                    cells.append(f"{c.large.median / best_large:.2f}×" if c.large else "")
-                cells.append(("← chosen" if step == steps[-1] else "← step 2") if chosen else "")
-                table.add_row(*cells, end_section=i == len(group) - 1)
+        for row in tune_rows(regime):
+            key = ids[row.settings]
+            table.add_row(
+                row.step,
+                f"[bold]{key}[/bold]" if row.chosen else key,
+                *row.cells,
+                row.mark,
+                end_section=row.ends_step,
+            )
         console.print(table)
         console.print("settings:")
         console.print(_legend([(key, settings.label()) for settings, key in ids.items()]))
