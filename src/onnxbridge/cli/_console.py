@@ -52,8 +52,12 @@ def _quiet_text(stream: TextIO | None, fd: int) -> TextIO:
         silence_fd(fd)
         return open(fd, "w", encoding="utf-8", closefd=False)
     stream.flush()
+    raw = _UnreadIsFine(fd, "w", closefd=False)
+    # Buffered as the stream it replaces: unbuffered under ``python -u`` / PYTHONUNBUFFERED, so
+    # a reader sees each line when it is written.
+    buffered = isinstance(getattr(stream, "buffer", None), io.BufferedWriter)
     return io.TextIOWrapper(
-        io.BufferedWriter(_UnreadIsFine(fd, "w", closefd=False)),
+        io.BufferedWriter(raw) if buffered else raw,
         encoding=stream.encoding,
         errors=stream.errors,
         line_buffering=stream.line_buffering,
