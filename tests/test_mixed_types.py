@@ -126,7 +126,7 @@ def test_dates_and_nested_values_are_named(tmp_path) -> None:
 
 
 def test_unknown_preprocess_mode(mixed_csv, tmp_path) -> None:
-    with pytest.raises(DataError, match=r"--preprocess 'magic' is not supported; use one of none"):
+    with pytest.raises(DataError, match=r"preprocess='magic' is not supported; use one of none"):
         train_bundle(
             str(mixed_csv),
             "LogisticRegression()",

@@ -250,7 +250,7 @@ def test_nan_refused_only_where_the_source_model_refuses_it(server) -> None:
             }
         ],
     )
-    _assert_error(predict, 422, ["missing values (NaN)", "allow-missing"])
+    _assert_error(predict, 422, ["missing values (NaN)", "?allow_missing=true"])
 
 
 def _binary(header: dict, blob: bytes, length: int | None = None) -> tuple[bytes, dict]:
