@@ -477,6 +477,9 @@ def page_env() -> dict[str, str]:
         TERM="dumb",
         MPLBACKEND="Agg",
         PYTHONHASHSEED="0",
+        # Lines reach the page in the order a terminal shows them (standard output is not held
+        # back until exit while warnings on standard error pass it), whatever the caller's setting.
+        PYTHONUNBUFFERED="1",
     )
     for name in ("FORCE_COLOR", "PYTEST_CURRENT_TEST", "PYTEST_ADDOPTS"):
         env.pop(name, None)
