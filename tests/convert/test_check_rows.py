@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from convert_support import Shifter, register_wrong_converter
 from onnxbridge import Bundle, convert_estimator
 from onnxbridge.data import blank_values
 from onnxbridge.errors import ConversionError
@@ -201,44 +201,15 @@ def test_a_sample_file_gives_its_complete_rows_first(tmp_path, capsys) -> None:
 
 
 # ----------------------------------------------- a prefix that fails while naming the step
-class _Shifter(TransformerMixin, BaseEstimator):
-    """Adds 1; its converter adds 2 (it diverges). Asked whether it is fitted, it cannot say."""
-
-    def fit(self, X, y=None):
-        self.n_features_in_ = np.shape(X)[1]
-        return self
-
-    def transform(self, X):
-        return np.asarray(X, dtype=np.float64) + 1.0
+class _Shifter(Shifter):
+    """A wrong converter's transformer that, asked whether it is fitted, cannot say."""
 
     def __sklearn_is_fitted__(self):
         raise NotImplementedError("fitted state lives elsewhere")
 
 
-def _shape(operator):
-    operator.outputs[0].type = operator.inputs[0].type.__class__([None, None])
-
-
-def _convert(scope, operator, container):
-    from onnx import TensorProto
-
-    double = "Double" in type(operator.inputs[0].type).__name__
-    two = scope.get_unique_variable_name("two")
-    container.add_initializer(two, TensorProto.DOUBLE if double else TensorProto.FLOAT, [1], [2.0])
-    container.add_node("Add", [operator.inputs[0].full_name, two], [operator.outputs[0].full_name])
-
-
-def _example():
-    X = np.arange(6, dtype=float).reshape(3, 2)
-    return _Shifter().fit(X), X
-
-
 def test_a_prefix_failing_with_any_error_is_recorded_not_raised() -> None:
-    from onnxbridge import register_converter
-    from onnxbridge.convert import ConverterSpec, find_converter
-
-    if find_converter(_Shifter) is None:
-        register_converter(ConverterSpec(_Shifter, _shape, _convert, _example))
+    register_wrong_converter(_Shifter)
     X, y = _numbers(200, 3)
     model = Pipeline([("shift", _Shifter()), ("model", LogisticRegression())]).fit(X, y)
     with pytest.raises(ConversionError) as caught:

@@ -9,12 +9,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
+from convert_support import Shifter, register_wrong_converter
 from onnxbridge import Bundle, convert_bundle, convert_estimator, read_metadata
 from onnxbridge.convert.opsets import choose_opsets, onnxruntime_max_opset, skl2onnx_max_opset
 from onnxbridge.errors import ConversionError, DataError, MissingConverterError, ModelNotFittedError
@@ -401,45 +402,13 @@ def test_integer_column_indices_keep_the_single_input(iris_frame) -> None:
 
 
 # ------------------------------------------------------------------- the check before writing
-class _Shifter(TransformerMixin, BaseEstimator):
-    """Adds 1 to every value; its registered converter (below) adds 2: a wrong converter."""
-
-    def fit(self, X, y=None):
-        self.n_features_in_ = np.shape(X)[1]
-        return self
-
-    def transform(self, X):
-        return np.asarray(X, dtype=np.float64) + 1.0
-
-
-def _shifter_shape(operator):
-    operator.outputs[0].type = operator.inputs[0].type.__class__([None, None])
-
-
-def _shifter_convert(scope, operator, container):
-    from onnx import TensorProto
-
-    double = "Double" in type(operator.inputs[0].type).__name__
-    two = scope.get_unique_variable_name("two")
-    container.add_initializer(two, TensorProto.DOUBLE if double else TensorProto.FLOAT, [1], [2.0])
-    container.add_node("Add", [operator.inputs[0].full_name, two], [operator.outputs[0].full_name])
-
-
-def _shifter_example():
-    X = np.arange(6, dtype=float).reshape(3, 2)
-    return _Shifter().fit(X), X
+class _Shifter(Shifter):
+    """Adds 1 to every value; its registered converter adds 2: a wrong converter."""
 
 
 @pytest.fixture(scope="module")
 def wrong_converter():
-    from onnxbridge import register_converter
-    from onnxbridge.convert import ConverterSpec, find_converter
-
-    if find_converter(_Shifter) is None:
-        register_converter(
-            ConverterSpec(_Shifter, _shifter_shape, _shifter_convert, _shifter_example)
-        )
-    return _Shifter
+    return register_wrong_converter(_Shifter)
 
 
 def _shifted_model(iris_frame):
