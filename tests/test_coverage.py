@@ -301,7 +301,8 @@ def test_cli_lists_the_estimators_and_refuses_bad_options(
     assert main(["coverage", "--only", "PCA", "--timeout", "-1"]) == 2
     assert "error: --timeout -1.0 is not allowed: it must be > 0 seconds" in capsys.readouterr().err
     assert main(["coverage", "--only", "PCA", "--atol", "-1"]) == 2
-    assert "error: tolerances must be >= 0, got --atol -1.0; e.g. --atol 1e-5" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: tolerances must be >= 0, got --atol -1.0; e.g. --atol 1e-5" in err
 
 
 def test_the_committed_coverage_page_is_current() -> None:

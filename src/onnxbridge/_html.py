@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 __all__ = ["Html", "badge", "escape", "fmt_number", "heading", "paragraph", "table"]
@@ -61,25 +61,40 @@ def paragraph(*parts: Any) -> Html:
     return Html(f'<p style="margin:0.2em 0">{" ".join(escape(p) for p in parts)}</p>')
 
 
-def _cell(tag: str, value: Any) -> str:
+def _cell(tag: str, value: Any, right: bool | None) -> str:
     if value is None:
         value = "-"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return f'<{tag} style="{_CELL_STYLE}text-align:left">{escape(value)}</{tag}>'
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number:
+        value = str(value) if isinstance(value, int) else fmt_number(value)
     # Numbers right-aligned so their digits line up.
-    text = str(value) if isinstance(value, int) else fmt_number(value)
-    return f'<{tag} style="{_CELL_STYLE}text-align:right">{escape(text)}</{tag}>'
+    align = "right" if (number if right is None else right) else "left"
+    return f'<{tag} style="{_CELL_STYLE}text-align:{align}">{escape(value)}</{tag}>'
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Html:
+def table(
+    header: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    right: Collection[int] | None = None,
+) -> Html:
     """A ``<table>`` with one header row; cells are escaped unless they are :class:`Html`.
 
     Args:
         header: the column titles; empty for a table without a header row (field, value).
         rows: one sequence of cells per row; ints and floats are right-aligned, floats shown on
             three significant digits, None as ``-``.
+        right: the columns to right-align whatever their cells hold (numbers already formatted
+            as text, such as ``1.2 ms``); the others are then left-aligned.
     """
+
+    def align(i: int) -> bool | None:
+        return None if right is None else i in right
+
     head = "".join(f'<th style="{_HEAD_STYLE}">{escape(title)}</th>' for title in header)
     thead = f"<thead><tr>{head}</tr></thead>" if header else ""
-    body = "".join("<tr>" + "".join(_cell("td", v) for v in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(_cell("td", v, align(i)) for i, v in enumerate(row)) + "</tr>"
+        for row in rows
+    )
     return Html(f'<table style="{_TABLE_STYLE}">{thead}<tbody>{body}</tbody></table>')
