@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from onnxbridge import Predictor, convert_estimator
+from onnxbridge._meta import role_parts
 from onnxbridge.convert import expected_outputs, registered_converters
-from onnxbridge.convert.metadata import role_parts
 
 # Float32 graphs that differ from scikit-learn on purpose: convert returns them only with
 # allow_divergent, and warns.

@@ -1,11 +1,11 @@
-"""The one rule for values a graph input can take (onnxbridge.convert.values), on its own."""
+"""The one rule for values a graph input can take (onnxbridge._values), on its own."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from onnxbridge.convert.values import (
+from onnxbridge._values import (
     VALUE_LIMITS,
     all_finite,
     cast_values,

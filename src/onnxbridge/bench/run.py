@@ -279,8 +279,8 @@ def model_facts(
 def _time_conversion(
     estimator: Any, sample: pd.DataFrame, onnx_path: Path, *, repeat: int
 ) -> Timing | None:
+    from onnxbridge._meta import ModelMetadata
     from onnxbridge.convert import convert_estimator
-    from onnxbridge.convert.metadata import ModelMetadata
 
     meta = Predictor(onnx_path).metadata
     opsets: dict[str, int] = meta.opsets if isinstance(meta, ModelMetadata) else {}

@@ -21,9 +21,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from onnxbridge._meta import role_parts
 from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
-from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import DataError
 
 __all__ = ["parse_tolerance", "print_validation", "validate_command"]

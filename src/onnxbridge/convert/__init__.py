@@ -1,7 +1,7 @@
 """Conversion of fitted estimators to ONNX: opsets, input types, options, metadata, checks."""
 
+from onnxbridge._meta import ModelMetadata, read_metadata, write_metadata
 from onnxbridge.convert.core import ConversionResult, convert_bundle, convert_estimator
-from onnxbridge.convert.metadata import ModelMetadata, read_metadata, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets
 from onnxbridge.convert.registry import (
     ConverterSpec,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.metadata import role_parts
+from onnxbridge._meta import role_parts
 from onnxbridge.convert.roles import same_labels
 from onnxbridge.errors import DataError
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._meta import ModelMetadata, input_block, write_metadata
 from onnxbridge.bundle import (
     ONNX_NAME,
     Bundle,
@@ -31,7 +32,6 @@ from onnxbridge.bundle import (
 from onnxbridge.convert.check import ConversionCheck
 from onnxbridge.convert.folding import fold_scaling_into_linear
 from onnxbridge.convert.given_rows import conversion_rows
-from onnxbridge.convert.metadata import ModelMetadata, input_block, write_metadata
 from onnxbridge.convert.opsets import OpsetChoice, choose_opsets, fallback_opsets
 from onnxbridge.convert.registry import accepts_option, load_converters, tree_default_options
 from onnxbridge.convert.roles import model_task, output_roles, reference_method, target_classes

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.metadata import role_parts, target_role
+from onnxbridge._meta import role_parts, target_role
 from onnxbridge.errors import ConversionError
 
 __all__ = [

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._meta import input_block
 from onnxbridge.convert.agreement import Tolerance, compare_output
-from onnxbridge.convert.metadata import input_block
 from onnxbridge.convert.roles import expected_outputs
 from onnxbridge.data import normalize_features
 from onnxbridge.errors import ConversionError, first_line

@@ -20,7 +20,7 @@ arrays of the right width, tensor outputs whose shape depends on the row count a
 with no lock on the way), so concurrent callers never share one. Whenever
 ``try_run`` returns ``None`` the caller runs the plain path, which also raises the proper error
 for bad input — a value the input's element type cannot take
-(:mod:`onnxbridge.convert.values`) or a missing value the model refuses. This module imports
+(:mod:`onnxbridge._values`) or a missing value the model refuses. This module imports
 neither scikit-learn nor ``onnx``.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.values import all_finite, misfits, within_range
+from onnxbridge._values import all_finite, misfits, within_range
 
 __all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.metadata import ModelMetadata, input_block, role_parts, target_role
-from onnxbridge.convert.values import all_finite, cast_values, refuse_table_misfits
+from onnxbridge._meta import ORT_TO_NUMPY, ModelMetadata, input_block, role_parts, target_role
+from onnxbridge._values import all_finite, cast_values, refuse_table_misfits
 from onnxbridge.data import normalize_features, preview_names
 from onnxbridge.errors import (
     AcceleratorError,
@@ -59,18 +59,6 @@ OUTPUT_NAN_CHECK_MIN_ROWS = 2048
 OUTPUT_NAN_CHECK_MAX_COLUMNS = 1024
 # Predictor._output_check keeps its answer for this many row counts.
 _OUTPUT_CHECK_COUNTS = 64
-
-_ORT_TO_NUMPY = {
-    "tensor(float)": np.float32,
-    "tensor(double)": np.float64,
-    "tensor(float16)": np.float16,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(bool)": np.bool_,
-    "tensor(string)": np.object_,
-}
 
 
 @dataclass(slots=True)
@@ -375,7 +363,7 @@ class Predictor:
         self._width = len(self.feature_names) if self.feature_names else self._input_width()
         if not self._multi_input():
             refused = self._refuses_missing()
-            fast_input = fast_input_of(self.inputs, _ORT_TO_NUMPY, self._width, refused)
+            fast_input = fast_input_of(self.inputs, ORT_TO_NUMPY, self._width, refused)
         # (input name, dtype, width, refuses NaN) of a single tensor input: large arrays skip
         # prepare() (_array_feeds).
         self._fast_input = fast_input
@@ -608,10 +596,10 @@ class Predictor:
     def input_dtype(self) -> np.dtype | None:
         """The numpy element type of the model's one tensor input (None: several inputs, or
         one of a type numpy has no match for); what its values are cast to and checked
-        against (:mod:`onnxbridge.convert.values`)."""
+        against (:mod:`onnxbridge._values`)."""
         if len(self.inputs) != 1 or self._multi_input():
             return None
-        dtype = _ORT_TO_NUMPY.get(self.inputs[0].type)
+        dtype = ORT_TO_NUMPY.get(self.inputs[0].type)
         return None if dtype is None else np.dtype(dtype)
 
     @property
@@ -682,7 +670,7 @@ class Predictor:
                 "yourself with Predictor.run"
             )
         spec = self.inputs[0]
-        dtype = _ORT_TO_NUMPY.get(spec.type)
+        dtype = ORT_TO_NUMPY.get(spec.type)
         if dtype is None:
             raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, pd.DataFrame):
@@ -960,7 +948,7 @@ class Predictor:
         """:meth:`_output_check`'s answer for ``session``, probed once."""
         spec = self.inputs[0]
         width = self._width
-        dtype = _ORT_TO_NUMPY.get(spec.type)
+        dtype = ORT_TO_NUMPY.get(spec.type)
         if not width or width > OUTPUT_NAN_CHECK_MAX_COLUMNS:
             return None
         if dtype is None or np.dtype(dtype).kind != "f":

@@ -13,20 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from onnxbridge.convert.metadata import role_parts
+from onnxbridge._meta import ORT_TO_NUMPY, role_parts
 from onnxbridge.errors import InferenceError, SchemaMismatchError
 from onnxbridge.runtime import PredictionResult, Predictor
 from onnxbridge.score.rows import CheckedBatch, RowPlan
 
 __all__ = ["ScoredBatch", "empty_table", "score_batch"]
-
-_ORT_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(double)": np.float64,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(string)": np.object_,
-}
 
 
 @dataclass
@@ -98,7 +90,7 @@ def empty_table(predictor: Predictor, plan: RowPlan, keep_schema: pa.Schema) -> 
         out = by_name.get(name)
         if out is None:
             continue
-        dtype = _ORT_TYPES.get(out.type, np.float32)
+        dtype = ORT_TO_NUMPY.get(out.type, np.float32)
         shape = out.shape
         width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
         base, target = role_parts(role)

@@ -2,7 +2,7 @@
 
 A row is bad when one of the model's numeric columns holds text that is not a number, or a
 number its graph input cannot take (``inf``, ``-inf``, a value beyond float32's range for a
-float32 input: the rule of :mod:`onnxbridge.convert.values`, which ``predict`` and the server
+float32 input: the rule of :mod:`onnxbridge._values`, which ``predict`` and the server
 apply too), when a required column is missing from its file, or when it has a missing value
 (NaN) and the source model refuses missing values (recorded at conversion; ``--allow-missing``
 lets them through, as in ``predict``). Everything else — column matching, the cast to the
@@ -22,8 +22,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from onnxbridge.convert.metadata import INPUT_DTYPES
-from onnxbridge.convert.values import misfit_reason, misfits
+from onnxbridge._meta import INPUT_DTYPES
+from onnxbridge._values import misfit_reason, misfits
 from onnxbridge.data import preview_names
 from onnxbridge.errors import BadRowError
 from onnxbridge.runtime import Predictor

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.values import cast_values, first_misfit
+from onnxbridge._values import cast_values, first_misfit
 from onnxbridge.errors import InferenceRequestError, MalformedRequestError
 
 __all__ = [
@@ -129,7 +129,7 @@ def decode_json_tensor(
     Raises:
         InferenceRequestError: values of the wrong kind, ragged nesting, a count that does not
             match the shape, or a value the datatype cannot take (out of its range, ±inf:
-            :mod:`onnxbridge.convert.values`, the rule every path applies).
+            :mod:`onnxbridge._values`, the rule every path applies).
     """
     dtype = DATATYPES[datatype]
     count = math.prod(shape)
@@ -183,7 +183,7 @@ def _nulls_as_nan(raw: np.ndarray, allowed: str) -> np.ndarray:
 
 def _refuse_misfit(name: str, datatype: str, given: np.ndarray, array: np.ndarray) -> None:
     """Refuse the first value of ``given`` (cast: ``array``) that the datatype cannot take —
-    out of range, ±inf, a BOOL byte other than 0/1 (:mod:`onnxbridge.convert.values`)."""
+    out of range, ±inf, a BOOL byte other than 0/1 (:mod:`onnxbridge._values`)."""
     misfit = first_misfit(given, array.dtype, array, type_name=datatype)
     if misfit is not None:
         raise InferenceRequestError(

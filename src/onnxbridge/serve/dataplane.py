@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.values import all_finite
+from onnxbridge._values import all_finite
 from onnxbridge.data import preview_names
 from onnxbridge.errors import InferenceRequestError
 from onnxbridge.serve.codecs import decode_binary_tensor, decode_json_tensor, parse_shape

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._meta import role_parts
 from onnxbridge.bundle import ONNX_NAME, Bundle
-from onnxbridge.convert.metadata import role_parts
 from onnxbridge.data import FeatureSchema, blank_column, read_table
 from onnxbridge.errors import DataError, InferenceError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
@@ -531,7 +531,7 @@ def _rows(data: Any, predictor: Predictor, estimator: Any) -> pd.DataFrame:
         frame = frame[names]
     if predictor.metadata is not None:
         # A text column read as numbers (a CSV of zip codes, say) is text to the model: give
-        # scikit-learn the text ONNX Runtime gets ("10" for 10; convert.metadata.input_block).
+        # scikit-learn the text ONNX Runtime gets ("10" for 10; _meta.input_block).
         for feature in predictor.metadata.features.features:
             column = frame.get(feature.name)
             if feature.kind != "numeric" and column is not None and column.dtype != object:

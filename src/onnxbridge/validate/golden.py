@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._meta import role_parts
 from onnxbridge.bundle import Bundle, atomic_write_path, file_sha256, library_versions, now_iso
-from onnxbridge.convert.metadata import role_parts
 from onnxbridge.errors import BundleError
 from onnxbridge.runtime import Predictor
 from onnxbridge.validate.compare import Tolerance, compare_output, role_tolerance

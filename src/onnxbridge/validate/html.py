@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.convert.metadata import role_parts
+from onnxbridge._meta import role_parts
 from onnxbridge.validate.report import ValidationReport
 
 __all__ = ["render_html"]

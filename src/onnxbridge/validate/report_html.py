@@ -9,7 +9,7 @@ full page with histograms and worst rows is ``reports/validation.html``
 from __future__ import annotations
 
 from onnxbridge._html import Html, badge, escape, heading, paragraph, table
-from onnxbridge.convert.metadata import role_parts
+from onnxbridge._meta import role_parts
 from onnxbridge.validate.report import ProbeSetResult, ValidationReport
 
 __all__ = ["report_html"]

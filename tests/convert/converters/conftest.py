@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from onnxbridge import Predictor, convert_estimator
+from onnxbridge._meta import role_parts
 from onnxbridge.convert import expected_outputs
-from onnxbridge.convert.metadata import role_parts
 
 # The common test's tolerances: float32 keeps about 7 digits, float64 far more.
 TOLERANCE = {"float": 1e-4, "double": 1e-7}

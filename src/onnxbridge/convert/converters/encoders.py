@@ -1,7 +1,7 @@
 """OneHotEncoder and OrdinalEncoder, with missing values encoded as scikit-learn encodes them.
 
 ONNX string tensors have no missing value: onnxbridge feeds a missing text value as ``""`` (see
-``onnxbridge.convert.metadata.input_block``) and hands scikit-learn ``NaN``. skl2onnx's converters
+``onnxbridge._meta.input_block``) and hands scikit-learn ``NaN``. skl2onnx's converters
 know the NaN category only by its text ``"nan"``, so ``""`` was an unknown value (all zeros for
 ``handle_unknown="ignore"``) where scikit-learn uses the NaN category, and a text ``"nan"`` matched
 the NaN category where scikit-learn calls it unknown.

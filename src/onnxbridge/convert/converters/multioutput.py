@@ -30,8 +30,8 @@ from sklearn.datasets import make_multilabel_classification
 from sklearn.linear_model import LogisticRegression
 from sklearn.multioutput import ClassifierChain, MultiOutputClassifier
 
+from onnxbridge._meta import target_role
 from onnxbridge.convert.converters._meta import Nodes, float_tensor_type, label_tensor_type
-from onnxbridge.convert.metadata import target_role
 from onnxbridge.convert.registry import ConverterSpec, accepts_option, register_converter
 from onnxbridge.errors import ConversionError
 

@@ -5,7 +5,7 @@ skl2onnx's converter is replaced for three reasons:
 - It converts a SimpleImputer on a string input only when ``missing_values`` is itself a string,
   so the imputer of a mixed-type pipeline (``--preprocess auto``) does not convert. ONNX string
   tensors have no missing value: onnxbridge feeds a missing text value as ``""`` (see
-  ``onnxbridge.convert.metadata.input_block``), and this converter fills ``""`` with the
+  ``onnxbridge._meta.input_block``), and this converter fills ``""`` with the
   imputer's statistic.
 - It leaves out the indicator columns of ``add_indicator=True`` (see
   :mod:`onnxbridge.convert.converters.impute`) and keeps the features scikit-learn drops (no

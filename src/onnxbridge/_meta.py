@@ -13,7 +13,8 @@ source model predicts on a row whose value there is missing; ``missing_values`` 
 readers that know only the one word (``"refused"`` when any column is refused). A model written
 before the per-column record has only ``missing_values``: ``"refused"`` then means every column.
 
-This module imports neither scikit-learn nor skl2onnx: the runtime layer reads it.
+It also holds the one table of ONNX Runtime element types and their numpy types. This module
+sits below convert, runtime, serve and score, and imports neither scikit-learn nor skl2onnx.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge.convert.values import cast_values, refuse_table_misfits
+from onnxbridge._values import cast_values, refuse_table_misfits
 from onnxbridge.data import FeatureSchema
 
 __all__ = [
     "INPUT_DTYPES",
     "METADATA_PREFIX",
+    "ORT_TO_NUMPY",
     "ModelMetadata",
     "input_block",
     "read_metadata",
@@ -58,6 +60,18 @@ INPUT_DTYPES: dict[str, Any] = {
     "float64": np.float64,
     "int64": np.int64,
     "string": np.object_,
+}
+# ONNX Runtime's type strings (``NodeArg.type``) and the numpy element types they hold.
+ORT_TO_NUMPY: dict[str, Any] = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+    "tensor(string)": np.object_,
 }
 
 
@@ -213,7 +227,7 @@ def input_block(
         frame: the rows.
         columns: the columns the input takes, in order.
         dtype: the input's element type (a key of :data:`INPUT_DTYPES`).
-        check: refuse values the element type cannot take (:mod:`onnxbridge.convert.values`):
+        check: refuse values the element type cannot take (:mod:`onnxbridge._values`):
             ``inf``, a float64 value beyond float32's range, a non-integral value for int64.
 
     Raises:
