@@ -19,8 +19,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 # converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
-    {"_files", "_html"},
+    {"_files", "_html", "_values"},
     {"data"},
+    {"_meta"},
     {"train", "_labels"},
     {"bundle"},
     {"convert"},
