@@ -2,6 +2,8 @@
 
 Every benchmark keeps its latest run in ``benchmarks/results/<name>.json``: the command that made
 it, the machine, the date, its tables (medians with their spread) and its goals, met or not.
+``benchmarks/record.py`` runs a benchmark script and keeps its output there as the latest run;
+``benchmarks/reference.py`` writes ``reference.json`` itself, goals judged.
 This script renders them all, one section per benchmark, in their ``order``; earlier runs live in
 git's history, not on the page.
 
@@ -90,7 +92,7 @@ def part_lines(part: dict[str, Any]) -> list[str]:
 
 def goal_lines(goals: list[dict[str, Any]]) -> list[str]:
     """The goals of a benchmark, one line each: the goal, the result, met or not."""
-    verdict = {True: "**met**", False: "**not met**", None: "not measured"}
+    verdict = {True: "**met**", False: "**not met**", None: "not judged"}
     return [f"- {verdict[g['met']]}: {g['goal']} → {g['result']}" for g in goals]
 
 

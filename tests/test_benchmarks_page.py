@@ -165,3 +165,60 @@ def test_reference_refuses_a_missing_baseline_and_writes_nothing(tmp_path: Path)
         "e.g. git worktree add ../before main"
     ]
     assert not out.exists()
+
+
+def _results_copy(tmp_path: Path) -> tuple[Path, Path]:
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    return results, tmp_path / "benchmarks.md"
+
+
+def test_record_keeps_a_command_output_as_the_latest_run(tmp_path: Path) -> None:
+    results, page = _results_copy(tmp_path)
+    before = json.loads((results / "serve_load.json").read_text(encoding="utf-8"))
+    command = [sys.executable, "-c", "print('1 row JSON, c=8: 12 345 req/s')"]
+    where = ["--results", str(results), "--page", str(page)]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/record.py",
+            "serve_load",
+            "--run",
+            "2",
+            *where,
+            "--",
+            *command,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    after = json.loads((results / "serve_load.json").read_text(encoding="utf-8"))
+    assert after["runs"][0] == before["runs"][0]  # the other run stays
+    run = after["runs"][1]
+    assert run["parts"] == [{"output": "1 row JSON, c=8: 12 345 req/s"}]
+    assert run["commands"][0].endswith("-c 'print('\"'\"'1 row JSON, c=8: 12 345 req/s'\"'\"')'")
+    assert run["machine"]["cores"] >= 1 and len(run["date"]) == 10
+    assert [g["goal"] for g in after["goals"]] == [g["goal"] for g in before["goals"]]
+    assert {g["met"] for g in after["goals"]} == {None}
+    text = page.read_text(encoding="utf-8")
+    assert "1 row JSON, c=8: 12 345 req/s" in text
+    assert "- not judged: single-row JSON at c=8" in text
+
+
+def test_record_changes_nothing_when_the_command_fails(tmp_path: Path) -> None:
+    results, page = _results_copy(tmp_path)
+    before = (results / "engines.json").read_text(encoding="utf-8")
+    where = ["--results", str(results), "--page", str(page)]
+    failing = [sys.executable, "-c", "raise SystemExit(3)"]
+    done = subprocess.run(
+        [sys.executable, "benchmarks/record.py", "engines", *where, "--", *failing],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 3
+    assert "error: the command failed (3);" in done.stdout and "is unchanged" in done.stdout
+    assert (results / "engines.json").read_text(encoding="utf-8") == before
+    assert not page.exists()
