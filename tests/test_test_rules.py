@@ -40,21 +40,38 @@ def _root_name(node: ast.expr) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _attribute_read(node: ast.AST) -> tuple[ast.expr | None, str | None]:
+    """The object and attribute name a node reads: ``x.name`` or ``getattr(x, "name"[, d])``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        return node.value, node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None, None
+
+
 def private_reads(source: str) -> list[tuple[int, str]]:
-    """Lines and text of attribute reads ``x._name`` on anything but ``self``/``cls`` or the
-    ``onnxbridge`` package's own modules, dunders and :data:`PUBLIC_UNDERSCORE` excepted."""
+    """Lines and text of attribute reads ``x._name`` (or ``getattr(x, "_name")``) on anything but
+    ``self``/``cls`` or the ``onnxbridge`` package's own modules, dunders and
+    :data:`PUBLIC_UNDERSCORE` excepted."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)):
+        owner, name = _attribute_read(node)
+        if owner is None or name is None:
             continue
-        name = node.attr
         if not name.startswith("_") or name.startswith("__") or name in PUBLIC_UNDERSCORE:
             continue
         if name.endswith("_") and len(name) > 2:
             continue  # a protocol such as _repr_html_
-        if isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}:
+        if isinstance(owner, ast.Name) and owner.id in {"self", "cls"}:
             continue
-        if _root_name(node.value) == "onnxbridge":
+        if _root_name(owner) == "onnxbridge":
             continue  # a module of the package, e.g. onnxbridge._meta.ORT_TO_NUMPY
         found.append((node.lineno, ast.unparse(node)))
     return sorted(found)
@@ -128,6 +145,9 @@ def test_every_clock_allowed_file_exists() -> None:
         ("report._repr_html_()", []),
         ("obj._x = 1", []),  # a write, not a read
         ("x = 1\ny = model._fct", [(2, "model._fct")]),
+        ("getattr(predictor, '_sessions', None)", [(1, "getattr(predictor, '_sessions', None)")]),
+        ("getattr(self, '_x')", []),
+        ("getattr(obj, 'public')", []),
     ],
 )
 def test_private_reads_finds_what_it_should(source: str, found: list) -> None:
