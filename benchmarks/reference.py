@@ -419,6 +419,7 @@ def _shown_command(args: argparse.Namespace) -> list[str]:
     shown.append("--baseline-src OLD_CHECKOUT/src")
     shown += ["--quick"] if args.quick else []
     shown += [f"--repeat {args.repeat}", f"--score-rows {args.score_rows}"]
+    shown += [f"--skip {','.join(sorted(args.skip))}"] if args.skip else []
     return shown
 
 
@@ -435,8 +436,11 @@ def measure_all(args: argparse.Namespace, sides: dict[str, Path]) -> dict[str, A
         work = Path(tmp)
         command = [sys.executable, __file__, "--child", "convert", "--work", str(work)]
         run_with(sides["current"], [*command, "--models", ",".join(names)])
-        print("predict ...", file=sys.stderr, flush=True)
-        measured["predict"] = time_predict(sides, work, names, sizes, args)
+        if "predict" in args.skip:
+            measured["skipped"].append("predict (--skip predict)")
+        else:
+            print("predict ...", file=sys.stderr, flush=True)
+            measured["predict"] = time_predict(sides, work, names, sizes, args)
         if "serve" in args.skip:
             measured["skipped"].append("serve (--skip serve)")
         elif subprocess.run(["sh", "-c", "command -v wrk"], capture_output=True).returncode:
@@ -463,7 +467,7 @@ def main() -> None:
     parser.add_argument("--score-data", type=Path, default=None)
     parser.add_argument("--serve-seconds", type=int, default=None, help="[4; quick 2]")
     parser.add_argument("--min-time", type=float, default=None, help="[0.2; quick 0.05]")
-    parser.add_argument("--skip", default="", help="comma-separated: serve, score")
+    parser.add_argument("--skip", default="", help="comma-separated: predict, serve, score")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--child", choices=("convert", "predict"), help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
