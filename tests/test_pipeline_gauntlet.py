@@ -340,7 +340,6 @@ def test_numeric_table_with_preprocess_auto_through_the_cli(tmp_path: Path, caps
 def test_serve_answers_records_for_a_model_with_one_input_per_column(tmp_path: Path) -> None:
     """A real server on 127.0.0.1 takes records of the numbers-only table, NaN included."""
     import threading
-    import time
 
     import httpx
     import uvicorn
@@ -348,6 +347,7 @@ def test_serve_answers_records_for_a_model_with_one_input_per_column(tmp_path: P
     from onnxbridge import load_estimator
     from onnxbridge.serve import create_app
     from onnxbridge.serve.settings import ServeSettings
+    from wait_support import wait_until
 
     X, y = table("bool", n=300)
     data = tmp_path / "num.csv"
@@ -362,10 +362,8 @@ def test_serve_answers_records_for_a_model_with_one_input_per_column(tmp_path: P
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        wait_until(lambda: server.started or not thread.is_alive(), timeout=60)
+        assert server.started, "server did not start"
         port = server.servers[0].sockets[0].getsockname()[1]
         rows = pd.concat([X.head(8), X[X["age"].isna()].head(2)], ignore_index=True)
         assert rows["age"].isna().any()  # a missing number among them: the model imputes it

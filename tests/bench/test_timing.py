@@ -6,25 +6,67 @@ import time
 
 import pytest
 
-from onnxbridge.bench import measure_many, spins_between_runs
+from onnxbridge.bench import measure, measure_many, spins_between_runs
 from onnxbridge.bench.tune import stage_one_candidates
 from onnxbridge.runtime.settings import SessionSettings
 
 
-def test_cooldown_pauses_after_the_named_calls_only() -> None:
+def test_cooldown_pauses_after_the_named_calls_only(monkeypatch: pytest.MonkeyPatch) -> None:
     order: list[str] = []
+    # The pauses are recorded in call order instead of slept: what is asserted is where they
+    # fall, not how long anything took.
+    monkeypatch.setattr(time, "sleep", lambda seconds: order.append(f"pause {seconds}"))
     calls = {"spinner": lambda: order.append("spinner"), "next": lambda: order.append("next")}
-    start = time.perf_counter()
     timings = measure_many(calls, repeat=3, min_time=1e-4, cooldown={"spinner": 0.05})
-    elapsed = time.perf_counter() - start
-    # One pause after the calibration and after each of the 3 repeats of "spinner".
-    assert elapsed >= 4 * 0.05
     assert set(timings) == {"spinner", "next"}
-    # The pause is not counted in the call's own time.
-    assert timings["spinner"].median < 0.01
-    with_none = time.perf_counter()
+    pauses = [i for i, entry in enumerate(order) if entry.startswith("pause")]
+    # One pause after the calibration and after each of the 3 repeats of "spinner".
+    assert len(pauses) == 4
+    assert all(order[i] == "pause 0.05" and order[i - 1] == "spinner" for i in pauses)
+    order.clear()
     measure_many(calls, repeat=3, min_time=1e-4)
-    assert time.perf_counter() - with_none < elapsed
+    assert not [entry for entry in order if entry.startswith("pause")]
+
+
+def test_measure_runs_the_call_number_times_per_repeat() -> None:
+    count = 0
+
+    def call() -> None:
+        nonlocal count
+        count += 1
+
+    timing = measure(call, repeat=5, number=3)
+    assert count == 1 + 5 * 3  # one warm-up call, then 5 repeats of 3 calls
+    assert (timing.repeat, timing.number) == (5, 3)
+    assert timing.minimum <= timing.q1 <= timing.median <= timing.q3 <= timing.maximum
+    assert timing.spread >= 0
+    with pytest.raises(ValueError, match="repeat must be >= 1"):
+        measure(call, repeat=0)
+
+
+def test_measure_many_times_every_call_the_repeats_asked() -> None:
+    counts = {"a": 0, "b": 0, "c": 0}
+    progress: list[None] = []
+
+    def counter(name: str):
+        def call() -> None:
+            counts[name] += 1
+
+        return call
+
+    timings = measure_many(
+        {name: counter(name) for name in counts},
+        repeat=4,
+        min_time=1e-4,
+        progress=lambda: progress.append(None),
+    )
+    assert list(timings) == ["a", "b", "c"]
+    assert len(progress) == 3 * (4 + 1)  # each calibration and each repeat
+    for name, timing in timings.items():
+        assert timing.repeat == 4 and timing.number >= 1
+        # A warm-up call, the calibration's calls, then 4 repeats of ``number`` calls.
+        assert counts[name] >= 1 + 4 * timing.number + timing.number
+        assert timing.minimum <= timing.median <= timing.maximum
 
 
 @pytest.mark.parametrize(

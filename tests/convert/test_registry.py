@@ -36,8 +36,10 @@ def _example():
 
 @pytest.fixture
 def clean_registry(monkeypatch):
-    registry.load_converters()  # the real converters first, so the copy holds them
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    # A copy of the real registry (every converter loaded) that the test may add to; the real
+    # one comes back when the test ends.
+    copy = {spec.estimator: spec for spec in registry.registered_converters()}
+    monkeypatch.setattr(registry, "_REGISTRY", copy)
     return registry
 
 

@@ -180,40 +180,22 @@ def test_learned_nan_routing_is_kept(make, precision: str) -> None:
 def test_skl2onnx_drops_the_nan_routing_this_converter_keeps() -> None:
     """The reason the scikit-learn tree converters are replaced, measured."""
     from skl2onnx import convert_sklearn
-    from skl2onnx.common._registration import get_converter, get_shape_calculator
     from skl2onnx.common.data_types import FloatTensorType
+
+    from onnxbridge.convert.registry import upstream_converters
 
     X, y, _ = _with_nan()
     model = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, y.astype(float))
     assert find_converter(DecisionTreeRegressor).replaces.startswith("skl2onnx drops the NaN")
-    # skl2onnx's own converter, through its own alias.
-    from skl2onnx import update_registered_converter
-
-    theirs_converter = get_converter("SklearnDecisionTreeRegressor")
-    update_registered_converter(
-        DecisionTreeRegressor,
-        "SklearnDecisionTreeRegressor",
-        get_shape_calculator("SklearnDecisionTreeRegressor"),
-        theirs_converter._fct,
-        overwrite=True,
-        options=theirs_converter._options,
-    )
-    try:
+    ours_onnx = convert_estimator(model, X[:20], precision="float")
+    # skl2onnx's own converter, on the same model and rows.
+    with upstream_converters():
         upstream = convert_sklearn(model, initial_types=[("input", FloatTensorType([None, 4]))])
-    finally:
-        spec = find_converter(DecisionTreeRegressor)
-        update_registered_converter(
-            DecisionTreeRegressor,
-            spec.operator_alias,
-            spec.shape_calculator,
-            spec.converter,
-            overwrite=True,
-        )
     import onnxruntime as ort
 
     session = ort.InferenceSession(upstream.SerializeToString(), providers=["CPUExecutionProvider"])
     theirs = session.run(None, {"input": X.astype(np.float32)})[0].ravel()
-    ours = _run(convert_estimator(model, X[:20], precision="float"), X)["value"].ravel()
+    ours = _run(ours_onnx, X)["value"].ravel()
     expected = model.predict(X)
     assert np.abs(theirs - expected).max() > 0.1
     np.testing.assert_allclose(ours, expected, rtol=1e-6, atol=1e-6)

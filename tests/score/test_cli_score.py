@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +17,7 @@ import pytest
 
 from cli_support import assert_one_line_error, run
 from onnxbridge import Predictor
+from wait_support import wait_until
 
 
 def test_score_prints_a_summary_and_json(capsys, rows, tmp_path: Path, iris_model: Path) -> None:
@@ -119,11 +119,11 @@ def test_a_run_killed_half_way_leaves_only_complete_parts_and_resume_finishes_it
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 120
-    while len(list(out.glob("part-*.parquet"))) < 3 and time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        time.sleep(0.005)
+    wait_until(
+        lambda: len(list(out.glob("part-*.parquet"))) >= 3 or proc.poll() is not None,
+        timeout=120,
+        interval=0.005,
+    )
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"

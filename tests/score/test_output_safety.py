@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +17,7 @@ import pytest
 
 from cli_support import assert_one_line_error, run
 from onnxbridge import DataError, OnnxModelError, score
+from wait_support import wait_until
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, str]]:
@@ -194,9 +194,7 @@ def _start_long_job(model: Path, data: Path, out: Path) -> subprocess.Popen[str]
         text=True,
     )
     lock = out.parent / f".{out.name}.lock"
-    deadline = time.monotonic() + 60
-    while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: lock.exists() or proc.poll() is not None, timeout=60, interval=0.01)
     if proc.poll() is not None:
         _, stderr = proc.communicate()
         pytest.fail(f"the first run ended before it took the lock: {stderr}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from onnxbridge import Bundle, convert_bundle, train_bundle
 from onnxbridge.serve import create_app
 from onnxbridge.serve.connections import uvicorn_options
 from onnxbridge.serve.settings import ServeSettings
+from wait_support import wait_until
 
 
 class RunningServer:
@@ -43,11 +43,9 @@ class RunningServer:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 60
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.02)
+        started = wait_until(lambda: self.server.started or not self.thread.is_alive(), timeout=60)
+        if not (started and self.server.started):
+            raise RuntimeError("the test server did not start")
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.host = f"127.0.0.1:{port}"
         self.url = f"http://{self.host}"

@@ -7,13 +7,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from onnxbridge.cli.main import main
+from wait_support import wait_for_ready
 
 
 def _free_port() -> int:
@@ -44,16 +44,7 @@ def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> 
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                if httpx.get(f"{url}/v2/health/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+        wait_for_ready(process, url)
         body = {
             "inputs": [
                 {"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [6.7, 3.0, 5.2, 2.3]}
@@ -168,16 +159,7 @@ def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bund
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+        wait_for_ready(process, f"http://127.0.0.1:{port}")
         with socket.create_connection(("127.0.0.1", port)) as client:
             client.settimeout(30)
             client.sendall(b"GET /v2/health/live HTTP/1.1\r\nHo")

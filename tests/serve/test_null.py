@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,6 +24,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from onnxbridge import Predictor, convert_estimator
+from wait_support import wait_for_ready
 
 ROWS = pd.DataFrame({"a": [0.5, -1.0, 2.0], "b": [1.5, np.nan, 0.0], "city": ["paris", "", "oslo"]})
 
@@ -182,16 +182,7 @@ def test_serve_command_strict_v2_flag(iris_bundle, strict: bool) -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, process.communicate()
-            try:
-                if httpx.get(f"{url}/v2/health/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+        wait_for_ready(process, url)
         tensor = {"name": "input", "datatype": "FP32", "shape": [1, 4]}
         body = {"inputs": [{**tensor, "data": [6.7, None, 5.2, 2.3]}]}
         answer = httpx.post(f"{url}/v2/models/iris-rf/infer", json=body)

@@ -7,7 +7,6 @@ from the graph, and a graph edited so ONNX Runtime and onnx.reference compute di
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,23 +126,21 @@ def _wrong_doubler(scope: Any, operator: Any, container: Any) -> None:
     )
 
 
-@pytest.fixture
-def wrong_converter() -> Iterator[None]:
+@pytest.fixture(scope="module")
+def wrong_converter() -> None:
+    """The wrong converter, registered in skl2onnx for the two test-only classes above.
+
+    It stays registered after the tests: its aliases and classes exist only in this module, so
+    no other conversion can reach it, and skl2onnx has no public way to unregister one.
+    """
     from skl2onnx import update_registered_converter
-    from skl2onnx._supported_operators import sklearn_operator_name_map
-    from skl2onnx.common import _registration
 
     aliases = {
         Doubler: "OnnxbridgeTestWrongDoubler",
         StatelessDoubler: "OnnxbridgeTestWrongStatelessDoubler",
     }
     for cls, alias in aliases.items():
-        update_registered_converter(cls, alias, _doubler_shape, _wrong_doubler)
-    yield
-    for cls, alias in aliases.items():
-        del sklearn_operator_name_map[cls]
-        _registration._converter_pool.pop(alias, None)
-        _registration._shape_calculator_pool.pop(alias, None)
+        update_registered_converter(cls, alias, _doubler_shape, _wrong_doubler, overwrite=True)
 
 
 def test_pipeline_with_a_wrong_converter_names_the_step(wrong_converter, tmp_path: Path) -> None:
