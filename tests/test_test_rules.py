@@ -32,6 +32,13 @@ CLOCK_ALLOWED = frozenset(
 # with one underscore at both ends (``_repr_html_``) are public protocols, as IPython's display.
 PUBLIC_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 
+# (test file, attribute) pairs that must read another library's internals, each with the reason.
+PRIVATE_ALLOWED = {
+    # The test crafts a hostile model file: it changes scikit-learn's own node array, which
+    # only exists as a private attribute, to check that loading the file refuses it.
+    ("test_gadgets_damaged_trees.py", "_predictors"),
+}
+
 
 def _root_name(node: ast.expr) -> str | None:
     """The name an attribute chain starts from (``a`` for ``a.b.c``), if it starts from one."""
@@ -117,7 +124,11 @@ def _report(check, files: list[Path]) -> list[str]:
 
 
 def test_no_test_reads_a_private_attribute() -> None:
-    found = _report(private_reads, _test_files())
+    found = [
+        line
+        for line in _report(private_reads, _test_files())
+        if not any(f"{name}:" in line and f".{attr}" in line for name, attr in PRIVATE_ALLOWED)
+    ]
     assert not found, "private attributes read in tests:\n" + "\n".join(found)
 
 

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from sklearn.datasets import make_classification
 
 import onnxbridge
 from onnxbridge import Bundle, train_bundle
+from wait_support import wait_until
 
 COMMAND = [sys.executable, "-m", "onnxbridge.cli.main"]
 RF = "RandomForestClassifier(n_estimators=10, random_state=42)"
@@ -87,14 +87,21 @@ def _interrupt(
         env=ENV,
     )
     try:
-        deadline = time.monotonic() + 50
-        while not ready(process):
-            if may_finish and process.poll() is not None:
+        is_ready: list[bool] = []
+
+        def reached() -> bool:
+            # ready() may read the command's output: it is asked once per poll.
+            is_ready.append(ready(process))
+            return is_ready[-1] or process.poll() is not None
+
+        assert wait_until(reached, timeout=50, interval=0.005), (
+            "the command never reached the point to interrupt"
+        )
+        if not is_ready[-1]:
+            if may_finish:
                 process.communicate()
                 return None
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the command never reached the point to interrupt"
-            time.sleep(0.005)
+            raise AssertionError(process.communicate())
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=50)
     finally:

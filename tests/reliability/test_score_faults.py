@@ -27,6 +27,7 @@ import pytest
 
 from cli_support import assert_one_line_error, run
 from onnxbridge import convert_bundle, train_bundle
+from wait_support import wait_until
 
 Figures = Callable[[str, str, int | float | str], None]
 AREA = "score faults"
@@ -123,9 +124,7 @@ def hidden(root: Path) -> list[str]:
 
 def wait_for(ready: Callable[[], bool], proc: subprocess.Popen[str]) -> bool:
     """Wait until ``ready()`` (True) or the process ends (False)."""
-    deadline = time.monotonic() + 60
-    while not ready() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: ready() or proc.poll() is not None, timeout=60, interval=0.005)
     return proc.poll() is None
 
 

@@ -26,6 +26,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from socket_support import read_until_closed
+from wait_support import wait_for_ready
 
 WIDTH = 1000
 # The process must be gone this long after SIGTERM (far past every deadline used here), else
@@ -83,16 +84,7 @@ class Served:
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.process.poll() is None, self.process.communicate()
-            try:
-                if httpx.get(f"{self.url}/v2/health/ready").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not become ready"
-            time.sleep(0.1)
+        wait_for_ready(self.process, self.url)
 
     def stalled(self, partial: bytes) -> socket.socket:
         client = socket.create_connection(("127.0.0.1", self.port))
