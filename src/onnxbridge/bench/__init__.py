@@ -40,7 +40,7 @@ _MOVED_TO_TUNE = ("TuneReport", "read_tuning", "tune_model")
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED_TO_TUNE:
-        from onnxbridge import tune
+        import onnxbridge.tune
 
-        return getattr(tune, name)
+        return getattr(onnxbridge.tune, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
