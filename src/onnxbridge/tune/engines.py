@@ -7,6 +7,7 @@ from one row; one is recorded only when it is both equivalent and faster.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +40,27 @@ def tune_engines(
     estimator: Any,
     tuned: TuningSpec,
     throughput_rows: int,
-    workdir: Path,
     measure: Measure,
     *,
     write: bool,
 ) -> EngineResult:
-    """Build, check and time the compiled engines of ``estimator`` against ``tuned``."""
+    """Build, check and time the compiled engines of ``estimator`` against ``tuned``, in a
+    folder removed afterwards (what is recorded is copied into the bundle)."""
+    with tempfile.TemporaryDirectory(prefix="onnxbridge-tune-") as workdir:
+        return _tune_engines(
+            source, estimator, tuned, throughput_rows, Path(workdir), measure, write
+        )
+
+
+def _tune_engines(
+    source: BenchSource,
+    estimator: Any,
+    tuned: TuningSpec,
+    throughput_rows: int,
+    workdir: Path,
+    measure: Measure,
+    write: bool,
+) -> EngineResult:
     from onnxbridge.bench import accelerators as engines
 
     predictor = Predictor(source.onnx_path)

@@ -20,8 +20,6 @@ is stored in the model and the bundle's card (:mod:`onnxbridge.tune.store`). Wit
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata as importlib_metadata
@@ -115,7 +113,8 @@ def tune_model(
     )
     found = EngineResult(previous.accelerator if previous else None, [], [])
     if engines == "all":
-        found = _try_engines(source, estimator, spec, throughput_rows, measure, ticks, write)
+        step = replace(measure, progress=ticks.step("accelerators"))
+        found = tune_engines(source, estimator, spec, throughput_rows, step, write=write)
     spec = replace(
         spec,
         accelerator=found.record,
@@ -294,24 +293,6 @@ def _regimes_spec(
     else:
         limit = previous.latency_max_rows if previous else DEFAULT_LATENCY_MAX_ROWS
     return TuningSpec(latency, throughput, limit), boundary
-
-
-def _try_engines(
-    source: BenchSource,
-    estimator: Any,
-    spec: TuningSpec,
-    throughput_rows: int,
-    measure: Measure,
-    ticks: _Ticks,
-    write: bool,
-) -> EngineResult:
-    """``engines="all"``: compiled engines built in a folder removed afterwards."""
-    workdir = Path(tempfile.mkdtemp(prefix="onnxbridge-tune-"))
-    try:
-        step = replace(measure, progress=ticks.step("accelerators"))
-        return tune_engines(source, estimator, spec, throughput_rows, workdir, step, write=write)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _measured(
