@@ -102,7 +102,7 @@ def tune_model(
     plans = _plans(model, regime, latency_rows, throughput_rows, feeds_for)
     ticks = _Ticks(progress, _total(plans, regime, engines, cores, repeat))
     measure = Measure(model, latency_rows, repeat, min_time, margin, ticks.step(""))
-    results = {plan.regime: _search(plan, measure, ticks, cores) for plan in plans}
+    results: dict[str, RegimeResult] = {p.regime: _search(p, measure, ticks, cores) for p in plans}
     spec, boundary = _regimes_spec(
         results,
         previous,
@@ -151,7 +151,7 @@ def _estimator(source: BenchSource, engines: str, target: str | Path) -> Any:
 def _search(plan: RegimePlan, measure: Measure, ticks: _Ticks, cores: int) -> RegimeResult:
     """One regime's search, its progress labelled with the regime."""
     end = ticks.done + plan.steps(cores, repeat=measure.repeat)
-    step = ticks.step(f"{plan.regime}: {plan.rows:,} rows")
+    step = ticks.step(f"{plan.regime}: {plan.rows} rows")
     result = tune_regime(plan, replace(measure, progress=step), cores)
     ticks.done = end  # the steps counted for candidates step two did not time again
     return result

@@ -65,7 +65,7 @@ class Measure:
     def time(self, routers: list[Router], feeds: Feeds, *, repeat_factor: int = 1) -> list[Timing]:
         """Each router's ``run(feeds)``, timed with their repeats interleaved."""
         rows = len(next(iter(feeds.values())))
-        calls = {str(i): (lambda r=r: r.run(feeds)) for i, r in enumerate(routers)}
+        calls = {str(i): _call(r, feeds) for i, r in enumerate(routers)}
         timings = measure_many(
             calls,
             repeat=self.repeat * repeat_factor,
@@ -141,6 +141,10 @@ def _time_shared(routers: list[Router], measure: Measure, feeds: Feeds) -> list[
     timings = measure.time([routers[first[k]] for k in distinct], feeds)
     timed = dict(zip(distinct, timings, strict=True))
     return [timed[key] for key in keys]
+
+
+def _call(router: Router, feeds: Feeds) -> Callable[[], object]:
+    return lambda: router.run(feeds)
 
 
 def _ratios(timings: list[Timing]) -> list[float]:
