@@ -45,6 +45,9 @@ def test_tune_stores_the_winners_where_predictor_reads_them(any_bundle: Bundle) 
         assert "1 thread, no spin, sequential, opt all" in labels
         assert "auto threads, spin, sequential, opt all" in labels
         assert any(label.endswith("opt disabled") for label in labels)
+    # engines="onnxruntime" by default: no compiled engine built, tried or recorded.
+    assert report.accelerators == [] and report.accelerators_skipped == []
+    assert spec.accelerator is None
     assert spec.latency == report.regimes[0].winner
     assert spec.throughput == report.regimes[1].winner
     assert 1 <= spec.latency_max_rows <= 200
