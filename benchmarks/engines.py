@@ -59,10 +59,11 @@ from typing import Any
 import numpy as np
 
 from onnxbridge import Predictor, convert_estimator, train_bundle
-from onnxbridge.bench import SPIN_COOLDOWN, measure_many, tune_model
+from onnxbridge.bench import SPIN_COOLDOWN, measure_many
 from onnxbridge.bench.accelerators import build_candidates, check_candidate, probe_rows
 from onnxbridge.errors import first_line
 from onnxbridge.runtime import SessionSettings
+from onnxbridge.tune import tune_model
 
 MODELS = ("reference", "rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
 # Batches from this size run on the accelerator in the ``onnxbridge-accel`` engine: the smallest

@@ -26,7 +26,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench", "score", "serve"},
+    {"validate", "bench", "score", "serve", "tune"},
     {"coverage"},
     {"cli"},
     {"__init__"},

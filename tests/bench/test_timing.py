@@ -7,8 +7,8 @@ import time
 import pytest
 
 from onnxbridge.bench import measure, measure_many, spins_between_runs
-from onnxbridge.bench.tune import stage_one_candidates
 from onnxbridge.runtime.settings import SessionSettings
+from onnxbridge.tune import stage_one_candidates
 
 
 def test_cooldown_pauses_after_the_named_calls_only(monkeypatch: pytest.MonkeyPatch) -> None:

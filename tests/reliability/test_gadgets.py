@@ -296,8 +296,8 @@ def _native_gadget_bundle(bundle: Bundle, tmp_path: Path) -> tuple[Path, Path]:
     """``bundle`` with a recorded "accelerator" whose library runs code as it is opened (a C
     constructor that writes a marker file), hashed in card.json as tune records it."""
     from onnxbridge.bench.source import open_source
-    from onnxbridge.bench.tune import _keep_artifact, store_tuning
     from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+    from onnxbridge.tune.store import keep_artifact, store_tuning
 
     marker = tmp_path / "marker.txt"
     source_file = tmp_path / "gadget.c"
@@ -314,7 +314,7 @@ def _native_gadget_bundle(bundle: Bundle, tmp_path: Path) -> tuple[Path, Path]:
         "engine": "tl2cgen",
         "threads": 1,
         "min_rows": 1,
-        "library": _keep_artifact(source, library),
+        "library": keep_artifact(source, library),
     }
     default = SessionSettings.onnxbridge_default()
     store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)

@@ -14,9 +14,9 @@ from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle, Predictor, score
 from onnxbridge.bench.accelerators import build_candidates
 from onnxbridge.bench.source import open_source
-from onnxbridge.bench.tune import _keep_artifact, store_tuning
 from onnxbridge.errors import AcceleratorError, DataError, SchemaMismatchError
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.tune.store import keep_artifact, store_tuning
 
 MIN_ROWS = 100
 
@@ -32,7 +32,7 @@ def _record_accelerator(bundle: Bundle, tmp_path: Path) -> None:
         "engine": "tl2cgen",
         "threads": 1,
         "min_rows": MIN_ROWS,
-        "library": _keep_artifact(source, candidates[0].artifact),
+        "library": keep_artifact(source, candidates[0].artifact),
     }
     default = SessionSettings.onnxbridge_default()
     store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
@@ -255,8 +255,8 @@ def test_a_recorded_lleaves_accelerator_loads_from_its_two_checked_files(
         "engine": "lleaves",
         "threads": 2,
         "min_rows": MIN_ROWS,
-        "library": _keep_artifact(source, leaves.artifact),
-        "model_text": _keep_artifact(source, leaves.model_text),
+        "library": keep_artifact(source, leaves.artifact),
+        "model_text": keep_artifact(source, leaves.model_text),
     }
     default = SessionSettings.onnxbridge_default()
     store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)

@@ -299,10 +299,12 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
 
 
 def test_tune_tries_blocks_sized_for_each_candidates_threads_per_operator() -> None:
-    from onnxbridge.bench.tune import stage_two_candidates
+    from onnxbridge.tune import Variants, stage_two_candidates
 
     winner = SessionSettings(2, allow_spinning=True)
-    blocked = [v for v in stage_two_candidates(winner, 2, blocks=True) if v.tree_block_nodes]
+    blocked = [
+        v for v in stage_two_candidates(winner, 2, Variants.TREE_BLOCKS) if v.tree_block_nodes
+    ]
     # Two threads per operator: the larger blocks; one thread per block side by side, or per
     # part of the rows: the smaller ones.
     assert blocked == [
@@ -317,7 +319,7 @@ def test_tune_tries_blocks_sized_for_each_candidates_threads_per_operator() -> N
         replace(winner, row_split=2, tree_block_nodes=ONE_THREAD_TREE_BLOCK_NODES),
     ]
     one = SessionSettings(1, allow_spinning=False)
-    assert [v.tree_block_nodes for v in stage_two_candidates(one, 1, blocks=True)] == [
+    assert [v.tree_block_nodes for v in stage_two_candidates(one, 1, Variants.TREE_BLOCKS)] == [
         0,
         0,
         0,

@@ -23,12 +23,12 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import LinearSVC, LinearSVR
 
 from onnxbridge import Predictor, convert_estimator
-from onnxbridge.bench.tune import stage_two_candidates
 from onnxbridge.errors import SessionSettingsError
 from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, NAN_FLAG, gemv_linear_models
 from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.sessions import rewritten_model
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.tune import Variants, stage_two_candidates
 from tuning_support import store_spec
 
 FEATURES = 12
@@ -277,13 +277,13 @@ def test_the_setting_is_labelled_stored_and_checked() -> None:
 
 def test_tune_tries_the_rewrite_on_one_thread_first_then_on_the_winners_threads() -> None:
     winner = SessionSettings(2, allow_spinning=True)
-    variants = stage_two_candidates(winner, 2, split=True, linear=True)
+    variants = stage_two_candidates(winner, 2, Variants.ROW_SPLIT | Variants.DOT_PRODUCT)
     linear = [v for v in variants if v.linear_gemv]
     assert len(linear) == 2
     # The cheaper one thread without spinning first: it wins a tie within tune's margin.
     assert linear[0].intra_op_num_threads == 1 and not linear[0].allow_spinning
     assert linear[1] == replace(winner, linear_gemv=True)
-    assert not any(v.linear_gemv for v in stage_two_candidates(winner, 2, split=True))
+    assert not any(v.linear_gemv for v in stage_two_candidates(winner, 2, Variants.ROW_SPLIT))
 
 
 @pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX"])

@@ -1,5 +1,7 @@
-"""Timing harness, ``bench`` (engines × batch sizes, sweeps, plots) and ``tune`` (session settings
-per regime, accelerators)."""
+"""Timing harness and ``bench`` (engines × batch sizes, sweeps, plots). ``tune``, which decides
+from such timings, is :mod:`onnxbridge.tune`."""
+
+from typing import Any
 
 from onnxbridge.bench.plot import bench_figure, sweep_figure
 from onnxbridge.bench.run import BenchReport, EngineTiming, ModelFacts, bench_model
@@ -13,7 +15,6 @@ from onnxbridge.bench.timing import (
     spin_cooldowns,
     spins_between_runs,
 )
-from onnxbridge.bench.tune import TuneReport, read_tuning, tune_model
 
 __all__ = [
     "SPIN_COOLDOWN",
@@ -22,15 +23,24 @@ __all__ = [
     "ModelFacts",
     "SpeedComparison",
     "Timing",
-    "TuneReport",
     "bench_figure",
     "bench_model",
     "compare_speed",
     "measure",
     "measure_many",
-    "read_tuning",
     "spin_cooldowns",
     "spins_between_runs",
     "sweep_figure",
-    "tune_model",
 ]
+
+# Importable from here too for code written before onnxbridge.tune existed; loaded on first use
+# only, so importing bench never imports tune.
+_MOVED_TO_TUNE = ("TuneReport", "read_tuning", "tune_model")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_TUNE:
+        import onnxbridge.tune
+
+        return getattr(onnxbridge.tune, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

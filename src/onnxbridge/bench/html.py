@@ -1,6 +1,6 @@
-"""HTML views of the bench and tune results, for a Jupyter notebook (``_repr_html_``).
+"""HTML views of the bench results, for a Jupyter notebook (``_repr_html_``).
 
-The tables hold the same columns as ``onnxbridge bench`` and ``onnxbridge tune`` print; the
+The tables hold the same columns as ``onnxbridge bench`` prints; the
 bench plots are embedded as base64 PNG, so the HTML needs no file beside it.
 """
 
@@ -16,11 +16,9 @@ from onnxbridge.bench.format import (
     format_rate,
     format_ratio,
     format_seconds,
-    tune_columns,
-    tune_rows,
 )
 
-__all__ = ["bench_html", "speed_html", "tune_html"]
+__all__ = ["bench_html", "speed_html"]
 
 
 def _table(headers: list[str], rows: list[list[Any]], *, text: tuple[int, ...] = ()) -> str:
@@ -129,34 +127,6 @@ def _sweep_html(sweep: dict[str, Any]) -> str:
             [parameter, "rows", "sklearn", "ort-default", "onnxbridge", "×sklearn"], timing_rows
         )
     )
-
-
-def tune_html(report: Any) -> str:
-    """``report`` (a :class:`~onnxbridge.bench.TuneReport`) as HTML: one table of candidates per
-    regime, what was chosen and the rule between the regimes."""
-    parts = []
-    for regime in report.regimes:
-        headers = ["step", "settings", *tune_columns(regime), ""]
-        rows = []
-        for row in tune_rows(regime):
-            label = row.settings.label()
-            rows.append([row.step, _bold(label) if row.chosen else label, *row.cells, row.mark])
-        n = f"{regime.rows:,} row{'s' if regime.rows != 1 else ''}"
-        best = regime.winner_timing.median
-        parts += [
-            f"<p><b>{escape(regime.regime)}</b>: {n} per call, session.run</p>",
-            _table(headers, rows, text=(1, len(headers) - 1)),
-            f"<p>{escape(regime.regime)}: chose <b>{escape(regime.winner.label())}</b>; speed-up "
-            f"(step 2) {regime.ort_default.median / best:.2f}× over ONNX Runtime's defaults, "
-            f"{regime.onnxbridge_default.median / best:.2f}× over onnxbridge's defaults</p>",
-        ]
-    spec = report.spec
-    parts.append(
-        f"<p>rule: calls of at most {spec.latency_max_rows:,} rows use the latency settings "
-        f"({escape(spec.latency.label())}), larger ones the throughput settings "
-        f"({escape(spec.throughput.label())})</p>"
-    )
-    return "<div>" + "".join(parts) + "</div>"
 
 
 def speed_html(comparison: Any) -> str:

@@ -1,4 +1,5 @@
-"""``onnxbridge bench`` and ``onnxbridge tune``: thin commands over :mod:`onnxbridge.bench`."""
+"""``onnxbridge bench`` and ``onnxbridge tune``: thin commands over :mod:`onnxbridge.bench` and
+:mod:`onnxbridge.tune`."""
 
 from __future__ import annotations
 
@@ -15,14 +16,7 @@ from rich.padding import Padding
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from onnxbridge.bench.format import (
-    format_bytes,
-    format_rate,
-    format_ratio,
-    format_seconds,
-    tune_columns,
-    tune_rows,
-)
+from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
 from onnxbridge.cli._console import make_console
 from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
@@ -277,6 +271,7 @@ def _settings_id(index: int) -> str:
 
 
 def _print_tune(report: Any, stored: bool) -> None:
+    from onnxbridge.tune.table import tune_columns, tune_rows
 
     for regime in report.regimes:
         # Settings are listed under the table by a short id: their labels would not fit 80
@@ -387,7 +382,7 @@ def tune_command(
 
     Predictor (and so predict, serve, score) then uses them, picking the regime by batch size.
     """
-    from onnxbridge.bench.tune import tune_model
+    from onnxbridge.tune import tune_model
 
     with _progress(progress) as update:
         report = tune_model(
