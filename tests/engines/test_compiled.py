@@ -391,14 +391,7 @@ def test_a_recorded_lleaves_engine_loads_from_its_two_checked_files(
     assert not any(
         np.shares_memory(outputs(a), outputs(b)) for a in first for b in first if a is not b
     )
-    # Wide rows skip the kept buffers (a server's threads would each keep a large one): the
-    # same results from per-call arrays.
-    monkeypatch.setattr(compiled_module, "SMALL_BUFFER_VALUES", batches[0].shape[1] * 3)
-    wide = LeavesTrees(compiled.library, text_path, 2, n_classes, 1)
-    for batch, got in zip(batches, first, strict=True):
-        np.testing.assert_array_equal(wide.outputs(batch), outputs(got))
-    monkeypatch.undo()
-    # A single row (in scalars, for a binary model) is bit for bit the array path's row.
+    # A single row is bit for bit the row of a larger call.
     engine = from_one.compiled
     for row in _rows(bundle, 25).to_numpy(np.float64):
         one = row[None, :]

@@ -49,7 +49,6 @@ __all__ = [
     "LEAVES_MAX_ROWS",
     "LEAVES_PARALLEL_ROWS",
     "ROW_DRIVER",
-    "SMALL_BUFFER_VALUES",
     "CompiledEngine",
     "CompiledTrees",
     "LeavesTrees",
@@ -63,18 +62,10 @@ __all__ = [
 # pool); smaller ones on the calling thread alone: on two cores, splitting a 100-row call across
 # two threads cost more than it saved, a 300-row one gained (benchmarks/engines.py).
 LEAVES_PARALLEL_ROWS = 256
-# lleaves' entry point, ``void forest_root(double *rows, double *out, int first, int end)``,
-# counts rows in int32: a call has fewer rows than this.
+# lleaves' compiled code counts rows in int32: a call has fewer rows than this.
 LEAVES_MAX_ROWS = 2**31 - 1
-# Small calls' rows go through buffers kept per thread, of at most this many float64 values
-# (1 MiB; a server's many threads each keep one); wider calls allocate their own.
-SMALL_BUFFER_VALUES = 1 << 17
 
 _log = logging.getLogger(__name__)
-_ONE32 = np.float32(1)
-_ENTRY_BY_ADDRESS = ctypes.CFUNCTYPE(
-    None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32
-)
 
 
 class CompiledEngine:
@@ -92,8 +83,6 @@ class CompiledEngine:
         min_rows: the smallest call it serves (smaller ones stay on ONNX Runtime).
         classes: the class labels its :meth:`predict` gives, in probability-column order
             (None: the class indices ``0 … C-1``); see :meth:`with_classes`.
-        widens_float32: it computes in float64 whatever float rows it gets, so float32 rows of
-            a double model need no widening copy before it.
     """
 
     name = ""
@@ -101,7 +90,6 @@ class CompiledEngine:
     n_classes: int | None = None
     min_rows = 1
     classes: list[Any] | None = None
-    widens_float32 = False
     # The label of each class index, when the labels are not the indices themselves.
     _labels: np.ndarray | None = None
 
@@ -161,7 +149,6 @@ class LeavesTrees(CompiledEngine):
     """
 
     name = "lleaves"
-    widens_float32 = True
 
     def __init__(
         self, library: Path, model_text: Path, threads: int, n_classes: int | None, min_rows: int
@@ -175,30 +162,14 @@ class LeavesTrees(CompiledEngine):
         model = lleaves.Model(model_file=str(model_text))
         # With the cache file there, lleaves loads it instead of compiling.
         model.compile(cache=str(library))
-        # The compiled entry point, ``(rows*, out*, first row, end row)`` over float64 rows:
-        # called directly, without lleaves' predict, which checks and converts the rows again and
-        # starts (and joins) a new thread pool on every call with more than one job.
-        entry = getattr(model, "_c_entry_func", None)
-        if entry is None:
-            raise AcceleratorError(
-                "this lleaves does not expose its compiled entry point (lleaves 1.x does); "
-                "pip install 'onnxbridge[accel]'"
-            )
-        # The same function taking plain addresses: ``array.ctypes.data`` is an int, where
-        # ``data_as(POINTER(c_double))`` builds two ctypes objects per array per call.
-        self._entry = _ENTRY_BY_ADDRESS(ctypes.cast(entry, ctypes.c_void_p).value)
-        # The model owns the execution engine holding the code: it lives as long as the entry.
         self._model = model
-        self._outputs = int(model.num_model_per_iteration())
         self._features = int(model.num_feature())
-        self._binary = n_classes == 2 and self._outputs == 1
         # A bundle tuned on a larger machine: no more parts than this process has cores.
         self._parts = max(1, min(threads, available_cores()))
-        # Started by the first large call, kept for the next ones, shared by every caller.
+        # Started by the first large call and kept: lleaves' own predict starts (and joins) a
+        # new pool on every call with more than one job.
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        # Small calls reuse buffers of their own thread (see _small_buffers).
-        self._local = threading.local()
 
     @property
     def parts(self) -> int:
@@ -211,9 +182,8 @@ class LeavesTrees(CompiledEngine):
 
         lleaves computes in float64; float32 rows are widened exactly, so the trees see the
         values the ONNX model sees. Calls of :data:`LEAVES_PARALLEL_ROWS` rows or more are cut
-        into one part per thread (at most one per core), run side by side on a pool kept for
-        this model (the compiled code runs without the GIL), the last part on the calling thread.
-        Smaller calls run on the calling thread in float64 buffers it keeps for them.
+        into :attr:`parts` parts, run side by side on a pool kept for this model (the compiled
+        code runs without the GIL), the last part on the calling thread.
         """
         if X.ndim != 2 or X.shape[1] != self._features:
             # The compiled code reads as many columns as the model has, whatever it is given.
@@ -222,37 +192,23 @@ class LeavesTrees(CompiledEngine):
                 f"shape {X.shape}"
             )
         n = len(X)
-        if n < LEAVES_PARALLEL_ROWS and n * self._features <= SMALL_BUFFER_VALUES:
-            # A single row's whole call is short: no allocation or address lookup that can be
-            # done once.
-            rows, raw, rows_at, raw_at = self._small_buffers(n)
-            np.copyto(rows[:n], X)
-            self._entry(rows_at, raw_at, 0, n)
-            return compiled_output(
-                raw[: n * self._outputs], n, self.n_classes, np.float32, columns=True
-            )
         if n >= LEAVES_MAX_ROWS:
-            # The entry point counts rows in int32.
             raise AcceleratorError(
                 f"lleaves takes fewer than {LEAVES_MAX_ROWS} rows per call; got {n}: "
                 "score the rows in batches"
             )
-        rows = np.ascontiguousarray(X, dtype=np.float64)
-        raw = np.empty(n * self._outputs, dtype=np.float64)
-        source, target = rows.ctypes.data, raw.ctypes.data
         parts = self._parts if n >= LEAVES_PARALLEL_ROWS else 1
         if parts <= 1:
-            self._entry(source, target, 0, n)
+            raw = self._model.predict(X, n_jobs=1)
         else:
             bounds = [n * i // parts for i in range(parts + 1)]
             pool = self._started_pool()
             pending = [
-                pool.submit(self._entry, source, target, bounds[i], bounds[i + 1])
+                pool.submit(self._model.predict, X[bounds[i] : bounds[i + 1]], n_jobs=1)
                 for i in range(parts - 1)
             ]
-            self._entry(source, target, bounds[-2], bounds[-1])
-            for future in pending:
-                future.result()
+            last = self._model.predict(X[bounds[-2] :], n_jobs=1)
+            raw = np.concatenate([future.result() for future in pending] + [last])
         return compiled_output(raw, n, self.n_classes, np.float32, columns=True)
 
     def _started_pool(self) -> ThreadPoolExecutor:
@@ -260,46 +216,6 @@ class LeavesTrees(CompiledEngine):
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._parts - 1, "onnxbridge-lleaves")
             return self._pool
-
-    def outputs_indexed(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """As :meth:`CompiledEngine.outputs_indexed`; a binary classifier's single row in scalars
-        (the numpy calls of the array path cost as much as the compiled code)."""
-        if (
-            self._binary
-            and X.ndim == 2
-            and X.shape[0] == 1
-            and X.shape[1] == self._features <= SMALL_BUFFER_VALUES
-        ):
-            rows, raw, rows_at, raw_at = self._small_buffers(1)
-            rows[0] = X[0]
-            self._entry(rows_at, raw_at, 0, 1)
-            # As compiled_output and first_argmax on arrays: the probability rounded to float32,
-            # its complement computed in float32, label 1 only when strictly larger.
-            positive = np.float32(raw[0])
-            negative = _ONE32 - positive
-            probabilities = np.empty((1, 2), dtype=np.float32)
-            probabilities[0, 0] = negative
-            probabilities[0, 1] = positive
-            return probabilities, np.array([1 if positive > negative else 0], dtype=np.int64)
-        return super().outputs_indexed(X)
-
-    def _small_buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """This thread's input and output buffers for calls of up to ``n`` rows (and their
-        addresses): the ones it keeps, or new ones grown to the next power of two (within
-        :data:`SMALL_BUFFER_VALUES`), kept for its next small calls."""
-        buffers = getattr(self._local, "buffers", None)
-        if buffers is not None and buffers[0].shape[0] >= n:
-            return buffers
-        capacity = min(
-            1 << max(n - 1, 0).bit_length(),
-            LEAVES_PARALLEL_ROWS,
-            max(n, SMALL_BUFFER_VALUES // self._features),
-        )
-        rows = np.empty((capacity, self._features), dtype=np.float64)
-        raw = np.empty(capacity * self._outputs, dtype=np.float64)
-        buffers = (rows, raw, rows.ctypes.data, raw.ctypes.data)
-        self._local.buffers = buffers
-        return buffers
 
 
 class CompiledTrees(CompiledEngine):
