@@ -187,9 +187,13 @@ def test_a_loaded_engine_is_used_as_given(iris_bundle: Bundle, tmp_path: Path) -
 
 
 def test_runtime_and_serve_never_import_the_engines() -> None:
+    import ast
     import subprocess
     import sys
 
+    import onnxbridge
+
+    # Not at import time (the compilers' modules neither) ...
     code = (
         "import sys, onnxbridge, onnxbridge.runtime, onnxbridge.serve.app, onnxbridge.score; "
         "print(sorted(m for m in sys.modules if m.startswith('onnxbridge.engines') "
@@ -199,6 +203,18 @@ def test_runtime_and_serve_never_import_the_engines() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout
+    # ... nor later: no module of theirs names the engines, not even inside a function.
+    package = Path(onnxbridge.__file__).parent
+    for path in [*(package / "runtime").rglob("*.py"), *(package / "serve").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            assert not any(n.startswith("onnxbridge.engines") for n in names), path
 
 
 @pytest.mark.parametrize("n_classes", [1, 2, 3, 7, 16, 17, 40])
