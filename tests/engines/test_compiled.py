@@ -579,3 +579,21 @@ def test_a_library_without_the_row_driver_runs_through_tl2cgen(tmp_path: Path) -
     np.testing.assert_array_equal(old_out, new_out)
     np.testing.assert_array_equal(old_labels, new_labels)
     np.testing.assert_array_equal(new_labels, forest.predict(rows))
+
+
+def test_a_model_without_probabilities_or_values_takes_no_compiled_engine(tmp_path: Path) -> None:
+    from sklearn.datasets import load_iris
+    from sklearn.svm import LinearSVC
+
+    from onnxbridge import convert_estimator
+    from onnxbridge.engines import CompiledEngine
+
+    X, y = load_iris(return_X_y=True)
+    svc = LinearSVC(random_state=0).fit(X, y)
+    path = convert_estimator(svc, X[:20]).save(tmp_path / "svc.onnx")
+    with pytest.raises(
+        AcceleratorError,
+        match=r"serves classifiers \(label \+ probabilities\) and regressors; "
+        r"this model's outputs are label, scores",
+    ):
+        AcceleratedPredictor(Predictor(path), CompiledEngine())
