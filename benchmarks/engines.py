@@ -19,12 +19,12 @@ Engines, each timed on the same float32 rows with interleaved repeats
   model on the probe rows (a non-equivalent build is reported and not timed), called through
   the engine's own API: tl2cgen's ``Predictor.predict`` on a DMatrix (the library tune builds:
   float32 trees for a float model), lleaves' ``Model.predict(X, n_jobs=N)``;
-- ``onnxbridge-accel`` (every batch size): ``Predictor.predict`` with an equivalent compiled
-  model loaded as its accelerator — lleaves for LightGBM, else the tl2cgen library, of as many
-  threads as cores — what ``tune --engines all`` records and ``score --accelerator`` /
-  ``Predictor(accelerator=True)`` run (the whole path: input checks, the compiled trees, labels
-  from the probabilities). tune records the accelerator from the smallest measured size (1, 100,
-  1 000, 10 000 rows) from which it stays faster, so a model whose accelerator loses at 1 or 100
+- ``onnxbridge-accel`` (every batch size): ``AcceleratedPredictor.predict`` with an equivalent
+  compiled model as its compiled engine — lleaves for LightGBM, else the tl2cgen library, of as
+  many threads as cores — what ``tune --engines all`` records and ``score --accelerator`` runs
+  (the whole path: input checks, the compiled trees, labels from the probabilities). tune
+  records the accelerator from the smallest measured size (1, 100, 1 000, 10 000 rows) from
+  which it stays faster, so a model whose accelerator loses at 1 or 100
   rows keeps ONNX Runtime there: the summary's ``best`` applies that rule to the run's own
   timings (the accelerator from the smallest size from which it is > 5 % faster);
 - hummingbird is not installed here (it pins ``onnx<=1.16.1``; it needs its own environment).
@@ -60,7 +60,7 @@ import numpy as np
 
 from onnxbridge import Predictor, convert_estimator, train_bundle
 from onnxbridge.bench import SPIN_COOLDOWN, measure_many
-from onnxbridge.bench.accelerators import build_candidates, check_candidate, probe_rows
+from onnxbridge.engines.build import build_candidates, check_candidate, probe_rows
 from onnxbridge.errors import first_line
 from onnxbridge.runtime import SessionSettings
 from onnxbridge.tune import tune_model
@@ -129,7 +129,7 @@ def _prepare(name: str, tmp: Path) -> tuple[Any, Path, np.ndarray, str]:
 
 def _engine_call(candidate: Any) -> Any:
     """The compiled engine as its own users call it: lleaves' ``Model.predict(X, n_jobs)``
-    (onnxbridge's accelerator calls lleaves' compiled code directly, with a kept thread pool);
+    (onnxbridge's engine calls it with one job per part, on a kept thread pool);
     tl2cgen's ``Predictor.predict`` on a DMatrix, the candidate itself (outputs in the library's
     own type, reshaped)."""
     if candidate.engine != "lleaves":
@@ -226,7 +226,7 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     cores = len(os.sched_getaffinity(0))
     accel_predictor = None
     if accelerators:
-        from onnxbridge.runtime.accelerator import CompiledTrees, LeavesTrees
+        from onnxbridge.engines import AcceleratedPredictor, CompiledTrees, LeavesTrees
 
         # lleaves where it is equivalent (LightGBM: the faster compiler), else tl2cgen; the
         # thread count closest to the cores (lleaves runs calls under 256 rows on one thread).
@@ -241,13 +241,8 @@ def bench_one(name: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
                 chosen.artifact, chosen.model_text, chosen.threads, n_classes, ACCEL_MIN_ROWS
             )
         else:
-            loaded = CompiledTrees(
-                chosen.artifact,
-                threads=chosen.threads,
-                n_classes=n_classes,
-                min_rows=ACCEL_MIN_ROWS,
-            )
-        accel_predictor = Predictor(path, accelerator=loaded)
+            loaded = CompiledTrees(chosen.artifact, chosen.threads, n_classes, ACCEL_MIN_ROWS)
+        accel_predictor = AcceleratedPredictor(Predictor(path), loaded)
     engine_calls = {c.name: _engine_call(c) for c in accelerators}
     lines = []
     for n in args.sizes:

@@ -15,8 +15,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 
 # Lowest first. train sits above data (it loads datasets); bundle above train (it trains into a
 # bundle); runtime above convert (it reads the metadata convert writes); score above runtime
-# (it feeds Predictor), beside validate and bench; coverage above validate (it trains,
-# converts, runs and compares every estimator).
+# (it feeds Predictor), beside validate and bench; engines (optional compiled engines) beside
+# them too: they are checked with validate's probes and used by score; coverage above validate
+# (it trains, converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
     {"_files", "_html", "_values"},
@@ -26,7 +27,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench", "score", "serve", "tune"},
+    {"validate", "bench", "score", "serve", "engines", "tune"},
     {"coverage"},
     {"cli"},
     {"__init__"},

@@ -28,6 +28,7 @@ from sklearn.linear_model import LogisticRegression
 
 from gadget_support import bundle_with, cli, snapshot
 from onnxbridge import Bundle, Predictor, UnsafeModelFileError, load_estimator
+from onnxbridge.engines import AcceleratedPredictor
 
 AREA = "gadgets"
 
@@ -295,9 +296,7 @@ __attribute__((constructor)) static void gadget(void) {
 def _native_gadget_bundle(bundle: Bundle, tmp_path: Path) -> tuple[Path, Path]:
     """``bundle`` with a recorded "accelerator" whose library runs code as it is opened (a C
     constructor that writes a marker file), hashed in card.json as tune records it."""
-    from onnxbridge.bench.source import open_source
-    from onnxbridge.runtime.settings import SessionSettings, TuningSpec
-    from onnxbridge.tune.store import keep_artifact, store_tuning
+    from engines_support import record_engine
 
     marker = tmp_path / "marker.txt"
     source_file = tmp_path / "gadget.c"
@@ -309,15 +308,7 @@ def _native_gadget_bundle(bundle: Bundle, tmp_path: Path) -> tuple[Path, Path]:
         check=True,
         capture_output=True,
     )
-    source = open_source(bundle.path)
-    record = {
-        "engine": "tl2cgen",
-        "threads": 1,
-        "min_rows": 1,
-        "library": keep_artifact(source, library),
-    }
-    default = SessionSettings.onnxbridge_default()
-    store_tuning(source, TuningSpec(latency=default, throughput=default, accelerator=record), None)
+    record = record_engine(bundle, {"engine": "tl2cgen", "threads": 1, "min_rows": 1}, library)
     return marker, bundle.path / record["library"]
 
 
@@ -345,7 +336,7 @@ def test_a_recorded_library_never_loads_without_trust_native(
     assert not touched and not marker.exists() and not out.exists()
 
     with pytest.raises(UnsafeModelFileError, match=r"native code.*trust_native=True"):
-        Predictor(iris_bundle.onnx_path, accelerator=True)
+        AcceleratedPredictor.load(Predictor(iris_bundle.onnx_path))
     figures(AREA, "refused", 1)
     assert not marker.exists()
     assert str(library) not in Path("/proc/self/maps").read_text()

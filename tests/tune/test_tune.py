@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import onnxbridge.bench.accelerators as accelerators
+import onnxbridge.engines.build as accelerators
 from onnxbridge import Bundle, Predictor, convert_bundle, train_bundle, tune_model, validate_bundle
-from onnxbridge.bench.accelerators import (
+from onnxbridge.engines.build import (
     AcceleratorCandidate,
     AcceleratorCheck,
     check_candidate,

@@ -332,7 +332,7 @@ def _print_tune(report: Any, stored: bool) -> None:
         acc = spec.accelerator
         console.print(
             f"recorded accelerator (on request: score --accelerator --trust-native, "
-            f"Predictor(accelerator=True, trust_native=True)): {acc['engine']} "
+            f"AcceleratedPredictor.load(predictor, trust_native=True)): {acc['engine']} "
             f"({acc['threads']} thread{'s' if acc['threads'] != 1 else ''}) "
             f"from {acc['min_rows']:,} row{'s' if acc['min_rows'] != 1 else ''} per call, "
             f"{acc['speedup']:.2f}× ONNX Runtime"

@@ -141,8 +141,9 @@ def score_command(
         bool,
         typer.Option(
             "--accelerator",
-            help="Score batches on the compiled trees `tune --engines all` recorded in the "
-            "bundle (checked equivalent; native code: needs --trust-native). Local engine only.",
+            help="Score batches of at least the recorded min_rows rows on the compiled engine "
+            "`tune --engines all` recorded in the bundle (checked equivalent; smaller batches "
+            "stay on ONNX Runtime; native code: needs --trust-native). Local engine only.",
         ),
     ] = False,
     trust_native: Annotated[

@@ -9,6 +9,7 @@ Shapes: ``batch [N, *] -> table [N - bad, K + outputs]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +19,18 @@ from onnxbridge.errors import InferenceError, SchemaMismatchError
 from onnxbridge.runtime import PredictionResult, Predictor
 from onnxbridge.score.rows import CheckedBatch, RowPlan
 
-__all__ = ["ScoredBatch", "empty_table", "score_batch"]
+__all__ = ["Predicts", "ScoredBatch", "empty_table", "score_batch"]
+
+
+class Predicts(Protocol):
+    """What scores a batch: a :class:`~onnxbridge.runtime.Predictor`, or one with a compiled
+    engine for large batches (:class:`~onnxbridge.engines.AcceleratedPredictor`)."""
+
+    def predict(
+        self, data: Any, *, ignore_extra: bool = False, allow_missing: bool = False
+    ) -> PredictionResult:
+        """Labels and probabilities, or values, of every row of ``data``."""
+        ...
 
 
 @dataclass
@@ -31,7 +43,7 @@ class ScoredBatch:
 
 
 def score_batch(
-    predictor: Predictor,
+    predictor: Predicts,
     batch: pa.RecordBatch,
     plan: RowPlan,
     *,

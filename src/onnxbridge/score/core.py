@@ -36,7 +36,7 @@ from onnxbridge._files import file_sha256
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.inspection import MAX_ONNX_BYTES
 from onnxbridge.runtime import Predictor
-from onnxbridge.score.batch import ScoredBatch, empty_table, score_batch
+from onnxbridge.score.batch import Predicts, ScoredBatch, empty_table, score_batch
 from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge.score.memory import PeakMemory
 from onnxbridge.score.output import (
@@ -464,10 +464,11 @@ def score(
             comes from ``workers``, and results then do not depend on ``batch_size``].
         scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
             the Dask engine starts a LocalCluster for the job.
-        accelerator: score batches on the accelerator ``onnxbridge tune --engines all``
-            recorded in the bundle (compiled trees checked equivalent to the ONNX model; native
-            code, loaded only when asked for, only with ``trust_native`` and only when its hash
-            matches the card). Local engine only.
+        accelerator: score batches of at least the recorded ``min_rows`` rows on the compiled
+            engine ``onnxbridge tune --engines all`` recorded in the bundle (compiled trees
+            checked equivalent to the ONNX model; :mod:`onnxbridge.engines`); smaller batches
+            run on ONNX Runtime. Its library is native code, loaded only when asked for, only
+            with ``trust_native`` and only when its hash matches the card. Local engine only.
         progress: called with ``(rows done, total rows or None)`` as rows are written.
         trust_native: you trust the bundle's native code (you made it with ``tune --engines
             all``): required with ``accelerator``.
@@ -516,14 +517,17 @@ def score(
                 # One thread per session: parallelism comes from the pool, and tree votes are
                 # then added in one order whatever the batch size.
                 intra_op_num_threads=session_threads or 1,
-                # The loader refuses a bundle without an accelerator, then one the caller has not
-                # trusted, before any file of it is opened and before the output is touched.
-                accelerator=accelerator,
-                trust_native=trust_native,
                 regime="throughput",  # one session for every batch, also a file's last one
             )
         else:
             predictor = Predictor(job.model, intra_op_num_threads=1)
+        runner: Predicts = predictor
+        if accelerator:
+            from onnxbridge.engines import AcceleratedPredictor
+
+            # Refuses a bundle without a compiled engine, then one the caller has not trusted,
+            # before any file of it is opened and before the output is touched.
+            runner = AcceleratedPredictor.load(predictor, trust_native=trust_native)
         plan = job.plan(predictor)
         with contextlib.ExitStack() as stack:
             client = None
@@ -538,7 +542,7 @@ def score(
                 job.layout.clear(resume=resume, overwrite=overwrite)
                 if client is None:
                     n_workers = workers or available_cores()
-                    written = _run_local(job, predictor, plan, n_workers, progress)
+                    written = _run_local(job, predictor, runner, plan, n_workers, progress)
                     extra: dict[str, Any] = {}
                 else:
                     from onnxbridge.score.dask_engine import run_dask
@@ -643,11 +647,13 @@ class _Failed:
 def _run_local(
     job: ScoreJob,
     predictor: Predictor,
+    runner: Predicts,
     plan: RowPlan,
     workers: int,
     progress: ProgressCallback | None,
 ) -> list[PartResult]:
-    """The local engine: batches of every part go through one thread pool, in order.
+    """The local engine: batches of every part go through one thread pool, in order; ``runner``
+    scores them (``predictor``, or it with a compiled engine for large batches).
 
     The main thread reads ahead (a window of batches in flight) and handles events in input
     order: a part is committed when its last batch is written, so an input that fails to read
@@ -661,7 +667,7 @@ def _run_local(
 
     def run(source: InputFile, first: int, batch: pa.RecordBatch, missing: Any) -> ScoredBatch:
         return score_batch(
-            predictor,
+            runner,
             batch,
             plan,
             file=str(source.path),

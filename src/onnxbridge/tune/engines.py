@@ -1,6 +1,6 @@
 """``tune --engines all``: build the installed compiled engines, check them, time them.
 
-Each engine (:mod:`onnxbridge.bench.accelerators`) is checked equivalent on validate's probe
+Each engine (:mod:`onnxbridge.engines.build`) is checked equivalent on validate's probe
 rows, then timed against the tuned ONNX Runtime model as ``Predictor`` runs both, at every size
 from one row; one is recorded only when it is both equivalent and faster.
 """
@@ -61,7 +61,7 @@ def _tune_engines(
     measure: Measure,
     write: bool,
 ) -> EngineResult:
-    from onnxbridge.bench import accelerators as engines
+    from onnxbridge.engines import build as engines
 
     predictor = Predictor(source.onnx_path)
     n_classes = len(predictor.classes) if predictor.classes is not None else None
@@ -110,13 +110,19 @@ class _Paths:
 
     def __init__(self, model: Path, n_classes: int | None) -> None:
         self.model, self.n_classes = model, n_classes
-        self.opened: dict[tuple[SessionSettings, str], Predictor] = {}
+        self.opened: dict[tuple[SessionSettings, str], Any] = {}
 
-    def get(self, settings: SessionSettings, candidate: Any = None) -> Predictor:
+    def get(self, settings: SessionSettings, candidate: Any = None) -> Any:
         key = (settings, candidate.name if candidate is not None else "")
         if key not in self.opened:
-            engine = candidate.as_accelerator(self.n_classes) if candidate is not None else False
-            self.opened[key] = Predictor(self.model, settings=settings, accelerator=engine)
+            from onnxbridge.engines import AcceleratedPredictor
+
+            predictor = Predictor(self.model, settings=settings)
+            self.opened[key] = (
+                AcceleratedPredictor(predictor, candidate.as_accelerator(self.n_classes))
+                if candidate is not None
+                else predictor
+            )
         return self.opened[key]
 
 
@@ -156,7 +162,7 @@ def _time_size(
     return kept
 
 
-def _call(predictor: Predictor, X: Any) -> Callable[[], Any]:
+def _call(predictor: Any, X: Any) -> Callable[[], Any]:
     return lambda: predictor.predict(X, allow_missing=True)
 
 
@@ -170,6 +176,7 @@ def _record(candidate: Any, chosen: Any, min_rows: int) -> dict[str, Any]:
         "verdict": "EQUIVALENT",
         "max_abs_diff": chosen.max_abs_diff,
         "probe_rows": chosen.probe_rows,
-        "use": "on request only (Predictor(accelerator=True, trust_native=True), "
-        "score --accelerator --trust-native); ONNX Runtime stays the default engine",
+        "use": "on request only (score --accelerator --trust-native, or "
+        "AcceleratedPredictor.load(predictor, trust_native=True)); "
+        "ONNX Runtime stays the default engine",
     }
