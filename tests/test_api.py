@@ -29,6 +29,12 @@ HEAVY = (
 )
 
 
+def fresh_env() -> dict[str, str]:
+    """The environment of a fresh interpreter that imports the onnxbridge under test."""
+    src = str(Path(onnxbridge.__file__).parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
 def loaded_after(code: str) -> list[str]:
     """The HEAVY modules loaded once ``code`` has run in a fresh interpreter."""
     probe = (
@@ -36,10 +42,8 @@ def loaded_after(code: str) -> list[str]:
         f"heavy = {HEAVY!r}\n"
         "print(sorted({h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')}))"
     )
-    src = str(Path(onnxbridge.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=fresh_env(), check=True
     )
     return eval(proc.stdout.strip().splitlines()[-1])  # a list literal printed just above
 
@@ -157,7 +161,9 @@ def test_first_use_of_a_name_imports_its_module() -> None:
 )
 def test_score_is_the_function_whatever_was_imported_first(code: str) -> None:
     probe = f"{code}; from onnxbridge import score; print(score.__name__, callable(score))"
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=fresh_env()
+    )
     assert proc.stdout.split() == ["score", "True"], proc.stderr
 
 

@@ -40,6 +40,13 @@ COMMANDS = (
 )
 
 
+def fresh_env() -> dict[str, str]:
+    """The environment of a fresh interpreter that imports the onnxbridge under test."""
+    src = str(Path(onnxbridge.__file__).parents[1])
+    path = os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "COLUMNS": "100"}
+
+
 def run_cli(*args: str) -> tuple[int, str, list[str]]:
     """Run the CLI's ``main`` in a fresh interpreter: exit code, standard output, and the HEAVY
     modules loaded by then."""
@@ -53,13 +60,9 @@ def run_cli(*args: str) -> tuple[int, str, list[str]]:
         "print('LOADED', loaded)\n"
         "sys.exit(code)\n"
     )
-    src = str(Path(onnxbridge.__file__).parents[1])
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
-        "COLUMNS": "100",
-    }
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=fresh_env()
+    )
     out, _, last = proc.stdout.rpartition("LOADED ")
     return proc.returncode, out, eval(last)  # a list literal printed by the probe
 
@@ -95,7 +98,9 @@ def test_a_mistyped_command_is_suggested_without_loading_it() -> None:
         "print('cli.validate' in ' '.join(sys.modules))\n"
         "sys.exit(code)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=fresh_env()
+    )
     assert proc.returncode == 2
     assert "No such command 'valdate'. Did you mean 'validate'?" in proc.stderr
     assert proc.stdout.strip() == "False"
