@@ -25,10 +25,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests examples benchmarks
 	$(BIN)/ruff check --fix src tests examples benchmarks
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache

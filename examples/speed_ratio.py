@@ -27,14 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge import (
-    OnnxbridgeError,
-    Predictor,
-    compare_speed,
-    convert_bundle,
-    train_bundle,
-    validate_bundle,
-)
+from onnxbridge import OnnxbridgeError, Predictor, convert_bundle, train_bundle, validate_bundle
+from onnxbridge.bench import compare_speed
 
 TREE_COUNTS = (10, 50, 100)
 OPSET = 15  # the reference workflow's target_opset

@@ -39,8 +39,7 @@ def _example(cls: type[Shifter]):
 
 def register_wrong_converter(cls: type[Shifter]) -> type[Shifter]:
     """Register the converter that adds 2 for ``cls`` (a :class:`Shifter`), once."""
-    from onnxbridge import register_converter
-    from onnxbridge.convert import ConverterSpec, find_converter
+    from onnxbridge.convert import ConverterSpec, find_converter, register_converter
 
     if find_converter(cls) is None:
         register_converter(ConverterSpec(cls, _shape, _convert, partial(_example, cls)))

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from cli_support import assert_one_line_error, run
-from onnxbridge import ModelSpecError, fit_model, parse_model_spec
+from onnxbridge import ModelSpecError
+from onnxbridge.train import fit_model, parse_model_spec
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from onnxbridge import convert_bundle, parse_model_spec, train_bundle, validate_bundle
+from onnxbridge import convert_bundle, train_bundle, validate_bundle
 from onnxbridge.errors import ModelSpecError
+from onnxbridge.train import parse_model_spec
 
 
 def test_booster_specs_parse_with_quiet_defaults() -> None:

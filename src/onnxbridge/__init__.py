@@ -1,42 +1,28 @@
 """onnxbridge: take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast.
 
-The Python API is the surface the CLI uses::
+The Python API is the surface the CLI uses: one entry point per step of the workflow (train,
+convert, inspect, predict, validate, bench, tune, serve, score), its result type, and the
+exception tree::
 
-    from onnxbridge import train_bundle, convert_bundle, Predictor, validate_bundle
+    from onnxbridge import Predictor, convert_bundle, train_bundle, validate_bundle
 
     bundle, result = train_bundle("iris", "RandomForestClassifier(n_estimators=10)", "runs/iris")
     convert_bundle(bundle)
     Predictor(bundle.onnx_path).predict(frame).to_frame()
     validate_bundle(bundle).verdict  # "EQUIVALENT"
+
+Everything else is importable from its own module (``onnxbridge.data``, ``onnxbridge.validate``,
+``onnxbridge.bench``, ...). ``import onnxbridge`` is cheap: a name's module (and ONNX Runtime,
+scikit-learn, ...) is imported the first time the name is used.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from onnxbridge.bench import (
-    BenchReport,
-    SpeedComparison,
-    Timing,
-    TuneReport,
-    bench_model,
-    compare_speed,
-    measure,
-    tune_model,
-)
-from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
-from onnxbridge.convert import (
-    ConversionResult,
-    ConverterSpec,
-    ModelMetadata,
-    OpsetChoice,
-    choose_opsets,
-    convert_bundle,
-    convert_estimator,
-    read_metadata,
-    register_converter,
-    registered_converters,
-)
-from onnxbridge.coverage import CoverageReport, CoverageResult, run_coverage
-from onnxbridge.data import Dataset, FeatureSchema, FeatureSpec, load_dataset, read_table
+import importlib
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from onnxbridge.errors import (
     AcceleratorError,
     BadRowError,
@@ -44,47 +30,31 @@ from onnxbridge.errors import (
     ClusterError,
     ConversionError,
     ConverterRegistryError,
-    CoverageError,
     DataError,
     InferenceError,
-    InferenceRequestError,
-    MalformedRequestError,
     MissingConverterError,
-    ModelLoadError,
     ModelNotFittedError,
-    ModelNotFoundError,
-    ModelNotReadyError,
     ModelSpecError,
     OnnxbridgeError,
     OnnxModelError,
-    RepositoryError,
-    RequestTooLargeError,
     SchemaMismatchError,
-    ServeSettingsError,
     SessionSettingsError,
     UnsafeModelFileError,
 )
-from onnxbridge.inspection import ModelSummary, inspect_model
-from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings, TuningSpec
-from onnxbridge.score import PartResult, ScoreResult, score
-from onnxbridge.train import TrainResult, fit_model, parse_model_spec
-from onnxbridge.validate import (
-    GoldenReport,
-    OutputComparison,
-    ProbeSpec,
-    Tolerance,
-    ValidationReport,
-    check_golden,
-    compare_predictions,
-    validate_bundle,
-    validate_model,
-    write_golden,
-)
 
-try:
-    __version__ = version("onnxbridge")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from onnxbridge.bench import BenchReport, bench_model
+    from onnxbridge.bench.tune import TuneReport, tune_model
+    from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
+    from onnxbridge.convert import ConversionResult, convert_bundle, convert_estimator
+    from onnxbridge.inspection import ModelSummary, inspect_model
+    from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings
+    from onnxbridge.score import ScoreResult, score
+    from onnxbridge.serve import create_app
+    from onnxbridge.train import TrainResult
+    from onnxbridge.validate import ValidationReport, validate_bundle, validate_model
+
+    __version__: str
 
 __all__ = [
     "AcceleratorError",
@@ -96,73 +66,149 @@ __all__ = [
     "ConversionError",
     "ConversionResult",
     "ConverterRegistryError",
-    "ConverterSpec",
-    "CoverageError",
-    "CoverageReport",
-    "CoverageResult",
     "DataError",
-    "Dataset",
-    "FeatureSchema",
-    "FeatureSpec",
-    "GoldenReport",
     "InferenceError",
-    "InferenceRequestError",
-    "MalformedRequestError",
     "MissingConverterError",
-    "ModelLoadError",
-    "ModelMetadata",
     "ModelNotFittedError",
-    "ModelNotFoundError",
-    "ModelNotReadyError",
     "ModelSpecError",
     "ModelSummary",
     "OnnxModelError",
     "OnnxbridgeError",
-    "OpsetChoice",
-    "OutputComparison",
-    "PartResult",
     "PredictionResult",
     "Predictor",
-    "ProbeSpec",
-    "RepositoryError",
-    "RequestTooLargeError",
     "SchemaMismatchError",
     "ScoreResult",
-    "ServeSettingsError",
     "SessionSettings",
     "SessionSettingsError",
-    "SpeedComparison",
-    "Timing",
-    "Tolerance",
     "TrainResult",
     "TuneReport",
-    "TuningSpec",
     "UnsafeModelFileError",
     "ValidationReport",
-    "__version__",
     "bench_model",
-    "check_golden",
-    "choose_opsets",
-    "compare_predictions",
-    "compare_speed",
     "convert_bundle",
     "convert_estimator",
-    "fit_model",
+    "create_app",
     "inspect_model",
-    "load_dataset",
     "load_estimator",
-    "measure",
-    "parse_model_spec",
-    "read_metadata",
-    "read_table",
-    "register_converter",
-    "registered_converters",
-    "run_coverage",
     "save_estimator",
     "score",
     "train_bundle",
     "tune_model",
     "validate_bundle",
     "validate_model",
-    "write_golden",
 ]
+
+# Where each workflow name lives, imported on first use (the errors above are imported now: they
+# need nothing).
+_LAZY: dict[str, str] = {
+    "BenchReport": "onnxbridge.bench",
+    "Bundle": "onnxbridge.bundle",
+    "ConversionResult": "onnxbridge.convert",
+    "ModelSummary": "onnxbridge.inspection",
+    "PredictionResult": "onnxbridge.runtime",
+    "Predictor": "onnxbridge.runtime",
+    "ScoreResult": "onnxbridge.score",
+    "SessionSettings": "onnxbridge.runtime",
+    "TrainResult": "onnxbridge.train",
+    "TuneReport": "onnxbridge.bench.tune",
+    "ValidationReport": "onnxbridge.validate",
+    "bench_model": "onnxbridge.bench",
+    "convert_bundle": "onnxbridge.convert",
+    "convert_estimator": "onnxbridge.convert",
+    "create_app": "onnxbridge.serve",
+    "inspect_model": "onnxbridge.inspection",
+    "load_estimator": "onnxbridge.bundle",
+    "save_estimator": "onnxbridge.bundle",
+    "score": "onnxbridge.score",
+    "train_bundle": "onnxbridge.bundle",
+    "tune_model": "onnxbridge.bench.tune",
+    "validate_bundle": "onnxbridge.validate",
+    "validate_model": "onnxbridge.validate",
+}
+
+# Names that were once importable from ``onnxbridge`` and now live only in their module, so that
+# old code gets told where to import them from.
+_MOVED: dict[str, tuple[str, ...]] = {
+    "onnxbridge.bench": ("SpeedComparison", "Timing", "compare_speed", "measure"),
+    "onnxbridge.convert": (
+        "ConverterSpec",
+        "ModelMetadata",
+        "OpsetChoice",
+        "choose_opsets",
+        "read_metadata",
+        "register_converter",
+        "registered_converters",
+    ),
+    "onnxbridge.coverage": ("CoverageReport", "CoverageResult", "run_coverage"),
+    "onnxbridge.data": ("Dataset", "FeatureSchema", "FeatureSpec", "load_dataset", "read_table"),
+    "onnxbridge.errors": (
+        "CoverageError",
+        "InferenceRequestError",
+        "MalformedRequestError",
+        "ModelLoadError",
+        "ModelNotFoundError",
+        "ModelNotReadyError",
+        "RepositoryError",
+        "RequestTooLargeError",
+        "ServeSettingsError",
+    ),
+    "onnxbridge.runtime": ("TuningSpec",),
+    "onnxbridge.score": ("PartResult",),
+    "onnxbridge.train": ("fit_model", "parse_model_spec"),
+    "onnxbridge.validate": (
+        "GoldenReport",
+        "OutputComparison",
+        "ProbeSpec",
+        "Tolerance",
+        "check_golden",
+        "compare_predictions",
+        "write_golden",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module the first time the name is used."""
+    if name == "__version__":
+        return _version()
+    module = _LAZY.get(name)
+    if module is None:
+        for home, names in _MOVED.items():
+            if name in names:
+                raise AttributeError(
+                    f"onnxbridge.{name} is not part of the top-level API; "
+                    f"use `from {home} import {name}`"
+                )
+        raise AttributeError(f"module 'onnxbridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next use is a plain attribute read
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "__version__"})
+
+
+class _Api(ModuleType):
+    """The ``onnxbridge`` module, where a public name beats a subpackage of the same name.
+
+    Importing ``onnxbridge.score`` (the package) for the first time sets the attribute
+    ``onnxbridge.score``, which must stay the :func:`~onnxbridge.score.score` function.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Api
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("onnxbridge")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+        return "0.0.0"

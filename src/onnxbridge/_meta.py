@@ -181,7 +181,9 @@ class ModelMetadata:
         if "task" not in ours or "features" not in ours:
             return None
         try:
-            parsed = {k: json.loads(v) if k in _JSON_KEYS else v for k, v in ours.items()}
+            parsed: dict[str, Any] = {
+                k: json.loads(v) if k in _JSON_KEYS else v for k, v in ours.items()
+            }
         except ValueError:
             return None
         return cls(

@@ -128,7 +128,7 @@ def _with_quiet_defaults(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**quiet, **kwargs}
 
 
-def _param_names(cls: type) -> set[str]:
+def _param_names(cls: type[Any]) -> set[str]:
     """The keyword parameters an estimator class declares (signature and ``get_params``).
 
     Boosters take more through ``**kwargs``; :func:`_check_booster_keywords` checks those
@@ -358,11 +358,11 @@ def _literal(node: ast.AST, spec: str) -> Any:
     if isinstance(node, ast.Tuple):
         return tuple(_literal(e, spec) for e in node.elts)
     if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
+        keys = [k for k in node.keys if k is not None]  # None stands for a ``**`` entry
+        if len(keys) != len(node.keys):
             raise ModelSpecError(f"'**' is not allowed in model={spec!r}", arguments=("model",))
         return {
-            _literal(k, spec): _literal(v, spec)
-            for k, v in zip(node.keys, node.values, strict=True)
+            _literal(k, spec): _literal(v, spec) for k, v in zip(keys, node.values, strict=True)
         }
     if isinstance(node, ast.Name) and node.id in _SPECIAL_NAMES:
         return _SPECIAL_NAMES[node.id]

@@ -7,7 +7,8 @@ import base64
 import html
 import re
 
-from onnxbridge import Bundle, Predictor, bench_model, compare_speed, load_estimator, tune_model
+from onnxbridge import Bundle, Predictor, bench_model, load_estimator, tune_model
+from onnxbridge.bench import compare_speed
 
 from .conftest import FAST
 

@@ -16,7 +16,8 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
 from convert_support import Shifter, register_wrong_converter
-from onnxbridge import Bundle, convert_bundle, convert_estimator, read_metadata
+from onnxbridge import Bundle, convert_bundle, convert_estimator
+from onnxbridge.convert import read_metadata
 from onnxbridge.convert.opsets import choose_opsets, onnxruntime_max_opset, skl2onnx_max_opset
 from onnxbridge.errors import ConversionError, DataError, MissingConverterError, ModelNotFittedError
 
@@ -212,7 +213,8 @@ def test_sample_columns_in_another_order_keep_training_order(iris_frame) -> None
     "spec", ["LinearSVC()", "StandardScaler() | LinearSVC()", "RidgeClassifier()", "SVC()"]
 )
 def test_classifiers_without_predict_proba_give_scores(iris_frame, spec: str) -> None:
-    from onnxbridge import Predictor, parse_model_spec
+    from onnxbridge import Predictor
+    from onnxbridge.train import parse_model_spec
 
     X, y = iris_frame
     model = parse_model_spec(spec).fit(X, y)

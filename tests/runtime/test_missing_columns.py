@@ -15,14 +15,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from onnxbridge import (
-    BadRowError,
-    Predictor,
-    SchemaMismatchError,
-    convert_estimator,
-    read_metadata,
-    score,
-)
+from onnxbridge import BadRowError, Predictor, SchemaMismatchError, convert_estimator, score
+from onnxbridge.convert import read_metadata
 
 
 def _table(n: int = 300) -> tuple[pd.DataFrame, pd.Series]:

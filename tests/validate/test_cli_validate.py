@@ -11,8 +11,9 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestClassifier
 
 from cli_support import assert_one_line_error, run
-from onnxbridge import Bundle, check_golden, convert_estimator, save_estimator, write_golden
+from onnxbridge import Bundle, convert_estimator, save_estimator
 from onnxbridge.errors import BundleError
+from onnxbridge.validate import check_golden, write_golden
 
 
 def test_bundle_equivalent_exits_0_with_probe_table(capsys, iris_bundle: Bundle) -> None:

@@ -21,8 +21,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
-from onnxbridge import check_golden, convert_bundle, train_bundle, validate_bundle, write_golden
+from onnxbridge import convert_bundle, train_bundle, validate_bundle
 from onnxbridge.data import FeatureSchema
+from onnxbridge.validate import check_golden, write_golden
 from onnxbridge.validate.probes import ProbeSpec, build_probe_sets, tree_thresholds
 
 

@@ -13,7 +13,7 @@ import errno
 import io
 import os
 import sys
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from rich.console import Console
 
@@ -60,7 +60,7 @@ def _quiet_text(stream: TextIO | None, fd: int) -> TextIO:
         io.BufferedWriter(raw) if buffered else raw,
         encoding=stream.encoding,
         errors=stream.errors,
-        line_buffering=stream.line_buffering,
+        line_buffering=bool(stream.line_buffering),
         write_through=getattr(stream, "write_through", False),
     )
 
@@ -75,7 +75,7 @@ def quiet_when_unread() -> None:
         setattr(sys, name, _quiet_text(stream, fd))
 
 
-def _fd_of(stream: TextIO) -> int | None:
+def _fd_of(stream: IO[str]) -> int | None:
     try:
         return stream.fileno()
     except (AttributeError, OSError, ValueError):

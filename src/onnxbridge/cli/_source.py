@@ -4,12 +4,14 @@ file named on the command line, loaded together (convert, validate)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 
 from onnxbridge.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # One --trust flag for every command that loads a .skops model (a model file or a bundle's
 # model.skops). Trust is per command: nothing records it, so the next command asks again.

@@ -62,11 +62,13 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
 
     _step(console, 2, "convert", f"onnxbridge convert {out} --opset {DEMO_OPSET}")
     conversion = convert_bundle(bundle, opset=DEMO_OPSET)
+    check = conversion.check
+    assert check is not None  # convert_bundle checks the model unless allowed not to
     console.print(
         f"wrote {escape(str(conversion.path))}: input float32[N,{bundle.schema.n_features}], "
         f"outputs {', '.join(conversion.metadata.outputs.values())}, "
         f"opsets {format_opsets(conversion.metadata.opsets)}, zipmap off; "
-        f"checked: {conversion.check.summary()}"
+        f"checked: {check.summary()}"
     )
 
     _step(console, 3, "inspect", f"onnxbridge inspect {bundle.onnx_path}")

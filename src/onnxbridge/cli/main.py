@@ -10,6 +10,7 @@ command, which still finishes its work and exits with its own code.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import re
@@ -17,17 +18,15 @@ import sys
 import traceback
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from onnxbridge.cli._console import console, quiet_when_unread
 from onnxbridge.cli._out import check_out_file
 from onnxbridge.cli._source import TrustOption
-from onnxbridge.cli.bench import bench_command, tune_command
-from onnxbridge.cli.serve import serve
 from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
 
 __all__ = ["app", "main", "run"]
@@ -81,7 +80,61 @@ def _value_words(text: str) -> str:
     return re.sub(r"<(?:list\[)?(\w+)\]?>", lambda m: _VALUE_WORDS.get(m[1], m[1].upper()), text)
 
 
+# The commands written in other modules, by name: (module, function). Their modules import
+# heavier libraries, so each loads only when its command runs or shows its help; `onnxbridge
+# --help` and `--version` stay quick.
+_ELSEWHERE: dict[str, tuple[str, str]] = {
+    "bench": ("onnxbridge.cli.bench", "bench_command"),
+    "coverage": ("onnxbridge.cli.coverage", "coverage"),
+    "score": ("onnxbridge.cli.score", "score_command"),
+    "serve": ("onnxbridge.cli.serve", "serve"),
+    "tune": ("onnxbridge.cli.bench", "tune_command"),
+    "validate": ("onnxbridge.cli.validate", "validate_command"),
+}
+
+
+class _Later(TyperCommand):
+    """Stands for a command of :data:`_ELSEWHERE` until it is needed: its name and summary are
+    enough for the list of commands and for "did you mean" hints."""
+
+    def load(self) -> TyperCommand:
+        assert self.name is not None
+        module, function = _ELSEWHERE[self.name]
+        single = typer.Typer(add_completion=False, rich_markup_mode=None)
+        _command(self.name, single)(getattr(importlib.import_module(module), function))
+        loaded = typer.main.get_command(single)
+        assert isinstance(loaded, TyperCommand)
+        return loaded
+
+
+class _Group(TyperGroup):
+    """The ``onnxbridge`` group: commands in the order of :data:`_SHORT_HELP`, those of
+    :data:`_ELSEWHERE` imported only when used."""
+
+    def __init__(self, *, commands: Any = None, **attrs: Any) -> None:
+        super().__init__(commands=commands, **attrs)
+        here = dict(self.commands)
+        self.commands = {
+            name: here.get(name) or _Later(name, short_help=_SHORT_HELP[name])
+            for name in _SHORT_HELP
+        }
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self.commands.get(cmd_name)
+        if isinstance(command, _Later):
+            command = self.commands[cmd_name] = command.load()
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        # Typer's listing, from the summaries alone (without loading any command).
+        shown = [(name, c) for name, c in self.commands.items() if not c.hidden]
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, c.get_short_help_str(limit)) for name, c in shown])
+
+
 app = typer.Typer(
+    cls=_Group,
     name="onnxbridge",
     help="Take a scikit-learn model to ONNX Runtime and prove the copy is faithful and fast: "
     "train → convert → inspect → predict → validate → bench / tune → serve → score.",
@@ -111,15 +164,17 @@ _SHORT_HELP = {
 }
 
 
-def _command(name: str | None = None) -> Any:
-    """``app.command`` with the clean usage lines of :class:`_Command` and a one-line summary.
+def _command(name: str | None = None, into: typer.Typer | None = None) -> Any:
+    """``app.command`` (or ``into.command``) with the clean usage lines of :class:`_Command` and
+    a one-line summary.
 
     Without ``name`` the command is named after the decorated function.
     """
 
     def register(function: Any) -> Any:
         command = name or function.__name__
-        return app.command(command, cls=_Command, short_help=_SHORT_HELP[command])(function)
+        typer_app = app if into is None else into
+        return typer_app.command(command, cls=_Command, short_help=_SHORT_HELP[command])(function)
 
     return register
 
@@ -505,26 +560,6 @@ def predict(
         result.to_csv(sys.stdout, index=False, sep="\t" if fmt == "tsv" else ",")
 
 
-# ------------------------------------------------------------------------------------ validate
-def _register_validate() -> None:
-    from onnxbridge.cli.validate import validate_command
-
-    _command("validate")(validate_command)
-
-
-_register_validate()
-
-
-# --------------------------------------------------------------------------------------- score
-def _register_score() -> None:
-    from onnxbridge.cli.score import score_command
-
-    _command("score")(score_command)
-
-
-_register_score()
-
-
 # ---------------------------------------------------------------------------------------- demo
 @_command()
 def demo(
@@ -536,24 +571,6 @@ def demo(
     report = run_demo(out, console)
     if not report.equivalent:
         raise typer.Exit(EXIT_CHECK_FAILED)
-
-
-# ---------------------------------------------------------------------------------- bench, tune
-_command("bench")(bench_command)
-_command("tune")(tune_command)
-
-# --------------------------------------------------------------------------------------- serve
-_command("serve")(serve)
-
-
-# ------------------------------------------------------------------------------------ coverage
-def _register_coverage() -> None:
-    from onnxbridge.cli.coverage import coverage
-
-    _command("coverage")(coverage)
-
-
-_register_coverage()
 
 
 # ---------------------------------------------------------------------------------- entry point
@@ -579,7 +596,8 @@ def _run(args: list[str], debug: bool) -> int:
     except TyperException as exc:
         # Usage errors (missing option, bad value, unknown command): one line, exit 2.
         if type(exc).__name__ == "NoArgsIsHelpError":
-            exc.show()  # prints the help text
+            # Typer's own class (not public), a usage error that knows how to show itself.
+            cast(Any, exc).show()  # prints the help text
             return EXIT_ERROR
         ctx = getattr(exc, "ctx", None)
         where = ctx.command_path if ctx is not None else "onnxbridge"

@@ -227,7 +227,7 @@ def _exact_rows(
             OutputComparison(role, "exact", n, n, 0.0, False, status="big-diff"),
             np.ones(n),
         )
-    row_ok = same_labels(expected, actual).reshape(n, -1).all(axis=1)
+    row_ok = np.asarray(same_labels(expected, actual).reshape(n, -1).all(axis=1))
     bad = int((~row_ok).sum())
     comparison = OutputComparison(
         name=role,

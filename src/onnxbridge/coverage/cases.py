@@ -339,14 +339,11 @@ def _other_cases() -> list[CoverageCase]:
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
     from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
 
+    def three_components(cls: type[Any]) -> Callable[[], Any]:
+        return lambda: _seeded(cls(n_components=3))
+
     cases = [
-        CoverageCase(
-            cls.__name__,
-            "other",
-            "multiclass",
-            (lambda cls=cls: _seeded(cls(n_components=3))),
-            "n_components=3",
-        )
+        CoverageCase(cls.__name__, "other", "multiclass", three_components(cls), "n_components=3")
         for cls in (BayesianGaussianMixture, GaussianMixture)
     ]
     cases += [_case(cls.__name__, cls, "other") for cls in (CountVectorizer, TfidfVectorizer)]

@@ -230,7 +230,7 @@ def split_binary_body(body: bytes, header_length: str | None) -> tuple[bytes, me
 
 
 def decode_binary_tensor(
-    name: str, datatype: str, shape: tuple[int, ...], raw: memoryview
+    name: str, datatype: str, shape: tuple[int, ...], raw: memoryview | bytes
 ) -> np.ndarray:
     """The array of shape ``shape`` in the raw bytes ``raw`` (binary tensor data extension).
 

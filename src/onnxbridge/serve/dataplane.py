@@ -94,7 +94,7 @@ class DataPlane:
         # Loading builds sessions (seconds for a large forest): its own thread, so inference
         # goes on meanwhile.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="onnxbridge-load")
-        self.server_metadata = {
+        self.server_metadata: dict[str, Any] = {
             "name": "onnxbridge",
             "version": _server_version(),
             "extensions": EXTENSIONS,
@@ -200,19 +200,19 @@ class DataPlane:
                     f"got {item!r}"
                 )
             name = item.get("name")
-            spec = model.input_by_name.get(name) if isinstance(name, str) else None
-            if spec is None:
+            if not isinstance(name, str) or name not in model.input_by_name:
                 raise InferenceRequestError(
                     f"model {model.name!r} has no input {name!r}; its inputs are "
                     f"{model.input_names}"
                 )
+            spec = model.input_by_name[name]
             if name in feeds:
                 raise InferenceRequestError(f"input {name!r} is given twice")
-            datatype = item.get("datatype")
-            if datatype != spec.datatype:
+            datatype = spec.datatype
+            if item.get("datatype") != datatype:
                 raise InferenceRequestError(
-                    f"input {name!r} has datatype {datatype!r}; model {model.name!r} expects "
-                    f"{spec.datatype}"
+                    f"input {name!r} has datatype {item.get('datatype')!r}; model "
+                    f"{model.name!r} expects {datatype}"
                 )
             shape = parse_shape(name, item.get("shape"))
             self._check_shape(model, spec, shape, symbols)
@@ -335,11 +335,11 @@ class DataPlane:
         available = ", ".join(s.describe() for s in model.tensor_outputs)
         for item in outputs:
             name = item.get("name") if isinstance(item, dict) else None
-            spec = model.output_by_name.get(name) if isinstance(name, str) else None
-            if spec is None:
+            if not isinstance(name, str) or name not in model.output_by_name:
                 raise InferenceRequestError(
                     f"model {model.name!r} has no output {name!r}; its outputs are {available}"
                 )
+            spec = model.output_by_name[name]
             if not spec.datatype:
                 raise InferenceRequestError(
                     f"output {name!r} is not a tensor (a sequence of maps, e.g. ZipMap) and "

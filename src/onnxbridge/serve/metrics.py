@@ -52,7 +52,7 @@ class ServeMetrics:
         self._errors: dict[tuple[str, str, str], int] = {}
         self._rows: dict[str, int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]  # a collector: has collect()
+        self.registry.register(self)  # a collector: has collect()
 
     def observe(
         self, model: str, endpoint: str, seconds: float, status: int, rows: int = 0

@@ -90,6 +90,7 @@ class InferenceRunner:
                 if merge is not None:
                     groups.setdefault(merge, []).append(job)
                     continue
+                outcome: tuple[Any, Any, BaseException | None]
                 try:
                     outcome = (future, fn(*args), None)
                 except BaseException as exc:  # handed to the awaiting request, raised there

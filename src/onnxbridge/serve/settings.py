@@ -105,7 +105,7 @@ def load_settings(**overrides: object) -> ServeSettings:
             from: ``port=80000`` for an override (``arguments`` lists it), the variable
             ``ONNXBRIDGE_SERVE_PORT=80000`` for the environment; and what is allowed.
     """
-    values = {k: v for k, v in overrides.items() if v is not None}
+    values: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
         return ServeSettings(**values)
     except ValidationError as exc:

@@ -341,8 +341,8 @@ def _score(
             first = first if first is not None else out
         if sklearn is not None:
             # Rows scikit-learn refuses are found by halving the batch, within the budget.
-            keep, outs, exc = _bisect(sklearn, chunk, first)
-            refused = refused or exc
+            keep, outs, refusal = _bisect(sklearn, chunk, first)
+            refused = refused or refusal
             kept.append(keep)
             parts.setdefault(SKLEARN, []).extend(outs)
         took = time.perf_counter() - started
@@ -366,8 +366,8 @@ def _score(
         if runs
     }
     positions = np.sort(scored) if done < n else None
-    keep = kept_rows[back] if refused is not None else None
-    return _Scored(positions, outputs, errors, refused, keep)
+    kept_in_order = kept_rows[back] if refused is not None else None
+    return _Scored(positions, outputs, errors, refused, kept_in_order)
 
 
 def _run_probe(
@@ -512,10 +512,10 @@ def _rows(data: Any, predictor: Predictor, estimator: Any) -> pd.DataFrame:
         array = np.asarray(data)
         if array.ndim != 2:
             raise DataError(f"data must be 2-D [rows, features], got shape {array.shape}")
-        names = predictor.feature_names or [
+        columns = predictor.feature_names or [
             str(c) for c in getattr(estimator, "feature_names_in_", range(array.shape[1]))
         ]
-        data = pd.DataFrame(array, columns=names)
+        data = pd.DataFrame(array, columns=columns)
     frame = data.rename(columns=str)
     names = predictor.feature_names
     if names is None and getattr(estimator, "feature_names_in_", None) is not None:

@@ -110,7 +110,7 @@ def _pipeline_diagnosis(
             )
     next_step = (
         f"fix or replace the ONNX converter of {located.cls} (see "
-        "onnxbridge.registered_converters() and docs/convert.md), or validate "
+        "onnxbridge.convert.registered_converters() and docs/convert.md), or validate "
         f"Pipeline(steps[:{located.step}]) alone with validate_model to reproduce it"
     )
     return Diagnosis(
@@ -191,10 +191,10 @@ def _tree_diagnosis(
         f"{total} rows diverge (probe sets: {', '.join(caught_by)}); {explained} of them have a "
         "feature that float32 rounding moves across a split threshold"
     ]
-    for (feature, threshold), n in top:
+    for (column, threshold), n in top:
         t32 = float(np.float32(threshold))
         details.append(
-            f"feature {feature!r}, threshold {threshold!r} (float32 {t32!r}, spacing "
+            f"feature {column!r}, threshold {threshold!r} (float32 {t32!r}, spacing "
             f"{float(np.spacing(np.float32(abs(threshold)))):.3g}): {n} rows"
         )
     explained_all = explained == total

@@ -177,7 +177,7 @@ def check_golden(
     if not entry or not path.is_file():
         raise BundleError(
             f"bundle {str(bundle.path)!r} has no golden predictions; run `onnxbridge convert "
-            f"{bundle.path}` (or onnxbridge.write_golden(bundle)) to store them"
+            f"{bundle.path}` (or onnxbridge.validate.write_golden(bundle)) to store them"
         )
     if file_sha256(path) != entry.get("sha256"):
         raise BundleError(

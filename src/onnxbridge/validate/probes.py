@@ -261,7 +261,8 @@ def _missing_rows(
     missing: NaN in a number column, None in a text column."""
     strings = set(_string_columns(schema))
     per_column = min(spec.missing_rows, len(holdout))
-    parts, meta = [], []
+    parts: list[pd.DataFrame] = []
+    meta: list[dict[str, Any]] = []
     for name in columns:
         block = _base_rows(holdout, per_column)
         blank_column(block, name)

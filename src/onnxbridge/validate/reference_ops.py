@@ -224,7 +224,7 @@ class _Trees:
         x = np.asarray(x, dtype=dtype)
         if x.ndim == 1:
             x = x.reshape(1, -1)
-        thresholds = self.threshold.astype(dtype)
+        thresholds: np.ndarray = self.threshold.astype(dtype)
         n, trees = x.shape[0], len(self.roots)
         reached = np.tile(self.roots, n)
         rows = np.repeat(np.arange(n), trees)
@@ -479,7 +479,7 @@ class SVMClassifier(_CachedNode):
         if x.ndim == 1:
             x = x.reshape(1, -1)
         vectors, coef, k = s["vectors"].astype(dtype), s["coefficients"].astype(dtype), s["k"]
-        decisions = np.empty((len(x), len(s["pairs"])), dtype=dtype)
+        decisions: np.ndarray = np.empty((len(x), len(s["pairs"])), dtype=dtype)
         for rows in _row_chunks(len(x), len(vectors)):
             with np.errstate(all="ignore"):
                 kernel = _kernel(x[rows], vectors, s["kernel"], s["params"])

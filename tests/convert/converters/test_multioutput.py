@@ -21,11 +21,11 @@ from cli_support import run
 from onnxbridge import (
     ConversionError,
     Predictor,
-    Tolerance,
     convert_estimator,
     save_estimator,
     validate_model,
 )
+from onnxbridge.validate import Tolerance
 
 X, Y = make_multilabel_classification(n_samples=260, n_features=5, n_classes=3, random_state=0)
 COLUMNS = [f"f{i}" for i in range(5)]

@@ -727,8 +727,8 @@ def kneighbors(g: Graph, model: Any, x: str, k: int) -> tuple[str, str]:
         sequence, sequence_ids = _sequence(body, _reduced(body, block, train, p), k)
     else:
         # Row M (no training row) pads the leaves: at +inf it is never accepted.
-        padded = np.vstack([train, np.full((1, n_features), np.inf)])
-        sequence, sequence_ids = _tree_sequence(body, block, body.const(padded), tree, k, p)
+        leaf_pad = np.vstack([train, np.full((1, n_features), np.inf)])
+        sequence, sequence_ids = _tree_sequence(body, block, body.const(leaf_pad), tree, k, p)
     values, indices = _heap(body, sequence, sequence_ids, k)
     out_values = body.node("Identity", [values])
     out_indices = body.node("Identity", [indices])

@@ -36,7 +36,10 @@ __all__ = [
     "write_regressor",
 ]
 
-CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+CLASSIFIER_OPTIONS: dict[str, list[Any]] = {
+    "zipmap": [False, True, "columns"],
+    "nocl": [False, True],
+}
 
 
 def example_target(score: np.ndarray, classes: int | None, rng: Any) -> np.ndarray:

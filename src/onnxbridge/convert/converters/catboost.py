@@ -195,7 +195,7 @@ def _category_hashes(model: Any, known: dict[int, list[str]]) -> dict[int, dict[
     width = max((len(v) for v in known.values()), default=0)
     if width == 0:
         return {j: {} for j in known}
-    columns = {}
+    columns: dict[str, list[Any]] = {}
     for j, name in enumerate(names):
         values = known.get(j)
         if values is None:

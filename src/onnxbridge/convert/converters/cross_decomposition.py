@@ -28,7 +28,7 @@ def _predict_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     g = Graph(scope, operator, container)
     centred = g.sub_const(g.input, np.asarray(model._x_mean).reshape(1, -1))
-    coef = np.asarray(model.coef_, dtype=np.float64).T.astype(g.dtype)
+    coef: np.ndarray = np.asarray(model.coef_, dtype=np.float64).T.astype(g.dtype)
     intercept = np.asarray(model.intercept_, dtype=np.float64).reshape(1, -1)
     g.affine(centred, coef, intercept, g.output())
 

@@ -102,7 +102,11 @@ def _frozen_example() -> tuple[Any, Any]:
     return FrozenEstimator(_pipeline().fit(X, y)), X
 
 
-_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True], "raw_scores": [False, True]}
+_OPTIONS: dict[str, list[Any]] = {
+    "zipmap": [False, True, "columns"],
+    "nocl": [False, True],
+    "raw_scores": [False, True],
+}
 for _estimator, _example in (
     (RandomizedSearchCV, _randomized_example),
     (HalvingGridSearchCV, _halving_grid_example),

@@ -75,7 +75,7 @@ def _classifier_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _check_strategy(model, ("prior", "most_frequent"))
     _, onnx_type, dtype = _float_type(operator)
-    prior = np.asarray(model.class_prior_, dtype=dtype).reshape(1, -1)
+    prior: np.ndarray = np.asarray(model.class_prior_, dtype=dtype).reshape(1, -1)
     if model.strategy == "most_frequent":
         # predict_proba puts all the mass on the most frequent class.
         prior = np.zeros_like(prior)
@@ -110,7 +110,7 @@ def _regressor_shape(operator: Any) -> None:
 def _regressor_convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     _, onnx_type, dtype = _float_type(operator)
-    constant = np.asarray(model.constant_, dtype=dtype).reshape(1, -1)
+    constant: np.ndarray = np.asarray(model.constant_, dtype=dtype).reshape(1, -1)
     _repeat_rows(
         scope,
         container,

@@ -144,6 +144,7 @@ def _terms(g: Nodes, model: Any, words: str) -> tuple[str, str]:
                 g.const(np.array([1])),
             ],
         )
+        assert gram is not None  # k >= 2 words were joined
         terms.append(gram)
         masks.append(last)
     if len(terms) == 1:

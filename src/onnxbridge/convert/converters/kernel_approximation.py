@@ -199,13 +199,14 @@ def _sketch_convert(scope: Any, operator: Any, container: Any) -> None:
         both = g.affine(g.input, weights.astype(g.dtype), bias)
         re_d = g.node("Slice", [both, g.int64([0]), g.int64([m]), g.int64([1])])
         im_d = g.node("Slice", [both, g.int64([m]), g.int64([2 * m]), g.int64([1])])
-        if real is None:
+        if real is None or imag is None:
             real, imag = re_d, im_d
             continue
         real, imag = (
             g.node("Sub", [g.node("Mul", [real, re_d]), g.node("Mul", [imag, im_d])]),
             g.node("Add", [g.node("Mul", [real, im_d]), g.node("Mul", [imag, re_d])]),
         )
+    assert real is not None and imag is not None  # degree >= 1: one sketch at least
     # Real part of the inverse fft: (Re @ cos - Im @ sin) / m.
     inverse_real = g.matmul_const(real, (cos / m).astype(g.dtype))
     inverse_imag = g.matmul_const(imag, (sin / m).astype(g.dtype))

@@ -92,7 +92,12 @@ def _data(classes: int | None) -> tuple[np.ndarray, np.ndarray]:
     return X, example_target(score, classes, rng)
 
 
-_PARAMS = {"n_estimators": 15, "num_leaves": 8, "min_child_samples": 5, "random_state": 0}
+_PARAMS: dict[str, Any] = {
+    "n_estimators": 15,
+    "num_leaves": 8,
+    "min_child_samples": 5,
+    "random_state": 0,
+}
 
 
 def _classifier_example() -> tuple[Any, Any]:

@@ -202,7 +202,7 @@ def _regressor_example() -> tuple[Any, Any]:
     return RadiusNeighborsRegressor(radius=2.0, weights="distance").fit(X, y), X
 
 
-_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+_OPTIONS: dict[str, list[Any]] = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
 register_converter(
     ConverterSpec(
         RadiusNeighborsClassifier,

@@ -21,7 +21,7 @@ def _shape(operator: Any) -> None:
 def _convert(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
     g = Graph(scope, operator, container)
-    weights = np.asarray(model.components_, dtype=np.float64).T.astype(g.dtype)
+    weights: np.ndarray = np.asarray(model.components_, dtype=np.float64).T.astype(g.dtype)
     activation = g.affine(g.input, weights, np.asarray(model.intercept_hidden_).reshape(1, -1))
     g.node("Sigmoid", [activation], g.output())
 

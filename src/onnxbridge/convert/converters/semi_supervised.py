@@ -25,7 +25,7 @@ from onnxbridge.convert.converters._meta import Nodes, float_tensor_type, label_
 from onnxbridge.convert.registry import ConverterSpec, register_converter
 from onnxbridge.errors import ConversionError
 
-_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+_OPTIONS: dict[str, list[Any]] = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
 
 
 def _classifier_shape(operator: Any) -> None:

@@ -193,7 +193,7 @@ def _example(cls: type, **params: Any) -> Any:
 
 
 # skl2onnx's options for tree classifiers stay accepted; setting one hands over to its converter.
-_TREE_CLASSIFIER_OPTIONS = {
+_TREE_CLASSIFIER_OPTIONS: dict[str, list[Any]] = {
     **CLASSIFIER_OPTIONS,
     "raw_scores": [False, True],
     "decision_path": [False, True],

@@ -179,7 +179,8 @@ def _convert(scope: Any, operator: Any, container: Any) -> None:
 
 def _example() -> tuple[Any, Any]:
     rng = np.random.RandomState(0)
-    values = rng.choice(["red", "green", "blue", None], size=(40, 2)).astype(object)
+    colours = np.array(["red", "green", "blue", None], dtype=object)
+    values = rng.choice(colours, size=(40, 2)).astype(object)
     frame = pd.DataFrame(values, columns=["colour", "shade"])
     return SimpleImputer(strategy="most_frequent").fit(frame), frame
 

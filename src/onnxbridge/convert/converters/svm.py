@@ -401,7 +401,10 @@ def _one_class_example() -> tuple[Any, Any]:
     return OneClassSVM(nu=0.2).fit(X), X
 
 
-_CLASSIFIER_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+_CLASSIFIER_OPTIONS: dict[str, list[Any]] = {
+    "zipmap": [False, True, "columns"],
+    "nocl": [False, True],
+}
 
 for _estimator, _example in ((SVC, _svc_example), (NuSVC, _nusvc_example)):
     register_converter(

@@ -113,7 +113,7 @@ def _fixed_example() -> tuple[Any, Any]:
     return FixedThresholdClassifier(LogisticRegression(), threshold=0.3).fit(X, y), X
 
 
-_OPTIONS = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
+_OPTIONS: dict[str, list[Any]] = {"zipmap": [False, True, "columns"], "nocl": [False, True]}
 register_converter(
     ConverterSpec(
         TunedThresholdClassifierCV,
