@@ -44,7 +44,6 @@ from onnxbridge.errors import (
 
 if TYPE_CHECKING:
     from onnxbridge.bench import BenchReport, bench_model
-    from onnxbridge.bench.tune import TuneReport, tune_model
     from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
     from onnxbridge.convert import ConversionResult, convert_bundle, convert_estimator
     from onnxbridge.inspection import ModelSummary, inspect_model
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
     from onnxbridge.score import ScoreResult, score
     from onnxbridge.serve import create_app
     from onnxbridge.train import TrainResult
+    from onnxbridge.tune import TuneReport, tune_model
     from onnxbridge.validate import ValidationReport, validate_bundle, validate_model
 
     __version__: str
@@ -110,7 +110,7 @@ _LAZY: dict[str, str] = {
     "ScoreResult": "onnxbridge.score",
     "SessionSettings": "onnxbridge.runtime",
     "TrainResult": "onnxbridge.train",
-    "TuneReport": "onnxbridge.bench.tune",
+    "TuneReport": "onnxbridge.tune",
     "ValidationReport": "onnxbridge.validate",
     "bench_model": "onnxbridge.bench",
     "convert_bundle": "onnxbridge.convert",
@@ -121,7 +121,7 @@ _LAZY: dict[str, str] = {
     "save_estimator": "onnxbridge.bundle",
     "score": "onnxbridge.score",
     "train_bundle": "onnxbridge.bundle",
-    "tune_model": "onnxbridge.bench.tune",
+    "tune_model": "onnxbridge.tune",
     "validate_bundle": "onnxbridge.validate",
     "validate_model": "onnxbridge.validate",
 }

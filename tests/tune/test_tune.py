@@ -14,6 +14,7 @@ import pytest
 
 import onnxbridge.engines.build as accelerators
 from onnxbridge import Bundle, Predictor, convert_bundle, train_bundle, tune_model, validate_bundle
+from onnxbridge.bundle import ONNX_NAME
 from onnxbridge.engines.build import (
     AcceleratorCandidate,
     AcceleratorCheck,
@@ -21,7 +22,6 @@ from onnxbridge.engines.build import (
     choose_accelerator,
     probe_rows,
 )
-from onnxbridge.bundle import ONNX_NAME
 from onnxbridge.errors import DataError
 from onnxbridge.runtime.router import Router
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
