@@ -468,6 +468,10 @@ def float32_trees(model: Any) -> Any:
     def field(name: str) -> Any:
         return header.get_field(name)
 
+    def _pair(values: list[int]) -> tuple[int, int]:
+        first, second = values  # tl2cgen's leaf vector shape is [targets, classes]
+        return first, second
+
     def ints(name: str) -> list[int]:
         return [int(v) for v in field(name)]
 
@@ -484,7 +488,7 @@ def float32_trees(model: Any) -> Any:
             average_tree_output=bool(field("average_tree_output")[0]),
             num_target=int(field("num_target")[0]),
             num_class=ints("num_class"),
-            leaf_vector_shape=tuple(ints("leaf_vector_shape")),
+            leaf_vector_shape=_pair(ints("leaf_vector_shape")),
         ),
         tree_annotation=TreeAnnotation(
             num_tree=int(field("num_tree")[0]),

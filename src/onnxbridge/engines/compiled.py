@@ -323,7 +323,7 @@ class _RowDriver:
         size = lib[f"{ROW_DRIVER}_result_bytes"]
         count.restype = size.restype = ctypes.c_int64
         self._outputs = int(count())
-        self._out_type = {4: np.dtype(np.float32), 8: np.dtype(np.float64)}[int(size())]
+        self._out_type = np.dtype(np.float32) if int(size()) == 4 else np.dtype(np.float64)
         self._features = int(lib.get_num_feature())
         # Labels from the compiled code: one output per class, or a binary model's one
         # (the positive class's probability).
