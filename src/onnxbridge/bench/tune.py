@@ -62,11 +62,10 @@ from onnxbridge.bench.timing import SPIN_COOLDOWN, Timing, measure_many, spin_co
 from onnxbridge.bundle import ONNX_NAME, now_iso
 from onnxbridge.errors import AcceleratorError, DataError, OnnxModelError, first_line
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.blocking import ONE_THREAD_TREE_BLOCK_NODES
-from onnxbridge.runtime.sessions import (
+from onnxbridge.runtime.rewrites import blocked_model, linear_model
+from onnxbridge.runtime.rewrites.tree_blocks import ONE_THREAD_TREE_BLOCK_NODES
+from onnxbridge.runtime.router import (
     ROW_SPLIT_MIN_PART,
-    blocked_model,
-    linear_model,
     open_ort_session,
     settings_for_rows,
     tree_block_nodes_for,

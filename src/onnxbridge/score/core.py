@@ -516,10 +516,6 @@ def score(
                 # One thread per session: parallelism comes from the pool, and tree votes are
                 # then added in one order whatever the batch size.
                 intra_op_num_threads=session_threads or 1,
-                # The loader refuses a bundle without an accelerator, then one the caller has not
-                # trusted, before any file of it is opened and before the output is touched.
-                accelerator=accelerator,
-                trust_native=trust_native,
                 regime="throughput",  # one session for every batch, also a file's last one
             )
         else:
