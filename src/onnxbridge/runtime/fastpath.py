@@ -28,7 +28,7 @@ import numpy as np
 
 from onnxbridge._values import all_finite, misfits, within_range
 
-__all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "small_has_nan"]
+__all__ = ["DEFAULT_MAX_ROWS", "BoundRunner", "has_nan", "run_options", "small_has_nan"]
 
 # Beyond a few hundred rows the saved fixed cost is lost in the run itself, and the extra copies
 # into and out of the buffers start to cost; larger calls take the plain path.
@@ -86,7 +86,7 @@ class BoundRunner:
         # only the buffers must not be shared.
         self._local = threading.local()
         # One RunOptions for every call: without one, ONNX Runtime builds a default per call.
-        self._options = _run_options()
+        self._options = run_options()
         # Set once a call shows the model cannot be served here (e.g. string or ZipMap outputs).
         self.disabled = self._dtype.kind not in "fiub"
 
@@ -97,7 +97,7 @@ class BoundRunner:
         it has missing values to report, or it has more than ``max_rows`` rows. The returned
         arrays are the caller's: no later call changes them while anything still holds them.
         """
-        # Every check here is paid on each call of a few µs: cheapest tests first.
+        # Every check here is paid on every small call: cheapest tests first.
         if self.disabled or type(data) is not np.ndarray:
             return None
         if data.dtype is not self._dtype and data.dtype.kind not in "fiub":
@@ -197,7 +197,15 @@ def has_nan(array: np.ndarray) -> bool:
     return size > 0 and bool(np.isnan(array.min()))
 
 
-def _run_options() -> Any:
+def run_options() -> Any:
+    """One ``RunOptions`` for every call of a session.
+
+    Without one, ONNX Runtime builds a default per call. Its ``gpu_graph_id`` entry is set to
+    the default (0, no graph capture) because ``run_with_iobinding`` looks it up on every call,
+    and a missing entry is reported by raising an exception, which costs more than a small run.
+    """
     import onnxruntime as ort
 
-    return ort.RunOptions()
+    options = ort.RunOptions()
+    options.add_run_config_entry("gpu_graph_id", "0")
+    return options

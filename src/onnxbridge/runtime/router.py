@@ -33,7 +33,7 @@ import numpy as np
 
 from onnxbridge._meta import ORT_TO_NUMPY, ModelMetadata
 from onnxbridge.errors import InferenceError, OnnxModelError, SessionSettingsError, first_line
-from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner, run_options
 from onnxbridge.runtime.pool import LazyPool
 from onnxbridge.runtime.rewrites import apply_rewrites, passes_for
 from onnxbridge.runtime.rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS
@@ -208,7 +208,7 @@ class Router:
         self._runners: dict[str, BoundRunner] = {}
         first = self._sessions[base]
         self._fast_input = _fast_input(first, self.props) if speedups else None
-        self._run_options = _run_options()
+        self._run_options = run_options()
         # Single rows are what a server waits on: open their session now, not mid-request.
         self.session_for(1)
         used = {spec.throughput} if not self._per_call else {spec.latency, spec.throughput}
@@ -314,13 +314,6 @@ class Router:
     def _bytes(self) -> bytes:
         source = self._source
         return source if isinstance(source, bytes) else Path(source).read_bytes()
-
-
-def _run_options() -> Any:
-    """One ``RunOptions`` for every call: without one, ONNX Runtime builds a default per call."""
-    import onnxruntime as ort
-
-    return ort.RunOptions()
 
 
 def _fast_input(session: Any, props: dict[str, str]) -> tuple[str, Any, int, bool] | None:

@@ -244,10 +244,11 @@ class TuningSpec:
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings for a call of ``rows`` rows: latency up to ``latency_max_rows``."""
-        return self.latency if rows <= self.latency_max_rows else self.throughput
+        return self.latency if self.regime_for(rows) == "latency" else self.throughput
 
     def regime_for(self, rows: int) -> str:
-        """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows."""
+        """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows: the one routing rule
+        (:class:`~onnxbridge.runtime.router.Router` and ``tune`` apply it through here)."""
         return "latency" if rows <= self.latency_max_rows else "throughput"
 
     def to_dict(self) -> dict[str, Any]:
