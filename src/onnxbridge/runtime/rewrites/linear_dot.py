@@ -116,7 +116,7 @@ def _regressor(node: Any, name: Callable[[str], str]) -> _Nodes | None:
 
 
 def _classifier(node: Any, name: Callable[[str], str]) -> _Nodes | None:
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     attrs = attributes_of(node)
     coefficients = attrs.get("coefficients")
@@ -168,38 +168,50 @@ def _classifier(node: Any, name: Callable[[str], str]) -> _Nodes | None:
             nodes.append(
                 helper.make_node("Softmax", [transposed], [scores_out], name=name("gemv_p"), axis=1)
             )
-    label_out = node.output[0]
-    if label_out:
-        zero, positive, index, flat = (
-            name("gemv_zero"),
-            name("gemv_positive"),
-            name("gemv_index"),
-            name("gemv_flat"),
+    if node.output[0]:
+        label_nodes, label_inits = _label_nodes(z, labels, node.output[0], name)
+        nodes += label_nodes
+        inits += label_inits
+    return nodes, inits
+
+
+def _label_nodes(
+    z: str, labels: np.ndarray, label_out: str, name: Callable[[str], str]
+) -> tuple[list[Any], list[Any]]:
+    """Nodes and initializers computing the label: the second class where ``z > 0`` (the
+    operator's first-maximum rule; NaN gives the first class)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    zero, positive, index, flat = (
+        name("gemv_zero"),
+        name("gemv_positive"),
+        name("gemv_index"),
+        name("gemv_flat"),
+    )
+    ints = labels.dtype != object
+    plain = ints and labels.tolist() == [0, 1]
+    indices = label_out if plain else name("gemv_label_index")
+    inits += [
+        numpy_helper.from_array(np.array(0, dtype=np.float32), zero),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), flat),
+    ]
+    nodes += [
+        helper.make_node("Greater", [z, zero], [positive], name=name("gemv_greater")),
+        helper.make_node("Cast", [positive], [index], name=name("gemv_cast"), to=TensorProto.INT64),
+        helper.make_node("Reshape", [index, flat], [indices], name=name("gemv_labels")),
+    ]
+    if not plain:
+        table = name("gemv_classes")
+        if ints:
+            inits.append(numpy_helper.from_array(labels.astype(np.int64), table))
+        else:
+            tensor = helper.make_tensor(table, TensorProto.STRING, [2], labels.tolist())
+            inits.append(tensor)
+        nodes.append(
+            helper.make_node("Gather", [table, indices], [label_out], name=name("gemv_class"))
         )
-        ints = labels.dtype != object
-        plain = ints and labels.tolist() == [0, 1]
-        indices = label_out if plain else name("gemv_label_index")
-        inits += [
-            numpy_helper.from_array(np.array(0, dtype=np.float32), zero),
-            numpy_helper.from_array(np.array([-1], dtype=np.int64), flat),
-        ]
-        nodes += [
-            helper.make_node("Greater", [z, zero], [positive], name=name("gemv_greater")),
-            helper.make_node(
-                "Cast", [positive], [index], name=name("gemv_cast"), to=TensorProto.INT64
-            ),
-            helper.make_node("Reshape", [index, flat], [indices], name=name("gemv_labels")),
-        ]
-        if not plain:
-            table = name("gemv_classes")
-            if ints:
-                inits.append(numpy_helper.from_array(labels.astype(np.int64), table))
-            else:
-                tensor = helper.make_tensor(table, TensorProto.STRING, [2], labels.tolist())
-                inits.append(tensor)
-            nodes.append(
-                helper.make_node("Gather", [table, indices], [label_out], name=name("gemv_class"))
-            )
     return nodes, inits
 
 
