@@ -52,9 +52,9 @@ def _own_name(path: Path) -> str:
     return ".".join(rel.parts)
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_imports_only_go_down(path: Path) -> None:
-    own = _layer(_own_name(path))
+def _imports(path: Path) -> list[str]:
+    """The onnxbridge modules ``path`` imports (``__init__`` for the package itself)."""
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -65,13 +65,44 @@ def test_imports_only_go_down(path: Path) -> None:
             if name == "onnxbridge":
                 name = "onnxbridge.__init__"
             if name.startswith("onnxbridge."):
-                target = name[len("onnxbridge.") :]
-                assert _layer(target) <= own, (
-                    f"{_own_name(path)} (layer {own}) imports onnxbridge.{target} "
-                    f"(layer {_layer(target)})"
-                )
+                found.append(name[len("onnxbridge.") :])
+    return found
+
+
+def _package_imports(package: str) -> dict[str, list[str]]:
+    """Every module of ``package`` → the top-level onnxbridge modules it imports."""
+    return {
+        _own_name(path): sorted({target.split(".")[0] for target in _imports(path)})
+        for path in sorted((PACKAGE / package).rglob("*.py"))
+    }
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_only_go_down(path: Path) -> None:
+    own = _layer(_own_name(path))
+    for target in _imports(path):
+        assert _layer(target) <= own, (
+            f"{_own_name(path)} (layer {own}) imports onnxbridge.{target} (layer {_layer(target)})"
+        )
 
 
 def test_layers_cover_the_package() -> None:
     for path in _modules():
         _layer(_own_name(path))
+
+
+def test_runtime_imports_nothing_above_its_contract() -> None:
+    """runtime needs an .onnx file and the metadata contract (_meta), nothing of how models are
+    made, measured, tuned or compiled."""
+    forbidden = {"convert", "bundle", "bench", "validate", "coverage", "train", "tune", "engines"}
+    modules = _package_imports("runtime")
+    assert modules  # the package is there and was read
+    bad = {module: sorted(set(heads) & forbidden) for module, heads in modules.items()}
+    assert {module: heads for module, heads in bad.items() if heads} == {}
+
+
+def test_serve_imports_no_compiled_engine() -> None:
+    """A server never loads native code: serve imports nothing from engines."""
+    modules = _package_imports("serve")
+    assert modules
+    assert {module: heads for module, heads in modules.items() if "engines" in heads} == {}

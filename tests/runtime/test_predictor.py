@@ -263,9 +263,8 @@ def test_large_arrays_of_any_layout_and_float_type_give_the_same_results(tmp_pat
     X, y = load_iris(return_X_y=True)
     model = LogisticRegression(max_iter=500).fit(X, y)
     predictor = Predictor(convert_estimator(model, X[:20]).save(tmp_path / "lr.onnx"))
-    rows = np.tile(X, (40, 1)).astype(np.float32)  # 6 000 rows: the output-side NaN check
+    rows = np.tile(X, (40, 1)).astype(np.float32)  # 6 000 rows: past the bound path
     expected = predictor.session_for(len(rows)).run(None, {"input": rows})
-    assert predictor._output_check(rows) is not None  # the output side is checked
     wide = np.zeros((2 * len(rows), rows.shape[1]), dtype=np.float32)
     wide[::2] = rows
     for layout in (

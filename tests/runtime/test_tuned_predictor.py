@@ -66,8 +66,11 @@ def test_run_on_prepared_feeds_picks_the_session_too(tuned_model: Path) -> None:
     X = np.random.RandomState(1).uniform(0, 8, size=(100, 4))
     outputs = predictor.run(predictor.prepare(X))
     assert outputs[1].shape == (100, 3)
-    # The throughput session was opened by that call (it is opened on first use).
-    assert THROUGHPUT.clamped() in predictor._sessions._sessions
+    # A 100-row call is a throughput call: it ran on that session, with those settings.
+    assert predictor.settings_for(100) == THROUGHPUT.clamped()
+    assert predictor.session_for(100) is not predictor.session_for(1)
+    expected = predictor.session_for(100).run(None, predictor.prepare(X))
+    np.testing.assert_array_equal(outputs[1], expected[1])
 
 
 def test_explicit_settings_win_over_tuned_ones(tuned_model: Path) -> None:

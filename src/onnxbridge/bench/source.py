@@ -102,7 +102,7 @@ def open_source(
         frame = None
         rows_from = "random"
     if frame is None:
-        width = len(names) if names else predictor._input_width()
+        width = len(names) if names else predictor.input_width
         if width is None:
             raise DataError(
                 f"{str(onnx_path)!r} has no onnxbridge schema and no fixed input width, so "

@@ -1165,8 +1165,8 @@ def add_float_forest_classifier(
     takes its one-class binary shortcut. A forest's leaves keep their own probabilities and the
     sum is divided by the number of trees afterwards (``Div``), as scikit-learn does: with pure
     leaves (0 or 1) the float32 sums are exact integers, so a tie stays a tie — also when the
-    trees are summed in blocks (:mod:`onnxbridge.runtime.blocking`) — instead of depending on
-    how ``n * (1 / n_trees)`` rounds. Categorical splits and ``text_inputs`` as in
+    trees are summed in blocks (:mod:`onnxbridge.runtime.rewrites.tree_blocks`) — instead of
+    depending on how ``n * (1 / n_trees)`` rounds. Categorical splits and ``text_inputs`` as in
     :func:`add_raw_scores`.
     """
     x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)

@@ -2,23 +2,121 @@
 
 A model has up to two regimes (:class:`~onnxbridge.runtime.settings.TuningSpec`): calls of at
 most ``latency_max_rows`` rows run on the latency settings, larger calls on the throughput
-settings. :class:`Router` owns that rule and the sessions behind it; ``Predictor`` runs every call
-through one, and ``onnxbridge tune`` measures its candidates through one, so what tune measures is
-what predict runs.
+settings (:meth:`TuningSpec.settings_for`, the one place of that rule). :class:`Router` owns the
+regimes and the sessions behind them; ``Predictor`` runs every call through one, and
+``onnxbridge tune`` measures its candidates through one, so what tune measures is what predict
+runs. Besides the regimes it owns the speed-ups of a call:
+
+- graph rewrites (:mod:`onnxbridge.runtime.rewrites`) for large calls only: a per-call regime runs
+  smaller calls on the twin of its settings without them (:func:`settings_for_rows`);
+- one session for settings whose rewrites change nothing in the model;
+- rows split across threads (:class:`RowSplitSession`, ``SessionSettings.row_split``);
+- the bound path for small numeric arrays (:mod:`onnxbridge.runtime.fastpath`).
+
+``speedups=False`` turns all of them off: one plain ``onnxruntime.InferenceSession`` runs every
+call with ``session.run``.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import os
-from collections.abc import Sequence
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from onnxbridge.runtime.sessions import RegimeSessions, effective_settings, open_ort_session
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge._meta import ORT_TO_NUMPY, ModelMetadata
+from onnxbridge.errors import InferenceError, OnnxModelError, SessionSettingsError, first_line
+from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner, run_options
+from onnxbridge.runtime.pool import LazyPool
+from onnxbridge.runtime.rewrites import apply_rewrites, passes_for
+from onnxbridge.runtime.rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS
+from onnxbridge.runtime.rewrites.tree_blocks import (
+    DEFAULT_TREE_BLOCK_NODES,
+    ONE_THREAD_TREE_BLOCK_NODES,
+)
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
 
-__all__ = ["Router"]
+__all__ = [
+    "MULTI_THREAD_BLOCK_MIN_ROWS",
+    "ROW_SPLIT_MIN_PART",
+    "Router",
+    "RowSplitSession",
+    "blocks_from_rows",
+    "default_regimes",
+    "open_ort_session",
+    "settings_for_rows",
+    "tree_block_nodes_for",
+]
+
+logger = logging.getLogger("onnxbridge.runtime")
+
+# Rows a part of a split call has at least: handing a part to another thread has a fixed cost
+# that a part of fewer rows does not win back.
+ROW_SPLIT_MIN_PART = 1024
+# Sessions of several intra-op threads split each block's rows between threads, once per block:
+# below a few thousand rows that costs more than the blocks save.
+MULTI_THREAD_BLOCK_MIN_ROWS = 4096
+# One-thread sessions gain from blocks on any call too large for the bound path.
+SINGLE_THREAD_BLOCK_MIN_ROWS = DEFAULT_MAX_ROWS + 1
+
+
+def blocks_from_rows(settings: SessionSettings) -> int:
+    """The smallest call that gains from running on the blocked graph with ``settings``."""
+    if settings.intra_op_num_threads == 1:
+        return SINGLE_THREAD_BLOCK_MIN_ROWS
+    return MULTI_THREAD_BLOCK_MIN_ROWS
+
+
+def tree_block_nodes_for(settings: SessionSettings) -> int:
+    """The block size for trees run with ``settings``: smaller when each operator runs on one
+    thread (one intra-op thread, or the rows split one thread per part)."""
+    threads = settings.intra_op_num_threads or available_cores()
+    if threads == 1 or settings.row_split > 1:
+        return ONE_THREAD_TREE_BLOCK_NODES
+    return DEFAULT_TREE_BLOCK_NODES
+
+
+def settings_for_rows(settings: SessionSettings, rows: int) -> SessionSettings:
+    """The settings a per-call regime runs a call of ``rows`` rows with: trees in blocks only
+    from :func:`blocks_from_rows` rows on, linear operators as dot products only from
+    :data:`~onnxbridge.runtime.rewrites.linear_dot.LINEAR_GEMV_MIN_ROWS`, the graph as it is
+    below."""
+    if settings.tree_block_nodes and rows < blocks_from_rows(settings):
+        settings = replace(settings, tree_block_nodes=0)
+    if settings.linear_gemv and rows < LINEAR_GEMV_MIN_ROWS:
+        settings = replace(settings, linear_gemv=False)
+    return settings
+
+
+def _row_twins(settings: SessionSettings) -> set[SessionSettings]:
+    """Every settings :func:`settings_for_rows` gives for ``settings``, whatever the rows."""
+    sizes = (1, blocks_from_rows(settings), LINEAR_GEMV_MIN_ROWS)
+    return {settings} | {settings_for_rows(settings, rows) for rows in sizes}
+
+
+def default_regimes(base: SessionSettings) -> TuningSpec:
+    """The regimes of an untuned model: ``base`` as it is for calls the blocks do not pay on,
+    ``base`` with large tree ensembles in blocks and one-column linear operators as dot products
+    for larger calls (nothing changes for models without either)."""
+    return TuningSpec(
+        latency=base,
+        throughput=replace(base, tree_block_nodes=tree_block_nodes_for(base), linear_gemv=True),
+        latency_max_rows=(
+            DEFAULT_MAX_ROWS if base.intra_op_num_threads == 1 else MULTI_THREAD_BLOCK_MIN_ROWS - 1
+        ),
+    )
+
+
+def _plain(settings: SessionSettings) -> SessionSettings:
+    """``settings`` without any of onnxbridge's speed-ups (ONNX Runtime's own options only)."""
+    return replace(settings, tree_block_nodes=0, linear_gemv=False, row_split=0)
 
 
 class Router:
@@ -26,9 +124,26 @@ class Router:
 
     Args:
         model: path to a ``.onnx`` file, or its bytes.
-        spec: the regimes (None: every call runs with ``settings``).
-        settings: the settings of the first session opened (ONNX Runtime's defaults if None).
+        spec: the regimes. None: the spec stored in the model when ``tuned``, else every call
+            runs with ``settings`` when given, else onnxbridge's untuned regimes
+            (:func:`default_regimes` of :meth:`SessionSettings.onnxbridge_default`).
+        settings: the settings of the first session opened (it reads the model's metadata),
+            and of every call when there is no spec.
         providers: ONNX Runtime execution providers (CPU by default).
+        speedups: False runs every call on one plain ``onnxruntime.InferenceSession`` with
+            ``settings`` (or ``onnxbridge_default``) minus rewrites and row splits, through
+            ``session.run``: no regimes, no rewrites, no bound path.
+        regime: ``"throughput"`` runs every call, whatever its size, on the throughput
+            settings (one session: results never depend on the batch size); None routes by
+            size.
+        tuned: with ``spec`` and ``settings`` None, use the spec ``onnxbridge tune`` stored in
+            the model, if any.
+        overrides: fields replaced in the default settings and in every regime of the spec
+            (the caller's thread count, say); not in ``settings``, which are taken as given.
+
+    Raises:
+        OnnxModelError: the model cannot be read or loaded.
+        SessionSettingsError: an unknown ``regime``, or a damaged stored spec.
     """
 
     def __init__(
@@ -38,31 +153,296 @@ class Router:
         *,
         settings: SessionSettings | None = None,
         providers: Sequence[str] | None = None,
+        speedups: bool = True,
+        regime: str | None = None,
+        tuned: bool = False,
+        overrides: Mapping[str, Any] | None = None,
     ) -> None:
-        source: Any = model if isinstance(model, bytes) else str(model)
-        chosen = list(providers or ["CPUExecutionProvider"])
-        base = settings or SessionSettings()
+        if regime not in (None, "throughput"):
+            raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
+        self._source: str | bytes = model if isinstance(model, bytes) else str(model)
+        self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
+        self._providers = list(providers or ["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        # Sessions opened so far, weakly, by the settings they really run (see _open).
+        self._opened: weakref.WeakValueDictionary[SessionSettings, Any] = (
+            weakref.WeakValueDictionary()
+        )
+        base = settings or replace(SessionSettings.onnxbridge_default(), **(overrides or {}))
+        if not speedups:
+            base, spec = _plain(base), None
+        first = self._open(base)
+        self._sessions: dict[SessionSettings, Any] = {base: first}
+        self.props: dict[str, str] = dict(first.get_modelmeta().custom_metadata_map)
+        self._output_names = [o.name for o in first.get_outputs()]
+        # What `onnxbridge tune` stored, or the caller gave (None: untuned).
+        if spec is None and tuned and settings is None and speedups:
+            spec = TuningSpec.find_in_props(self.props)
+        if spec is not None and overrides:
+            spec = replace(
+                spec,
+                latency=replace(spec.latency, **overrides),
+                throughput=replace(spec.throughput, **overrides),
+            )
+        self.tuning: TuningSpec | None = spec
+        if spec is None and settings is None and speedups:
+            spec = default_regimes(base)
+        if spec is None:
+            spec = TuningSpec(base, base, latency_max_rows=0)  # one session for every call
+        else:  # settings tuned on a bigger machine must not oversubscribe this one
+            spec = replace(
+                spec, latency=spec.latency.clamped(), throughput=spec.throughput.clamped()
+            )
+        if regime == "throughput":
+            spec = replace(spec, latency_max_rows=0)
+        self._start(base, spec, speedups)
 
-        def open_session(with_settings: SessionSettings) -> Any:
-            if with_settings.tree_block_nodes or with_settings.linear_gemv:
-                data = source if isinstance(source, bytes) else open(source, "rb").read()
-                with_settings = effective_settings(data, with_settings)
-            return open_ort_session(source, with_settings, chosen)
+    def _start(self, base: SessionSettings, spec: TuningSpec, speedups: bool) -> None:
+        """Open the single-row session, drop the first one if no call uses its settings, and
+        prepare the bound path."""
+        self._spec = spec
+        # Per-call regimes run calls too small to gain from the rewrites on their settings' twin
+        # without them; a single regime runs one session whatever the size, so its results never
+        # depend on it.
+        self._per_call = spec.latency_max_rows > 0
+        self._runners: dict[str, BoundRunner] = {}
+        first = self._sessions[base]
+        self._fast_input = _fast_input(first, self.props) if speedups else None
+        self._run_options = run_options()
+        # Single rows are what a server waits on: open their session now, not mid-request.
+        self.session_for(1)
+        used = {spec.throughput} if not self._per_call else {spec.latency, spec.throughput}
+        if self._per_call:
+            used = {twin for u in used for twin in _row_twins(u)}
+        if base not in used:
+            del self._sessions[base]  # needed only to read the model's metadata
 
-        self._sessions = RegimeSessions(open_session(base), base, spec, open_session, None)
+    @property
+    def settings(self) -> dict[str, SessionSettings]:
+        """``{"latency": ..., "throughput": ...}`` actually used (clamped to the cores here)."""
+        return {"latency": self._spec.latency, "throughput": self._spec.throughput}
+
+    @property
+    def latency_max_rows(self) -> int:
+        """Calls of at most this many rows run on the latency settings."""
+        return self._spec.latency_max_rows
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings a call of ``rows`` rows runs with."""
-        return self._sessions.settings_for(rows)
+        settings = self._spec.settings_for(rows)
+        # Rewrites only pay on large calls: smaller ones run the graph as it is.
+        return settings_for_rows(settings, rows) if self._per_call else settings
 
     def session_for(self, rows: int) -> Any:
         """The session a call of ``rows`` rows runs on (opened on first use)."""
-        return self._sessions.session_for(rows)
+        settings = self.settings_for(rows)
+        session = self._sessions.get(settings)
+        if session is None:
+            with self._lock:
+                session = self._sessions.get(settings)
+                if session is None:
+                    session = self._sessions[settings] = self._open(settings)
+        return session
 
     def open_all(self) -> None:
         """Open every regime's sessions now, not on the first call that needs them."""
-        self._sessions.open_all()
+        smallest = self._spec.latency_max_rows + 1
+        for size in (1, blocks_from_rows(self._spec.throughput), LINEAR_GEMV_MIN_ROWS):
+            self.session_for(max(smallest, size))
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
-        """Outputs in graph order for prepared ``feeds``, on the session of their row count."""
-        return self.session_for(self._sessions.rows_of(feeds)).run(None, feeds)
+        """Outputs in graph order for prepared ``feeds``, on the session of their row count.
+
+        Raises:
+            InferenceError: ONNX Runtime failed.
+        """
+        session = self.session_for(rows_of(feeds))
+        try:
+            return session.run(self._output_names, feeds, self._run_options)
+        except Exception as exc:
+            raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
+
+    def try_bound(self, data: np.ndarray) -> list[np.ndarray] | None:
+        """Outputs for a small numeric array ``[N, F]`` (or one row ``[F]``) on the bound path,
+        or None: run it through :meth:`run` (which also raises the right error for bad input).
+        """
+        rows = data.shape[0] if data.ndim == 2 else 1
+        if rows > DEFAULT_MAX_ROWS or self._fast_input is None:
+            return None
+        regime = self._spec.regime_for(rows)
+        runner = self._runners.get(regime)
+        if runner is None:
+            runner = self._make_runner(regime, rows)
+        return runner.try_run(data)
+
+    def _make_runner(self, regime: str, rows: int) -> BoundRunner:
+        """The bound path of ``regime``, on the session of the small calls it serves: with
+        rewrites for large calls only, a first call of many rows must not bind later small
+        calls to a rewritten graph."""
+        assert self._fast_input is not None
+        size = min(rows, DEFAULT_MAX_ROWS)
+        if regime == "throughput":
+            size = max(size, self._spec.latency_max_rows + 1)
+        name, dtype, width, check_missing = self._fast_input
+        runner = BoundRunner(
+            self.session_for(size), name, dtype, width, check_missing=check_missing
+        )
+        self._runners[regime] = runner
+        return runner
+
+    def _open(self, settings: SessionSettings) -> Any:
+        """A session running ``settings``; settings whose rewrites change nothing in this model
+        share the session of the graph they run."""
+        try:
+            effective = settings
+            if settings.tree_block_nodes or settings.linear_gemv:
+                effective, _ = apply_rewrites(self._bytes(), settings)
+                known = self._opened.get(effective)
+                if known is not None:
+                    return known
+            session = open_ort_session(self._source, effective, self._providers)
+        except OSError as exc:
+            raise OnnxModelError(f"cannot read {self._where} ({exc})") from exc
+        except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
+            raise OnnxModelError(
+                f"{self._where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx "
+                "file written by `onnxbridge convert` or another exporter"
+            ) from exc
+        self._opened[effective] = self._opened[settings] = session
+        return session
+
+    def _bytes(self) -> bytes:
+        source = self._source
+        return source if isinstance(source, bytes) else Path(source).read_bytes()
+
+
+def _fast_input(session: Any, props: dict[str, str]) -> tuple[str, Any, int, bool] | None:
+    """``(name, numpy dtype, width, refuses NaN)`` of a model with one numeric tensor input
+    ``[N, width]`` — what the bound path feeds — or None."""
+    inputs = session.get_inputs()
+    if len(inputs) != 1:
+        return None
+    dtype = ORT_TO_NUMPY.get(inputs[0].type)
+    if dtype is None or np.dtype(dtype).kind not in "fiub":
+        return None
+    metadata = ModelMetadata.from_props(props)
+    width: Any = len(metadata.features.names) if metadata and metadata.features.names else None
+    if width is None:
+        shape = inputs[0].shape
+        width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
+    if width is None:
+        return None
+    return inputs[0].name, dtype, width, metadata is not None and metadata.refuses_missing()
+
+
+class RowSplitSession:
+    """An ONNX Runtime session whose large calls are cut into parts run side by side.
+
+    ``run`` has ``InferenceSession.run``'s shape. A call of ``N`` rows (every feed ``[N, ...]``)
+    with room for at least two parts of :data:`ROW_SPLIT_MIN_PART` rows is cut into up to
+    ``parts`` consecutive slices, run on ``part_session`` (one intra-op thread): the caller's
+    thread runs the first, a small pool the others (ONNX Runtime releases the GIL while it runs,
+    and one session serves concurrent runs), and the outputs are joined in order. Rows are scored
+    independently, so the results are those of one unsplit call on ``part_session``, bit for
+    bit. Smaller calls run on ``session`` as they are, with its own threads. Everything else
+    (``get_inputs``, ``io_binding``, …) is ``session``'s.
+
+    Args:
+        session: the ``onnxruntime.InferenceSession`` for calls too small to split.
+        parts: the most parts a call is cut into (2 or more).
+        part_session: the session the parts run on (one intra-op thread); ``session`` if None.
+    """
+
+    def __init__(self, session: Any, parts: int, part_session: Any = None) -> None:
+        self.session = session
+        self.part_session = part_session if part_session is not None else session
+        self.parts = parts
+        self._pool = LazyPool(parts - 1, "onnxbridge-rows")
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for what this class does not have; never for its own fields (copy, pickle).
+        if name.startswith("__") or name in ("session", "part_session"):
+            raise AttributeError(name)
+        return getattr(self.session, name)
+
+    def run(self, output_names: Any, feeds: dict[str, Any], run_options: Any = None) -> list[Any]:
+        """``session.run`` over the parts of the call, outputs joined in row order."""
+        rows = rows_of(feeds)
+        parts = min(self.parts, rows // ROW_SPLIT_MIN_PART)
+        if parts < 2:
+            return self.session.run(output_names, feeds, run_options)
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        slices = [
+            {name: value[start:stop] for name, value in feeds.items()}
+            for start, stop in itertools.pairwise(bounds)
+        ]
+        pool = self._pool.get()
+        run = self.part_session.run
+        futures = [pool.submit(run, output_names, part, run_options) for part in slices[1:]]
+        results = [run(output_names, slices[0], run_options)]
+        results += [future.result() for future in futures]
+        return [_join([r[i] for r in results]) for i in range(len(results[0]))]
+
+
+def rows_of(feeds: Mapping[str, Any]) -> int:
+    """Rows in prepared feeds (0 for none)."""
+    for value in feeds.values():
+        return len(value)
+    return 0
+
+
+def _join(pieces: list[Any]) -> Any:
+    """One output from its parts: arrays concatenated along rows, lists (ZipMap) chained."""
+    if isinstance(pieces[0], list):
+        return [item for piece in pieces for item in piece]
+    return np.concatenate(pieces)
+
+
+def open_ort_session(
+    model: str | os.PathLike[str] | bytes,
+    settings: SessionSettings,
+    providers: Sequence[str] | None = None,
+) -> Any:
+    """An ``onnxruntime.InferenceSession`` of ``model`` (a path or bytes) with ``settings``.
+
+    With ``settings.tree_block_nodes`` / ``settings.linear_gemv`` the session runs the graph
+    rewritten by those passes (:mod:`onnxbridge.runtime.rewrites`) when they change something;
+    the model is never changed on disk. With ``settings.row_split`` of 2 or more it comes
+    wrapped in a :class:`RowSplitSession` whose parts run on a one-thread twin (the same session
+    when it has one thread already). Should a rewrite fail or not load, the failure is logged and
+    the graph as it is runs instead. ONNX Runtime's own errors propagate (callers wrap them).
+    """
+    chosen = list(providers or ["CPUExecutionProvider"])
+    session = _open_one(model, settings, chosen)
+    if settings.row_split < 2:
+        return session
+    if settings.intra_op_num_threads == 1:
+        return RowSplitSession(session, settings.row_split)
+    # The parts run on one intra-op thread each (the cores are taken by the parts).
+    single = replace(settings, intra_op_num_threads=1, allow_spinning=False, row_split=0)
+    return RowSplitSession(session, settings.row_split, _open_one(model, single, chosen))
+
+
+def _open_one(
+    model: str | os.PathLike[str] | bytes, settings: SessionSettings, chosen: list[str]
+) -> Any:
+    import onnxruntime as ort
+
+    source: Any = model if isinstance(model, bytes) else str(model)
+    options = settings.to_session_options()
+    if settings.tree_block_nodes or settings.linear_gemv:
+        # The rewrite needs the bytes; the graph as it is still opens from the path (external
+        # data files resolve relative to it).
+        data = model if isinstance(model, bytes) else Path(model).read_bytes()
+        _, rewritten = apply_rewrites(data, settings)
+        if rewritten is not None:
+            try:
+                return ort.InferenceSession(rewritten, options, providers=chosen)
+            except Exception as exc:  # a rewrite ONNX Runtime refuses: logged, graph as it is
+                logger.warning(
+                    "ONNX Runtime refused the graph rewritten by %s, running the graph as it "
+                    "is: %s",
+                    " + ".join(p.name for p in passes_for(settings)),
+                    first_line(exc),
+                )
+    return ort.InferenceSession(source, options, providers=chosen)

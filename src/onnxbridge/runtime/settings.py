@@ -75,19 +75,19 @@ class SessionSettings:
             next call of any other session (a second regime, another model) on the same cores.
         row_split: cut calls of many rows into up to this many parts, run side by side from
             as many threads on a one-intra-op-thread twin of the session
-            (:class:`~onnxbridge.runtime.sessions.RowSplitSession`): each part walks the trees
+            (:class:`~onnxbridge.runtime.router.RowSplitSession`): each part walks the trees
             on its own core, start to end, where ONNX Runtime's own threads would split every
             operator (every block of trees) again. Calls too small to split run with the
             settings' own threads. 0 or 1: no split.
         execution_mode: ``"sequential"`` or ``"parallel"`` (independent graph nodes at once).
         graph_optimization_level: ``"disabled"``, ``"basic"``, ``"extended"`` or ``"all"``.
         tree_block_nodes: split tree-ensemble operators larger than this many nodes into blocks
-            of trees (:mod:`onnxbridge.runtime.blocking`; faster on large batches); 0 runs the
-            graph as it is.
+            of trees (:mod:`onnxbridge.runtime.rewrites.tree_blocks`; faster on large
+            batches); 0 runs the graph as it is.
         linear_gemv: run binary linear classifiers and single-target linear regressors as one
-            dot product per row (:mod:`onnxbridge.runtime.linear`; 2-3× faster on large
-            batches); calls under :data:`~onnxbridge.runtime.linear.LINEAR_GEMV_MIN_ROWS` rows of
-            a per-call regime run the graph as it is.
+            dot product per row (:mod:`onnxbridge.runtime.rewrites.linear_dot`; faster on large
+            batches); calls under ``LINEAR_GEMV_MIN_ROWS`` rows of a per-call regime run the
+            graph as it is.
 
     Raises:
         SessionSettingsError: a negative or non-integer thread count, an unknown mode or level.
@@ -228,8 +228,8 @@ class TuningSpec:
         latency_max_rows: the regime boundary (see the module docstring for the rule).
         accelerator: an engine faster than ONNX Runtime from ``min_rows`` rows per call that
             was checked equivalent to the ONNX model (``{"engine": "tl2cgen", "min_rows":
-            1000, ...}``), or None. ONNX Runtime stays the default; ``Predictor`` runs it only
-            when asked (``accelerator=True``; ``score --accelerator``).
+            1000, ...}``), or None. ONNX Runtime stays the default; ``Predictor`` never runs
+            it (``score --accelerator`` does, when asked).
         measured: where and when it was measured: ``{"cores": 2, "onnxruntime": "1.32.0", ...}``.
     """
 
@@ -244,10 +244,11 @@ class TuningSpec:
 
     def settings_for(self, rows: int) -> SessionSettings:
         """The settings for a call of ``rows`` rows: latency up to ``latency_max_rows``."""
-        return self.latency if rows <= self.latency_max_rows else self.throughput
+        return self.latency if self.regime_for(rows) == "latency" else self.throughput
 
     def regime_for(self, rows: int) -> str:
-        """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows."""
+        """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows: the one routing rule
+        (:class:`~onnxbridge.runtime.router.Router` and ``tune`` apply it through here)."""
         return "latency" if rows <= self.latency_max_rows else "throughput"
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from onnxbridge.runtime.sessions import tree_block_nodes_for
+from onnxbridge.runtime.router import tree_block_nodes_for
 from onnxbridge.runtime.settings import SessionSettings
 
 __all__ = [
@@ -47,9 +47,9 @@ class Variants(enum.Flag):
     """Step two's variants of the step-one winner, beyond parallel mode and optimisation levels.
 
     ``ROW_SPLIT``: each large call's rows split across the cores, one thread per part.
-    ``TREE_BLOCKS``: the trees in blocks (:mod:`onnxbridge.runtime.blocking`), for a tree
-    ensemble large enough to split. ``DOT_PRODUCT``: linear operators as dot products
-    (:mod:`onnxbridge.runtime.linear`).
+    ``TREE_BLOCKS``: the trees in blocks (:mod:`onnxbridge.runtime.rewrites.tree_blocks`), for
+    a tree ensemble large enough to split. ``DOT_PRODUCT``: linear operators as dot products
+    (:mod:`onnxbridge.runtime.rewrites.linear_dot`).
     """
 
     NONE = 0

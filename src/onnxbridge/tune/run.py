@@ -31,8 +31,8 @@ from onnxbridge.bench.source import BenchSource, open_source, tile_rows
 from onnxbridge.bundle import now_iso
 from onnxbridge.errors import DataError
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.blocking import ONE_THREAD_TREE_BLOCK_NODES
-from onnxbridge.runtime.sessions import blocked_model, linear_model
+from onnxbridge.runtime.rewrites import blocked_model, linear_model
+from onnxbridge.runtime.rewrites.tree_blocks import ONE_THREAD_TREE_BLOCK_NODES
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
 from onnxbridge.tune.boundary import (
     BOUNDARY_REPEAT_FACTOR,

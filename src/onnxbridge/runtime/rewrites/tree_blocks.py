@@ -5,9 +5,8 @@ for one row before the next row. A forest of fully grown trees has far more node
 L2 cache holds (the benchmark forest of ``benchmarks/tree_blocks.py``: 100 trees, 172 000
 nodes), so on a large batch every row re-reads the trees from memory. Cut into blocks of a few
 trees each, one operator per block, each block walks all the rows while its trees stay in cache,
-and the blocks' scores are added (``Sum``): on that forest one thread scores 10 000 rows
-1.5-2.5× faster (docs/benchmarks.md). On one row there is nothing to gain and each extra
-operator costs about a microsecond, so blocking is a *session setting*
+and the blocks' scores are added (``Sum``), which is much faster on large batches. On one row
+there is nothing to gain and each extra operator costs a little, so blocking is a *session setting*
 (:attr:`SessionSettings.tree_block_nodes <onnxbridge.runtime.settings.SessionSettings>`), used
 for large calls and left off for small ones.
 
@@ -33,22 +32,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_TREE_BLOCK_NODES", "ONE_THREAD_TREE_BLOCK_NODES", "block_tree_ensembles"]
+from onnxbridge.runtime.rewrites import Rewrite
+
+__all__ = [
+    "DEFAULT_TREE_BLOCK_NODES",
+    "ONE_THREAD_TREE_BLOCK_NODES",
+    "attributes_of",
+    "block_tree_ensembles",
+    "tree_blocks",
+    "unique_names",
+]
 
 ML_DOMAIN = "ai.onnx.ml"
 # About 0.5 MiB of ONNX Runtime's node records: a block fits in one core's L2 cache on common
-# x86 servers (1-2 MiB). Measured on the benchmark forest: blocks of 5 000-20 000 nodes were
-# 1.8-2.3× faster than one operator at 10 000 rows on one thread, 43 000 nodes 1.4-1.9×. This
-# size is for operators that split their rows between several intra-op threads: blocks of 8 192
-# nodes took about 1.4× as long there, 4 096 1.8-1.9× (two threads, 10 000 and 100 000 rows).
+# x86 servers (1-2 MiB). This size is for operators that split their rows between several
+# intra-op threads, where smaller blocks multiply the hand-offs between threads.
 DEFAULT_TREE_BLOCK_NODES = 16384
-# Operators that run on one thread (one intra-op thread, or rows split one thread per part) are
-# faster on smaller blocks: on the benchmark forest, one thread per part, 100 000 rows, 8 192
-# nodes 320-340 ms against 350-385 ms for 16 384 (docs/benchmarks.md).
+# Operators that run on one thread (one intra-op thread, or rows split one thread per part) have
+# no hand-offs to pay for and are faster on smaller blocks.
 ONE_THREAD_TREE_BLOCK_NODES = 8192
 
 
-def _attributes(node: Any) -> dict[str, Any]:
+def attributes_of(node: Any) -> dict[str, Any]:
     """The node's attributes as numpy arrays (lists, tensors) or plain values (scalars)."""
     from onnx import AttributeProto, numpy_helper
 
@@ -225,7 +230,7 @@ def block_tree_ensembles(model: bytes, max_nodes: int = DEFAULT_TREE_BLOCK_NODES
     changed = False
     for node in graph.node:
         if node.op_type in ("TreeEnsembleRegressor", "TreeEnsembleClassifier"):
-            attrs = _attributes(node)
+            attrs = attributes_of(node)
             plan = _plan(attrs, max_nodes)
             if plan is not None and _blockable(node, attrs, read, outputs):
                 rewritten.extend(_block_nodes(node, attrs, plan, unique))
@@ -239,3 +244,17 @@ def block_tree_ensembles(model: bytes, max_nodes: int = DEFAULT_TREE_BLOCK_NODES
     if not any(o.domain in ("", "ai.onnx") for o in proto.opset_import):
         proto.opset_import.append(onnx.helper.make_opsetid("", 13))
     return proto.SerializeToString()
+
+
+def _has_tree_ensemble(model: bytes) -> bool:
+    """Whether ``model`` may hold a tree-ensemble operator (a byte search, before parsing)."""
+    return b"TreeEnsemble" in model
+
+
+def tree_blocks(max_nodes: int = DEFAULT_TREE_BLOCK_NODES) -> Rewrite:
+    """The pass splitting tree ensembles of more than ``max_nodes`` nodes into blocks."""
+    return Rewrite(
+        f"tree_blocks({max_nodes})",
+        _has_tree_ensemble,
+        lambda model: block_tree_ensembles(model, max_nodes),
+    )

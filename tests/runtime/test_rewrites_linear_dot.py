@@ -1,4 +1,5 @@
-"""Linear operators as dot products for large batches (runtime/linear.py): same results."""
+"""The linear-dot pass (runtime/rewrites/linear_dot.py): one-column linear operators as a dot
+product per row for large batches give the same results as the graph as it is."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ from sklearn.svm import LinearSVC, LinearSVR
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.linear import LINEAR_GEMV_MIN_ROWS, NAN_FLAG, gemv_linear_models
-from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
-from onnxbridge.runtime.sessions import rewritten_model
+from onnxbridge.runtime.rewrites import apply_rewrites
+from onnxbridge.runtime.rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
+from onnxbridge.runtime.router import MULTI_THREAD_BLOCK_MIN_ROWS
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 from onnxbridge.tune import Variants, stage_two_candidates
 from tuning_support import store_spec
@@ -56,14 +57,12 @@ def _data(task: str, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.n
 
 def _rewritten_outputs(
     plain: bytes, rewritten: bytes, feeds: dict[str, np.ndarray]
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """The rewrite's outputs named as the plain model's, and its NaN flag (last, [1, 1])."""
+) -> list[np.ndarray]:
+    """The rewrite's outputs, which are the plain model's, by name and in order."""
     names = [o.name for o in _session(plain).get_outputs()]
     session = _session(rewritten)
-    assert [o.name for o in session.get_outputs()] == [*names, NAN_FLAG]
-    *outputs, flag = session.run([*names, NAN_FLAG], feeds)
-    assert flag.shape == (1, 1) and flag.dtype == np.float32
-    return outputs, flag
+    assert [o.name for o in session.get_outputs()] == names
+    return session.run(names, feeds)
 
 
 def _converted(estimator, X: np.ndarray, y: np.ndarray) -> bytes:
@@ -96,9 +95,7 @@ def test_binary_linear_classifiers_give_the_same_labels_and_scores(name: str) ->
     rows[:3, 1] = np.nan  # NaN scores where the operator has them, and its label
     name_in = _session(plain).get_inputs()[0].name
     before = _session(plain).run(None, {name_in: rows})
-    after, flag = _rewritten_outputs(plain, rewritten, {name_in: rows})
-    assert np.isnan(flag).all()
-    assert not np.isnan(_rewritten_outputs(plain, rewritten, {name_in: rows[3:]})[1]).any()
+    after = _rewritten_outputs(plain, rewritten, {name_in: rows})
     assert [o.dtype for o in after] == [o.dtype for o in before]
     assert [o.shape for o in after] == [o.shape for o in before]
     np.testing.assert_array_equal(after[0], before[0])
@@ -116,11 +113,10 @@ def test_single_target_regressors_give_the_same_values(estimator) -> None:
     assert rewritten is not None and "LinearRegressor" not in _ops(rewritten)
     name_in = _session(plain).get_inputs()[0].name
     before = _session(plain).run(None, {name_in: X[3000:]})[0]
-    (after,), flag = _rewritten_outputs(plain, rewritten, {name_in: X[3000:]})
-    assert not np.isnan(flag).any()
+    (after,) = _rewritten_outputs(plain, rewritten, {name_in: X[3000:]})
     holed = X[3000:].copy()
     holed[-1, -1] = np.nan
-    assert np.isnan(_rewritten_outputs(plain, rewritten, {name_in: holed})[1]).all()
+    assert np.isnan(_rewritten_outputs(plain, rewritten, {name_in: holed})[0][-1]).all()
     assert after.shape == before.shape == (3000, 1) and after.dtype == before.dtype
     # float32 sums in another order: the same to a few units in the last place of the values.
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-3 * np.abs(before).max() / 1e3)
@@ -198,17 +194,13 @@ def test_untuned_predictor_uses_dot_products_on_large_calls_only(tmp_path: Path)
     result = predictor.predict(large)
     assert predictor.session_for(len(large)) is not predictor.session_for(1)
     settings = predictor.settings_for(len(large))
-    assert rewritten_model(path.read_bytes(), settings) is not None  # it opened the rewrite
+    assert apply_rewrites(path.read_bytes(), settings)[1] is not None  # it runs the rewrite
     np.testing.assert_array_equal(result.labels, model.predict(large))
     np.testing.assert_allclose(result.probabilities, model.predict_proba(large), atol=1e-5)
-    # The NaN flag of the rewrite stays inside: run() gives the model's outputs.
+    # run() gives the model's outputs, as the graph as it is names them.
     outputs = predictor.run({predictor.inputs[0].name: large})
     assert len(outputs) == len(predictor.outputs) == 2
-    assert NAN_FLAG not in [o.name for o in predictor.outputs]
-    # The model refuses NaN: a large call with one is refused, named by row and column — the
-    # check reads the flag (after the model's outputs), the input only once it shows NaN.
-    checked = predictor._output_check(large)
-    assert checked is not None and checked[1] == 2
+    # The model refuses NaN: a large call with one is refused, named by row and column.
     bad = large.copy()
     bad[7, 2] = np.nan
     bad[-1, 5] = np.nan
@@ -242,21 +234,19 @@ def test_tuned_dot_products_serve_calls_from_their_threshold(tmp_path: Path) -> 
     # open_sessions opens the rewrite too (a server's first large request does not wait).
     fresh = Predictor(path)
     fresh.open_sessions()
-    assert linear in fresh._sessions._sessions
+    assert fresh.settings_for(5000) == linear
+    outputs = fresh.session_for(5000).run(None, fresh.prepare(X[:5000]))
+    np.testing.assert_array_equal(outputs[0], model.predict(X[:5000]))
 
 
-def test_a_split_call_checks_the_flag_of_every_part(tmp_path: Path) -> None:
-    """Rows split across two one-thread parts: each part's session computes its own flag, the
-    joined flags are checked, and a NaN in either part is refused."""
+def test_a_split_call_refuses_missing_values_in_every_part(tmp_path: Path) -> None:
+    """Rows split across two one-thread parts running the rewrite: the same labels, and a NaN
+    in either part is refused."""
     path, model, X = _lr_model(tmp_path)
     split = SessionSettings(2, allow_spinning=False, row_split=2, linear_gemv=True)
     store_spec(path, TuningSpec(latency=split, throughput=split, latency_max_rows=0))
     predictor = Predictor(path)
     large = X[np.arange(4096) % len(X)]
-    checked = predictor._output_check(large)
-    assert checked is not None and checked[1] == 2
-    outputs = checked[0]({predictor.inputs[0].name: large})
-    assert outputs[2].shape == (2, 1) and not np.isnan(outputs[2]).any()  # one flag per part
     np.testing.assert_array_equal(predictor.predict(large).labels, model.predict(large))
     from onnxbridge.errors import SchemaMismatchError
 
@@ -299,12 +289,7 @@ def test_every_post_transform_keeps_the_operators_scores(transform: str, opset: 
     assert rewritten is not None and "LinearClassifier" not in _ops(rewritten)
     rows = rng.standard_normal((3000, 4)).astype(np.float32)
     before = _session(plain).run(None, {"X": rows})
-    after, flag = _rewritten_outputs(plain, rewritten, {"X": rows})
-    # The flag is z · z: finite here, NaN with one NaN anywhere.
-    assert np.isfinite(flag).all()
-    holed = rows.copy()
-    holed[1234, 2] = np.nan
-    assert np.isnan(_rewritten_outputs(plain, rewritten, {"X": holed})[1]).all()
+    after = _rewritten_outputs(plain, rewritten, {"X": rows})
     np.testing.assert_array_equal(after[0], before[0])
     assert set(np.unique(after[0])) == {4, 9}
     np.testing.assert_allclose(after[1], before[1], rtol=1e-5, atol=1e-6)

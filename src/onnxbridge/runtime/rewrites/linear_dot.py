@@ -3,12 +3,10 @@
 ONNX Runtime computes ``LinearClassifier`` and ``LinearRegressor`` with a general matrix
 product of the rows ``[N, F]`` by the coefficients ``[F, K]``. With one or two columns (a
 single-target regression, a binary classifier) its kernel still works through a panel of 16
-columns, so most of its arithmetic is thrown away: on the benchmark logistic regression (28
-features) one thread scores 100 000 rows in ~2 ms where a dot product per row takes a third of
-that. The same product written the other way round — the coefficients ``[1, F]`` times the rows
-transposed (``Gemm`` with ``transB=1``), which gives ``[1, N]``, the same memory as ``[N, 1]`` —
-runs on ONNX Runtime's one-row kernel, a dot product per row: 2.3-3× faster from a few thousand
-rows (docs/benchmarks.md). On a few rows the extra operators (about a microsecond each) cost
+columns, so most of its arithmetic is thrown away. The same product written the other way round
+— the coefficients ``[1, F]`` times the rows transposed (``Gemm`` with ``transB=1``), which gives
+``[1, N]``, the same memory as ``[N, 1]`` — runs on ONNX Runtime's one-row kernel, a dot product
+per row, which is much faster from a few thousand rows. On a few rows the extra operators cost
 more than they save, so, like trees in blocks, the rewrite is a *session setting*
 (:attr:`SessionSettings.linear_gemv <onnxbridge.runtime.settings.SessionSettings>`) used for
 large calls only.
@@ -25,11 +23,6 @@ What is rewritten, each with the operator's own outputs:
 (``MatMul`` by a constant ``[F, 1]`` matrix, as SGDClassifier converts, was tried the same way
 and was slower: ONNX Runtime packs a constant right-hand side once, at load.)
 
-A rewrite of one operator also outputs :data:`NAN_FLAG`, ``z · z`` over its products: NaN
-exactly when one of them is, which a large call of a model refusing missing values checks
-instead of its outputs (:mod:`onnxbridge.runtime.nancheck`). ``Predictor`` leaves that output
-out of what it returns; a session from ``Predictor.session_for`` has it last.
-
 Only float inputs of known rank 2 qualify. Results differ from the operator's by the order of
 float32 additions in the dot products (scores within a few units in the last place, a label only
 where a score is that close to 0). Anything else is left as it is (:func:`gemv_linear_models`
@@ -43,35 +36,28 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.runtime.blocking import ML_DOMAIN, _attributes, unique_names
+from onnxbridge.runtime.rewrites import Rewrite
+from onnxbridge.runtime.rewrites.tree_blocks import ML_DOMAIN, attributes_of, unique_names
 
-# A rewritten operator: its nodes, their initializers and the name of its products [1, N].
-_Rewrite = tuple[list[Any], list[Any], str]
+# A rewritten operator: its nodes and their initializers.
+_Nodes = tuple[list[Any], list[Any]]
 
-__all__ = ["LINEAR_GEMV_MIN_ROWS", "NAN_FLAG", "gemv_linear_models"]
+__all__ = ["LINEAR_DOT", "LINEAR_GEMV_MIN_ROWS", "gemv_linear_models"]
 
-# Calls from this many rows run on the rewrite: on 28 features, one thread, it took 1.2-1.4× the
-# operator's time at 100 rows, 0.5-0.7× at 1 000, 0.2-0.4× from 10 000 (logistic regression,
-# LinearSVC, RidgeClassifier, LinearRegression, LinearSVR; docs/benchmarks.md).
+# Calls from this many rows run on the rewrite: below it the extra operators cost more than the
+# dot products save (measured on binary linear classifiers and single-target regressors).
 LINEAR_GEMV_MIN_ROWS = 1024
 # Opsets before 7 lack Greater on floats and the Reshape taking its shape as an input.
 _MIN_OPSET = 7
 _FLOAT = 1  # TensorProto.FLOAT
-# The extra output of a rewrite with one rewritten operator: ``z · z`` ([1, 1]) over the
-# operator's products ``z [1, N]`` — NaN exactly when one of them is (squares are >= 0 or
-# +inf, and sums of those are never NaN). A large call of a model refusing missing values
-# checks it instead of reading its outputs again (runtime/nancheck.py).
-NAN_FLAG = "onnxbridge_any_nan"
 
 
 def _float_matrices(proto: Any) -> set[str]:
     """Names of the values the graph types as float tensors of rank 2 (after inference)."""
     import onnx
 
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:  # shape inference refuses the model: nothing is known, nothing rewritten
-        return set()
+    # A model shape inference refuses raises here: the pass fails, and the failure is logged.
+    inferred = onnx.shape_inference.infer_shapes(proto)
     graph = inferred.graph
     found = set()
     for value in [*graph.input, *graph.value_info, *graph.output]:
@@ -103,20 +89,19 @@ def _dot_rows(
 
 def _row_product(
     x: str, weights: np.ndarray, bias: float, out: str, name: Callable[[str], str]
-) -> _Rewrite:
-    """Nodes and initializers computing ``out [N, 1] = x [N, F] @ weights [F] + bias``, and the
-    name of the products ``[1, N]``."""
+) -> _Nodes:
+    """Nodes and initializers computing ``out [N, 1] = x [N, F] @ weights [F] + bias``."""
     from onnx import helper, numpy_helper
 
     flat, row = name("gemv_shape"), name("gemv_row")
     nodes, inits = _dot_rows(x, weights, bias, row, name)
     inits.append(numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), flat))
     nodes.append(helper.make_node("Reshape", [row, flat], [out], name=name("gemv_column")))
-    return nodes, inits, row
+    return nodes, inits
 
 
-def _regressor(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
-    attrs = _attributes(node)
+def _regressor(node: Any, name: Callable[[str], str]) -> _Nodes | None:
+    attrs = attributes_of(node)
     coefficients = attrs.get("coefficients")
     intercepts = attrs.get("intercepts", np.zeros(1, dtype=np.float32))
     if (
@@ -130,10 +115,10 @@ def _regressor(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
     return _row_product(node.input[0], coefficients, bias, node.output[0], name)
 
 
-def _classifier(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
-    from onnx import TensorProto, helper, numpy_helper
+def _classifier(node: Any, name: Callable[[str], str]) -> _Nodes | None:
+    from onnx import helper
 
-    attrs = _attributes(node)
+    attrs = attributes_of(node)
     coefficients = attrs.get("coefficients")
     intercepts = attrs.get("intercepts")
     labels = attrs.get("classlabels_ints", attrs.get("classlabels_strings"))
@@ -183,53 +168,51 @@ def _classifier(node: Any, name: Callable[[str], str]) -> _Rewrite | None:
             nodes.append(
                 helper.make_node("Softmax", [transposed], [scores_out], name=name("gemv_p"), axis=1)
             )
-    label_out = node.output[0]
-    if label_out:
-        zero, positive, index, flat = (
-            name("gemv_zero"),
-            name("gemv_positive"),
-            name("gemv_index"),
-            name("gemv_flat"),
-        )
-        ints = labels.dtype != object
-        plain = ints and labels.tolist() == [0, 1]
-        indices = label_out if plain else name("gemv_label_index")
-        inits += [
-            numpy_helper.from_array(np.array(0, dtype=np.float32), zero),
-            numpy_helper.from_array(np.array([-1], dtype=np.int64), flat),
-        ]
-        nodes += [
-            helper.make_node("Greater", [z, zero], [positive], name=name("gemv_greater")),
-            helper.make_node(
-                "Cast", [positive], [index], name=name("gemv_cast"), to=TensorProto.INT64
-            ),
-            helper.make_node("Reshape", [index, flat], [indices], name=name("gemv_labels")),
-        ]
-        if not plain:
-            table = name("gemv_classes")
-            if ints:
-                inits.append(numpy_helper.from_array(labels.astype(np.int64), table))
-            else:
-                tensor = helper.make_tensor(table, TensorProto.STRING, [2], labels.tolist())
-                inits.append(tensor)
-            nodes.append(
-                helper.make_node("Gather", [table, indices], [label_out], name=name("gemv_class"))
-            )
-    return nodes, inits, z
+    if node.output[0]:
+        label_nodes, label_inits = _label_nodes(z, labels, node.output[0], name)
+        nodes += label_nodes
+        inits += label_inits
+    return nodes, inits
 
 
-def _nan_flag(z: str, name: Callable[[str], str]) -> tuple[Any, Any, Any]:
-    """The node, its zero initializer and the graph output computing :data:`NAN_FLAG` from
-    the products ``z [1, N]``: ``Gemm(z, z, 0, transB=1)``, one dot product (the ``C`` input
-    is optional only from opset 11)."""
+def _label_nodes(
+    z: str, labels: np.ndarray, label_out: str, name: Callable[[str], str]
+) -> tuple[list[Any], list[Any]]:
+    """Nodes and initializers computing the label: the second class where ``z > 0`` (the
+    operator's first-maximum rule; NaN gives the first class)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    zero = name("gemv_flag_zero")
-    return (
-        helper.make_node("Gemm", [z, z, zero], [NAN_FLAG], name=name("gemv_flag"), transB=1),
-        numpy_helper.from_array(np.zeros(1, dtype=np.float32), zero),
-        helper.make_tensor_value_info(NAN_FLAG, TensorProto.FLOAT, [1, 1]),
+    nodes: list[Any] = []
+    inits: list[Any] = []
+    zero, positive, index, flat = (
+        name("gemv_zero"),
+        name("gemv_positive"),
+        name("gemv_index"),
+        name("gemv_flat"),
     )
+    ints = labels.dtype != object
+    plain = ints and labels.tolist() == [0, 1]
+    indices = label_out if plain else name("gemv_label_index")
+    inits += [
+        numpy_helper.from_array(np.array(0, dtype=np.float32), zero),
+        numpy_helper.from_array(np.array([-1], dtype=np.int64), flat),
+    ]
+    nodes += [
+        helper.make_node("Greater", [z, zero], [positive], name=name("gemv_greater")),
+        helper.make_node("Cast", [positive], [index], name=name("gemv_cast"), to=TensorProto.INT64),
+        helper.make_node("Reshape", [index, flat], [indices], name=name("gemv_labels")),
+    ]
+    if not plain:
+        table = name("gemv_classes")
+        if ints:
+            inits.append(numpy_helper.from_array(labels.astype(np.int64), table))
+        else:
+            tensor = helper.make_tensor(table, TensorProto.STRING, [2], labels.tolist())
+            inits.append(tensor)
+        nodes.append(
+            helper.make_node("Gather", [table, indices], [label_out], name=name("gemv_class"))
+        )
+    return nodes, inits
 
 
 def gemv_linear_models(model: bytes) -> bytes | None:
@@ -244,8 +227,8 @@ def gemv_linear_models(model: bytes) -> bytes | None:
     """
     import onnx
 
-    if b"LinearClassifier" not in model and b"LinearRegressor" not in model:
-        return None  # most models (a large forest takes tenths of a second to parse)
+    if not _has_linear_operator(model):
+        return None
     proto = onnx.load_model_from_string(model)
     graph = proto.graph
     opsets = {o.domain or "ai.onnx": o.version for o in proto.opset_import}
@@ -258,7 +241,6 @@ def gemv_linear_models(model: bytes) -> bytes | None:
     unique = unique_names(graph)
     rewritten: list[Any] = []
     added: list[Any] = []
-    products: list[str] = []
     for node in graph.node:
         found = None
         if node.input and node.input[0] in matrices:
@@ -271,18 +253,20 @@ def gemv_linear_models(model: bytes) -> bytes | None:
             continue
         rewritten.extend(found[0])
         added.extend(found[1])
-        products.append(found[2])
     if not added:
         return None
-    # unique() gives the name back as it is only when the graph does not use it yet.
-    if len(products) == 1 and unique(NAN_FLAG) == NAN_FLAG:
-        node, zero, output = _nan_flag(products[0], unique)
-        rewritten.append(node)
-        added.append(zero)
-        graph.output.append(output)
     del graph.node[:]
     graph.node.extend(rewritten)
     graph.initializer.extend(added)
     if "ai.onnx" not in opsets:
         proto.opset_import.append(onnx.helper.make_opsetid("", 13))
     return proto.SerializeToString()
+
+
+def _has_linear_operator(model: bytes) -> bool:
+    """Whether ``model`` may hold an operator this pass rewrites (a byte search: parsing a large
+    forest only to find none takes far longer)."""
+    return b"LinearClassifier" in model or b"LinearRegressor" in model
+
+
+LINEAR_DOT = Rewrite("linear_dot", _has_linear_operator, gemv_linear_models)

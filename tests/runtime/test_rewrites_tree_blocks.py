@@ -1,4 +1,5 @@
-"""Tree ensembles split into blocks for large batches (runtime/blocking.py): same results."""
+"""The tree-blocks pass (runtime/rewrites/tree_blocks.py): large tree ensembles split into
+blocks of trees for large batches give the same results as the graph as it is."""
 
 from __future__ import annotations
 
@@ -21,12 +22,12 @@ from sklearn.ensemble import (
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.blocking import (
+from onnxbridge.runtime.rewrites.tree_blocks import (
     DEFAULT_TREE_BLOCK_NODES,
     ONE_THREAD_TREE_BLOCK_NODES,
     block_tree_ensembles,
 )
-from onnxbridge.runtime.predictor import MULTI_THREAD_BLOCK_MIN_ROWS
+from onnxbridge.runtime.router import MULTI_THREAD_BLOCK_MIN_ROWS, blocks_from_rows
 from onnxbridge.runtime.settings import SessionSettings, available_cores
 from tuning_support import store_spec
 
@@ -217,13 +218,7 @@ def test_a_bad_block_size_is_refused() -> None:
 
 def test_open_sessions_opens_the_throughput_session_up_front(big_forest: BigForest) -> None:
     predictor = Predictor(big_forest.path, intra_op_num_threads=1)
-
-    def opened() -> int:  # distinct sessions (settings whose rewrites change nothing share one)
-        return len({id(s) for s in predictor._sessions._sessions.values()})
-
-    assert opened() == 1  # the latency session only, so far
     predictor.open_sessions()
-    assert opened() == 2
     large = predictor.session_for(2000)
     assert large is not predictor.session_for(1)
     assert large is predictor.session_for(300)  # every call above 256 rows runs on it
@@ -236,31 +231,14 @@ def test_the_throughput_regime_serves_every_call_with_one_session(big_forest: Bi
     expected = DEFAULT_TREE_BLOCK_NODES if available_cores() > 1 else ONE_THREAD_TREE_BLOCK_NODES
     assert batch.settings_for(1).tree_block_nodes == expected
     assert batch.session_for(1) is batch.session_for(5000)
-    assert len(batch._sessions._sessions) == 1  # the metadata-reading session was let go
     np.testing.assert_array_equal(batch.predict(X[2000:2003]).labels, forest.predict(X[2000:2003]))
     with pytest.raises(SessionSettingsError, match="regime must be None or 'throughput'"):
         Predictor(path, regime="latency")
 
 
-def test_a_rewrite_that_fails_runs_the_graph_as_it_is(big_forest: BigForest, monkeypatch) -> None:
-    import onnxbridge.runtime.sessions as sessions
-
-    path, forest, X = big_forest.path, big_forest.forest, big_forest.X
-
-    def broken(model: bytes, max_nodes: int) -> bytes:
-        raise ValueError("a rewrite bug")
-
-    monkeypatch.setattr(sessions, "block_tree_ensembles", broken)
-    monkeypatch.setattr(sessions, "_BLOCKED", {})  # no rewrite cached by the tests before
-    predictor = Predictor(path, intra_op_num_threads=1)
-    result = predictor.predict(_frame(X[2000:]))  # 2 000 rows: the throughput regime
-    np.testing.assert_array_equal(result.labels, forest.predict(X[2000:]))
-
-
 def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Path) -> None:
     import shutil
 
-    from onnxbridge.runtime.sessions import blocks_from_rows
     from onnxbridge.runtime.settings import TuningSpec
 
     path = tmp_path / "tuned.onnx"
@@ -283,15 +261,16 @@ def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Pa
     for rows in (100, FROM_ROWS):
         part = X[np.arange(rows) % len(X)]
         np.testing.assert_array_equal(predictor.predict(part).labels, forest.predict(part))
-    # A first call too large for the bound path does not bind the later small calls' bound
-    # path to the blocked session: the runner is made on the session of small calls.
+    # A first call too large for the bound path does not bind the later small calls to the
+    # blocked session: they give exactly what the session of small calls gives.
     fresh = Predictor(path)
     large = X[np.arange(FROM_ROWS) % len(X)]
     np.testing.assert_array_equal(fresh.predict(large).labels, forest.predict(large))
-    runner = fresh._sessions.throughput_runner
-    assert runner is not None and runner._session is fresh.session_for(100)
-    assert runner._session is not fresh.session_for(FROM_ROWS)
-    np.testing.assert_array_equal(fresh.predict(X[:100]).labels, forest.predict(X[:100]))
+    small = X[:100].astype(np.float32)
+    expected = fresh.session_for(100).run(None, fresh.prepare(small))
+    got = fresh.predict(small)
+    np.testing.assert_array_equal(got.labels, expected[0])
+    np.testing.assert_array_equal(got.probabilities, expected[1])
     # Batch scoring runs one session whatever the size: blocked for every call.
     batch = Predictor(path, regime="throughput")
     assert batch.settings_for(100).tree_block_nodes == DEFAULT_TREE_BLOCK_NODES

@@ -1,0 +1,107 @@
+"""The router (runtime/router.py): one rule picks a call's settings, and one switch turns every
+speed-up off."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LogisticRegression
+
+from onnxbridge import Bundle, Predictor, convert_estimator
+from onnxbridge.errors import SchemaMismatchError
+from onnxbridge.runtime.router import Router
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+
+
+@pytest.fixture
+def logistic(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    X, y = make_classification(n_samples=12_000, n_features=12, random_state=0)
+    X = X.astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = LogisticRegression(max_iter=500).fit(X[:2000], y[:2000])
+    return convert_estimator(model, X[:20]).save(tmp_path / "lr.onnx"), X
+
+
+def _same(a, b) -> None:
+    np.testing.assert_array_equal(a.labels, b.labels)
+    np.testing.assert_allclose(a.probabilities, b.probabilities, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 100, 10_000])
+def test_speedups_off_gives_the_defaults_results_on_the_forest(
+    iris_bundle: Bundle, rows: int
+) -> None:
+    X = np.random.RandomState(0).uniform(0, 8, size=(rows, 4)).astype(np.float32)
+    plain = Predictor(iris_bundle.onnx_path, speedups=False)
+    fast = Predictor(iris_bundle.onnx_path)
+    _same(plain.predict(X), fast.predict(X))
+    # Exactly what ONNX Runtime gives on its own with onnxbridge's default options.
+    options = SessionSettings.onnxbridge_default().to_session_options()
+    session = ort.InferenceSession(str(iris_bundle.onnx_path), options)
+    labels, probabilities = session.run(None, {"input": X})
+    result = plain.predict(X)
+    np.testing.assert_array_equal(result.labels, labels)
+    np.testing.assert_array_equal(result.probabilities, probabilities)
+
+
+def test_speedups_off_gives_the_defaults_results_on_a_logistic_regression(logistic) -> None:
+    path, X = logistic
+    plain = Predictor(path, speedups=False)
+    fast = Predictor(path)
+    assert fast.settings_for(10_000).linear_gemv  # the default rewrites large calls
+    for rows in (1, 100, 10_000):
+        _same(plain.predict(X[:rows]), fast.predict(X[:rows]))
+    # No rewrite and no split, whatever the size; one session for every call.
+    for rows in (1, 300, 10_000):
+        settings = plain.settings_for(rows)
+        assert settings == SessionSettings.onnxbridge_default()
+        assert not settings.linear_gemv and not settings.tree_block_nodes and not settings.row_split
+    assert plain.session_for(10_000) is plain.session_for(1)
+    assert isinstance(plain.session_for(10_000), ort.InferenceSession)
+    # Missing values are refused as ever: the input is checked.
+    bad = X[:10_000].copy()
+    bad[17, 3] = np.nan
+    for predictor in (plain, fast):
+        with pytest.raises(SchemaMismatchError, match=r"missing values \(NaN\) in 1 row"):
+            predictor.predict(bad)
+
+
+def test_speedups_off_ignores_tuned_settings(iris_bundle: Bundle, tmp_path: Path) -> None:
+    from tuning_support import store_spec
+
+    tuned = SessionSettings(1, allow_spinning=False, row_split=2, tree_block_nodes=500)
+    store_spec(
+        iris_bundle.onnx_path,
+        TuningSpec(latency=SessionSettings(1), throughput=tuned, latency_max_rows=1),
+    )
+    assert Predictor(iris_bundle.onnx_path).tuning is not None
+    plain = Predictor(iris_bundle.onnx_path, speedups=False)
+    assert plain.tuning is None
+    assert plain.settings_for(10_000) == SessionSettings.onnxbridge_default()
+    # Given settings keep ONNX Runtime's own options, without onnxbridge's speed-ups.
+    given = Predictor(iris_bundle.onnx_path, settings=tuned, speedups=False)
+    assert given.settings_for(10_000) == SessionSettings(1, allow_spinning=False)
+
+
+def test_the_router_routes_by_rows_once(iris_bundle: Bundle) -> None:
+    latency = SessionSettings(1, allow_spinning=False)
+    throughput = SessionSettings(1, allow_spinning=False, graph_optimization_level="basic")
+    spec = TuningSpec(latency=latency, throughput=throughput, latency_max_rows=8)
+    router = Router(iris_bundle.onnx_path, spec)
+    assert router.settings_for(8) == latency and router.settings_for(9) == throughput
+    assert router.session_for(8) is router.session_for(1)
+    assert router.session_for(9) is not router.session_for(8)
+    feeds = {"input": np.ones((9, 4), dtype=np.float32)}
+    np.testing.assert_array_equal(router.run(feeds)[1], router.session_for(9).run(None, feeds)[1])
+    # Batch scoring: one regime whatever the size.
+    batch = Router(iris_bundle.onnx_path, spec, regime="throughput")
+    assert batch.settings_for(1) == throughput == batch.settings_for(10_000)
+    # Given settings, no spec: every call runs with them.
+    pinned = Router(iris_bundle.onnx_path, settings=latency)
+    assert pinned.settings_for(1) == pinned.settings_for(10_000) == latency
