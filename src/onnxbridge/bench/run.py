@@ -25,6 +25,7 @@ import os
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
@@ -285,7 +286,7 @@ def _time_conversion(
     meta = Predictor(onnx_path).metadata
     opsets: dict[str, int] = meta.opsets if isinstance(meta, ModelMetadata) else {}
     # Convert with the opset the model was converted with, so the timing is of the same work.
-    kwargs = {"opset": opsets.get("")} if opsets.get("") else {}
+    kwargs: dict[str, Any] = {"opset": opsets.get("")} if opsets.get("") else {}
     try:
         return measure(
             lambda: convert_estimator(estimator, sample.head(100), **kwargs),
@@ -356,10 +357,10 @@ def bench_engines(
             from onnxbridge.train import source_frame
 
             sk_frame = frame.astype(np.float32) if numeric else source_frame(estimator, frame)
-            calls["sklearn"] = lambda f=sk_frame: estimator.predict(f)
+            calls["sklearn"] = partial(estimator.predict, sk_frame)
         for name, session in sessions.items():
-            calls[name] = lambda s=session, f=feeds: s.run(None, f)
-        calls["onnxbridge"] = lambda a=array: predictor.predict(a, allow_missing=allow_missing)
+            calls[name] = partial(session.run, None, feeds)
+        calls["onnxbridge"] = partial(predictor.predict, array, allow_missing=allow_missing)
 
         def step(batch: int = batch) -> None:
             nonlocal done

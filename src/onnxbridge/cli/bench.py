@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -382,13 +382,14 @@ def tune_command(
 
     Predictor (and so predict, serve, score) then uses them, picking the regime by batch size.
     """
-    from onnxbridge.tune import tune_model
+    from onnxbridge.tune import Engines, Regime, tune_model
 
     with _progress(progress) as update:
         report = tune_model(
             target,
-            regime=regime,
-            engines=engines,
+            # tune_model refuses values outside these (one clear line).
+            regime=cast(Regime, regime),
+            engines=cast(Engines, engines),
             data=data,
             latency_rows=latency_rows,
             throughput_rows=throughput_rows,

@@ -232,7 +232,10 @@ class ScoreJob:
 
     def read_model_bytes(self) -> bytes:
         """The model's bytes (read from its file when it was given as a path)."""
-        return self.model_bytes if self.model_bytes is not None else Path(self.model).read_bytes()
+        if self.model_bytes is not None:
+            return self.model_bytes
+        assert self.model_path is not None  # one of the two is always set (_read_model)
+        return self.model_path.read_bytes()
 
     def total_rows(self) -> int | None:
         """Rows to score when cheap to know (all inputs Parquet), else None (also when a
@@ -354,7 +357,7 @@ def prepare_job(
     """
     files = list_inputs(inputs)
     model_bytes, model_path, model_sha256 = _read_model(model)
-    layout = OutputLayout.for_output(output)
+    layout = OutputLayout.for_output(os.fspath(output))
     layout.check(files, resume=resume, overwrite=overwrite, locked=locked)
     job = ScoreJob(
         model_bytes=model_bytes,
@@ -492,7 +495,7 @@ def score(
             "scheduler= is for engine='dask'; add engine='dask' or drop it",
             arguments=("scheduler", "engine"),
         )
-    if engine == "dask" and OutputLayout.for_output(output).single_file:
+    if engine == "dask" and OutputLayout.for_output(os.fspath(output)).single_file:
         raise DataError(
             f"with engine='dask', score writes a folder of part files, one per input, but "
             f"output={os.fspath(output)!r} names one file; pass a folder name (without .parquet)",
@@ -700,6 +703,7 @@ def _run_local(
             exhausted = False
             while True:
                 while not exhausted and in_flight < window:
+                    event: Future[ScoredBatch] | _Open | _Close | _Failed | None
                     try:
                         event = next(stream, None)
                     except (OnnxbridgeError, OSError) as exc:

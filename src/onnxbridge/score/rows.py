@@ -227,13 +227,13 @@ class CheckedBatch:
                 or pa.types.is_string(array.type)
                 or pa.types.is_large_string(array.type)
             ):
-                fresh = _missing(array) & (bad_column < 0)
-                bad_column[fresh] = j
-                bad_missing[fresh] = True
+                newly_missing = _missing(array) & (bad_column < 0)
+                bad_column[newly_missing] = j
+                bad_missing[newly_missing] = True
             columns[name] = array
         bad_rows = np.flatnonzero(bad_column >= 0)
 
-        def reason(i: int) -> str:
+        def reason_of(i: int) -> str:
             if bad_missing[i]:
                 return _MISSING_REASON
             return value_reasons.get(i) or cast_reasons[int(bad_column[i])]
@@ -241,8 +241,8 @@ class CheckedBatch:
         if bad_rows.size and on_error == "raise":
             i = int(bad_rows[0])
             name = names[int(bad_column[i])]
-            what = reason(i) if bad_missing[i] else f"value {_shown(batch.column(name), i)} is "
-            what += "" if bad_missing[i] else reason(i)
+            what = reason_of(i) if bad_missing[i] else f"value {_shown(batch.column(name), i)} is "
+            what += "" if bad_missing[i] else reason_of(i)
             raise BadRowError(
                 f"bad row in {file!r}, row {first_row + i}, column {name!r}: {what}; "
                 f"fix the file, or {_SKIP_HINT}",
@@ -259,7 +259,7 @@ class CheckedBatch:
         row_values = [
             _raw(batch.column(c), int(i)) for c, i in zip(row_columns, bad_rows, strict=True)
         ]
-        row_reasons = [reason(int(i)) for i in bad_rows]
+        row_reasons = [reason_of(int(i)) for i in bad_rows]
         bad = _bad_table(file, bad_rows, first_row, row_columns, row_values, row_reasons, keep)
         return cls(
             frame[good].reset_index(drop=True),
