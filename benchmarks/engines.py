@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from models import benchmark_estimator
 
 from onnxbridge import Predictor, convert_estimator, train_bundle
 from onnxbridge.bench import SPIN_COOLDOWN, measure_many
@@ -77,32 +78,6 @@ SMALL_ROWS = 1000
 SHORT_CALL = 0.005
 
 
-def _estimator(name: str) -> Any:
-    from sklearn.ensemble import (
-        GradientBoostingClassifier,
-        HistGradientBoostingClassifier,
-        RandomForestClassifier,
-    )
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    if name == "lgbm":
-        from lightgbm import LGBMClassifier
-
-        return LGBMClassifier(n_estimators=100, random_state=0, verbose=-1)
-    return {
-        "rf10": lambda: RandomForestClassifier(n_estimators=10, random_state=0),
-        "rf100": lambda: RandomForestClassifier(n_estimators=100, random_state=0),
-        "hgb": lambda: HistGradientBoostingClassifier(max_iter=100, random_state=0),
-        "gb": lambda: GradientBoostingClassifier(n_estimators=100, random_state=0),
-        "lr": lambda: LogisticRegression(max_iter=1000, random_state=0),
-        "scaled-lr": lambda: make_pipeline(
-            StandardScaler(), LogisticRegression(max_iter=1000, random_state=0)
-        ),
-    }[name]()
-
-
 def _prepare(name: str, tmp: Path) -> tuple[Any, Path, np.ndarray, str]:
     """The fitted estimator, its .onnx, the rows to score and a description."""
     if name == "reference":
@@ -120,7 +95,7 @@ def _prepare(name: str, tmp: Path) -> tuple[Any, Path, np.ndarray, str]:
         n_samples=20_000, n_features=28, n_informative=15, n_classes=2, random_state=0
     )
     X = X.astype(np.float32)
-    estimator = _estimator(name).fit(X[:10_000], y[:10_000])
+    estimator = benchmark_estimator(name).fit(X[:10_000], y[:10_000])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = convert_estimator(estimator, X[:100]).save(tmp / f"{name}.onnx")

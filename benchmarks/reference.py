@@ -52,30 +52,6 @@ LIMIT = 1.10  # a line whose time grew by more than this factor is flagged
 
 
 # ----------------------------------------------------------------------------- child processes
-def _estimator(name: str) -> Any:
-    from sklearn.ensemble import (
-        GradientBoostingClassifier,
-        HistGradientBoostingClassifier,
-        RandomForestClassifier,
-    )
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    if name == "lgbm":
-        from lightgbm import LGBMClassifier
-
-        return LGBMClassifier(n_estimators=100, random_state=0, verbose=-1)
-    return {
-        "rf10": lambda: RandomForestClassifier(n_estimators=10, random_state=0),
-        "rf100": lambda: RandomForestClassifier(n_estimators=100, random_state=0),
-        "hgb": lambda: HistGradientBoostingClassifier(max_iter=100, random_state=0),
-        "gb": lambda: GradientBoostingClassifier(n_estimators=100, random_state=0),
-        "lr": lambda: LogisticRegression(max_iter=1000, random_state=0),
-        "scaled-lr": lambda: make_pipeline(
-            StandardScaler(), LogisticRegression(max_iter=1000, random_state=0)
-        ),
-    }[name]()
 
 
 def child_convert(work: Path, names: list[str]) -> None:
@@ -83,6 +59,7 @@ def child_convert(work: Path, names: list[str]) -> None:
     import warnings
 
     import numpy as np
+    from models import benchmark_estimator  # benchmarks/models.py, beside this script
     from sklearn.datasets import make_classification
 
     from onnxbridge import convert_estimator
@@ -93,7 +70,7 @@ def child_convert(work: Path, names: list[str]) -> None:
     X = X.astype(np.float32)
     np.save(work / "rows.npy", np.tile(X[10_000:], (10, 1)))
     for name in names:
-        estimator = _estimator(name).fit(X[:10_000], y[:10_000])
+        estimator = benchmark_estimator(name).fit(X[:10_000], y[:10_000])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             convert_estimator(estimator, X[:100]).save(work / f"{name}.onnx")
