@@ -8,6 +8,35 @@ import pytest
 
 from onnxbridge.cli.main import main
 
+# The commands, in the order `onnxbridge --help` lists them.
+COMMANDS = (
+    "train",
+    "convert",
+    "inspect",
+    "predict",
+    "validate",
+    "score",
+    "demo",
+    "bench",
+    "tune",
+    "serve",
+    "coverage",
+)
+# Libraries (and onnxbridge parts) that `import onnxbridge` and `onnxbridge --help` must not
+# load up front.
+HEAVY = (
+    "numpy",
+    "pandas",
+    "onnx",
+    "onnxruntime",
+    "skl2onnx",
+    "sklearn",
+    "matplotlib",
+    "onnxbridge.bench",
+    "onnxbridge.coverage",
+    "onnxbridge.runtime",
+)
+
 
 def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, str]:
     """Run ``onnxbridge ARGS``; returns (exit code, stdout, stderr)."""

@@ -13,20 +13,7 @@ import pytest
 
 import onnxbridge
 import onnxbridge.errors as errors
-
-# Libraries (and onnxbridge parts) that `import onnxbridge` must not pay for up front.
-HEAVY = (
-    "numpy",
-    "pandas",
-    "onnx",
-    "onnxruntime",
-    "skl2onnx",
-    "sklearn",
-    "matplotlib",
-    "onnxbridge.bench",
-    "onnxbridge.coverage",
-    "onnxbridge.runtime",
-)
+from cli_support import HEAVY
 
 
 def fresh_env() -> dict[str, str]:

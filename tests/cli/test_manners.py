@@ -15,23 +15,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli_support import COMMANDS
 from onnxbridge import Bundle
 
 # The console script, run by the interpreter under test (PYTHONPATH is inherited).
 CLI = f"{shlex.quote(sys.executable)} -c 'from onnxbridge.cli.main import run; run()'"
-COMMANDS = (
-    "train",
-    "convert",
-    "inspect",
-    "predict",
-    "validate",
-    "score",
-    "demo",
-    "bench",
-    "tune",
-    "serve",
-    "coverage",
-)
 
 
 def shell(pipeline: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

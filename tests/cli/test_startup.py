@@ -11,33 +11,7 @@ from pathlib import Path
 import pytest
 
 import onnxbridge
-
-HEAVY = (
-    "numpy",
-    "pandas",
-    "onnx",
-    "onnxruntime",
-    "skl2onnx",
-    "sklearn",
-    "matplotlib",
-    "onnxbridge.bench",
-    "onnxbridge.coverage",
-    "onnxbridge.runtime",
-)
-
-COMMANDS = (
-    "train",
-    "convert",
-    "inspect",
-    "predict",
-    "validate",
-    "score",
-    "demo",
-    "bench",
-    "tune",
-    "serve",
-    "coverage",
-)
+from cli_support import COMMANDS, HEAVY
 
 
 def fresh_env() -> dict[str, str]:
