@@ -143,7 +143,9 @@ def test_a_library_is_opened_only_when_trusted_and_unchanged(
 
     library = _record_tl2cgen(iris_bundle, tmp_path / "build")
     _rows(iris_bundle, 10).to_parquet(tmp_path / "rows.parquet")
-    with pytest.raises(UnsafeModelFileError, match=r"native code.*pass trust_native=True"):
+    with pytest.raises(
+        UnsafeModelFileError, match=r"native code.*pass trust_native=True.*load no compiled engine"
+    ):
         AcceleratedPredictor.load(Predictor(iris_bundle.onnx_path))
     code, _, err = run(
         capsys,

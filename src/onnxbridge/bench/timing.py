@@ -114,15 +114,15 @@ def measure_many(
     Each call is warmed up and calibrated first; then every round runs one repeat of each call,
     in turn, each round starting one call further along (round-robin), so that every call is
     timed equally often in every place of the order. The place matters: the second of two
-    *identical* session calls timed back to back measured 5-10 % slower over whole runs here
-    (docs/benchmarks.md), which a fixed order would charge to one call. ``progress`` (if given)
-    is called after each calibration and each repeat, that is ``len(fns) * (repeat + 1)`` times.
+    *identical* session calls timed back to back measures slower over whole runs, which a fixed
+    order would charge to one call. ``progress`` (if given) is called after each calibration and
+    each repeat, that is ``len(fns) * (repeat + 1)`` times.
 
     ``cooldown`` maps a call's name to seconds to pause after each of its repeats (and its
     calibration) before the next call is timed. ONNX Runtime sessions that allow spinning keep
     their idle threads spinning for tens of milliseconds after their last work; on a 2-core
-    machine that made the *next* session timed up to 5× slower (docs/benchmarks.md), so whoever
-    came after a spinning session lost. :data:`SPIN_COOLDOWN` lets them go quiet.
+    machine that made the *next* session timed much slower, so whoever came after a spinning
+    session lost. :data:`SPIN_COOLDOWN` lets them go quiet.
     """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")

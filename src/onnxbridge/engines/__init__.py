@@ -138,15 +138,15 @@ class AcceleratedPredictor:
         """Predict for every row of ``data``, as :meth:`Predictor.predict
         <onnxbridge.runtime.Predictor.predict>` does (same arguments, same checks)."""
         rows = _rows_of(data)
-        if rows is None or rows < self.compiled.min_rows:
+        engine = self.default if rows is None else self.engine_for(rows)
+        if engine is self.default:
             return self.predictor.predict(
                 data, ignore_extra=ignore_extra, allow_missing=allow_missing
             )
         feeds = self.predictor.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
         (X,) = feeds.values()
         # Compiled trees compare floats with their thresholds: other rows stay on ONNX Runtime.
-        engine = self.engine_for(len(X)) if X.dtype.kind == "f" else self.default
-        return engine.predict(X)
+        return (engine if X.dtype.kind == "f" else self.default).predict(X)
 
 
 def _rows_of(data: Any) -> int | None:

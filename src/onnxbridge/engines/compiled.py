@@ -67,6 +67,12 @@ LEAVES_MAX_ROWS = 2**31 - 1
 
 _log = logging.getLogger(__name__)
 
+# The way out every refusal offers: ``onnxbridge.score`` / ``score --accelerator`` take the
+# argument, a caller of ``AcceleratedPredictor.load`` simply keeps the plain Predictor.
+_ONNX_RUNTIME_ALONE = (
+    "or run on ONNX Runtime alone (leave out accelerator=True, or load no compiled engine)"
+)
+
 
 class CompiledEngine:
     """A compiled copy of a model's trees: the :class:`~onnxbridge.engines.Engine` of
@@ -443,8 +449,7 @@ def check_native_trust(trust_native: bool, what: str) -> None:
         raise UnsafeModelFileError(
             f"{what} is native code, and loading it runs that code with your rights; a hash in "
             "the same bundle shows it is unchanged, not who made it: if you made this bundle "
-            "yourself (tune --engines all), pass trust_native=True, or leave out "
-            "accelerator=True",
+            "yourself (tune --engines all), pass trust_native=True, " + _ONNX_RUNTIME_ALONE,
             arguments=("trust_native", "accelerator"),
         )
 
@@ -483,7 +488,7 @@ def load_compiled_engine(
     if not record:
         raise AcceleratorError(
             f"{str(model_path)!r} has no accelerator recorded (tune records one only when it is "
-            f"equivalent and faster); {hint}, or leave out accelerator=True",
+            f"equivalent and faster); {hint}, {_ONNX_RUNTIME_ALONE}",
             arguments=("accelerator",),
         )
     engine = record.get("engine")
@@ -495,14 +500,14 @@ def load_compiled_engine(
         or (engine == "lleaves" and not model_text)
     ):
         raise AcceleratorError(
-            f"the recorded accelerator ({engine}) has no compiled library to load; re-run {hint} "
-            "(or leave out accelerator=True)",
+            f"the recorded accelerator ({engine}) has no compiled library to load; re-run {hint}, "
+            + _ONNX_RUNTIME_ALONE,
             arguments=("accelerator",),
         )
     if importlib.util.find_spec(engine) is None:
         raise AcceleratorError(
-            f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]' "
-            "(or leave out accelerator=True)",
+            f"the recorded accelerator needs {engine}: pip install 'onnxbridge[accel]', "
+            + _ONNX_RUNTIME_ALONE,
             arguments=("accelerator",),
         )
     check_native_trust(

@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 __all__ = ["BUCKETS", "CONTENT_TYPE", "ServeMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-# Latency buckets from 100 µs (one ONNX Runtime row) to 10 s (a large batch).
+# Latency buckets from 100 µs (a single-row call) to 10 s (a large batch).
 BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     10.0,

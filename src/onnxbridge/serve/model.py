@@ -35,8 +35,8 @@ from onnxbridge.serve.codecs import DATATYPES, ORT_TO_DATATYPE
 __all__ = ["MERGEABLE_OPS", "MERGE_MAX_ROWS", "PLATFORM", "ServedModel", "TensorSpec"]
 
 PLATFORM = "onnxruntime_onnx"
-# Requests of at most this many rows are merged, into calls of at most this many rows: a
-# merged call of 64 single rows of the benchmark forest takes about 1 ms.
+# Requests of at most this many rows are merged, into calls of at most this many rows: small
+# enough that a request waiting on a merged call is not held up long by the others in it.
 MERGE_MAX_ROWS = 64
 _ML = "ai.onnx.ml"
 # (domain, operator) pairs whose result per row is the same whatever else is in the batch (see

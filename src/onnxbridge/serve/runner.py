@@ -1,10 +1,10 @@
 """Run ONNX Runtime calls in worker threads, off the event loop, cheaply.
 
 ``loop.run_in_executor`` costs two thread wake-ups per call (the worker's, then the loop's), which
-for a 10 µs single-row forest is most of the CPU a request takes. Here each worker thread takes
-every job waiting in the queue when it wakes, runs them one after the other, and hands all their
-results back to the event loop in one ``call_soon_threadsafe``: under load a wake-up serves many
-requests (measured: 19 µs of CPU per single-row request instead of 64, docs/benchmarks.md).
+for a small model's single-row call is most of the CPU a request takes. Here each worker thread
+takes every job waiting in the queue when it wakes, runs them one after the other, and hands all
+their results back to the event loop in one ``call_soon_threadsafe``: under load one wake-up
+serves many requests, so the wake-ups' cost is shared among them.
 Jobs submitted with a merge key and a merge function (:meth:`InferenceRunner.submit_mergeable`)
 that a wake-up finds together under the same key are handed to the merge function at once, which
 runs them as one session call (dynamic batching, ``ServedModel.run_merged``); every other job
