@@ -33,8 +33,8 @@ HEADER = """\
 Speed is measured by the scripts under `benchmarks/`, never by timed tests. Each script measures
 its baseline in the same run, repeats interleaved so that noise hits all alike; figures are medians
 with their spread (IQR, or range over rounds), ratios between medians of one run. Each section
-gives the command that made it (from the repository root, after `make install`), the date and
-machine of the run, and its goals. The machine is shared: read the ratios, and re-run a command
+gives the command that made it (from the repository root, after `make install`), the
+machine it ran on, and its goals. The machine is shared: read the ratios, and re-run a command
 before relying on an absolute time. `benchmarks/report.py` writes this page from
 `benchmarks/results/*.json`; earlier runs are in git's history.
 
@@ -53,7 +53,7 @@ def load_results(folder: Path = RESULTS) -> list[dict[str, Any]]:
 
 
 def machine_line(run: dict[str, Any]) -> str:
-    """One line: the date and machine of a run (cores, load, library versions)."""
+    """One line: the machine of a run (cores, load, library versions)."""
     machine = run.get("machine", {})
     words = [f"{machine['cores']} cores"] if "cores" in machine else []
     if machine.get("shared"):
@@ -70,7 +70,8 @@ def machine_line(run: dict[str, Any]) -> str:
         if key in machine
     ]
     where = ", ".join(words + versions)
-    return f"*Run of {run['date']}" + (f" on {where}" if where else "") + ".*"
+    # The run's date stays in its results file (git has the history); the page says where.
+    return f"*Measured on {where or 'one machine'}.*"
 
 
 def table_lines(table: dict[str, Any]) -> list[str]:
