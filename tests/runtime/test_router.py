@@ -134,16 +134,20 @@ def test_call_runs_small_arrays_on_the_bound_path_and_prepares_the_rest(
 
 
 def test_an_empty_array_is_left_to_the_general_path(iris_bundle: Bundle) -> None:
+    empty = np.empty((0, 4), dtype=np.float32)
+    prepared: list[np.ndarray] = []
+
+    def prepare(data: np.ndarray) -> dict[str, np.ndarray]:
+        prepared.append(data)
+        return {"input": data}
+
     for regime in (None, "throughput"):
-        predictor = Predictor(iris_bundle.onnx_path, regime=regime)  # type: ignore[arg-type]
-        assert (
-            Router(iris_bundle.onnx_path, regime=regime).try_bound(  # type: ignore[arg-type]
-                np.empty((0, 4), dtype=np.float32)
-            )
-            is None
-        )
-        with pytest.raises(SchemaMismatchError):
-            predictor.predict(np.empty((0, 4), dtype=np.float32))
+        router = Router(iris_bundle.onnx_path, regime=regime)  # type: ignore[arg-type]
+        assert len(router.call(empty, prepare)[0]) == 0
+    assert len(prepared) == 2  # never the bound path: both calls were prepared
+    for regime in (None, "throughput"):
+        with pytest.raises(SchemaMismatchError, match="no rows"):
+            Predictor(iris_bundle.onnx_path, regime=regime).predict(empty)  # type: ignore[arg-type]
 
 
 def test_a_predictor_runs_a_given_spec_as_a_model_tuned_to_it(iris_bundle: Bundle) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -210,10 +211,14 @@ class Predictor:
         """
         # Small numeric arrays may take the bound path; anything it does not serve exactly as
         # the general path would is prepared here (which raises the error for bad input).
-        outputs = self._router.call(data, lambda d: self._feeds(d, ignore_extra, allow_missing))
-        return self._decoder.decode(outputs)
+        prepare = self._feeds
+        if ignore_extra or allow_missing:
+            prepare = partial(self._feeds, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        return self._decoder.decode(self._router.call(data, prepare))
 
-    def _feeds(self, data: Any, ignore_extra: bool, allow_missing: bool) -> dict[str, np.ndarray]:
+    def _feeds(
+        self, data: Any, ignore_extra: bool = False, allow_missing: bool = False
+    ) -> dict[str, np.ndarray]:
         feeds = None
         if type(data) is np.ndarray:
             refuse_nan = self._schema.refuses_missing and not allow_missing

@@ -306,32 +306,29 @@ class Router:
             raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
 
     def call(self, data: Any, prepare: Callable[[Any], dict[str, np.ndarray]]) -> list[Any]:
-        """Outputs in graph order for ``data``, run the way ``Predictor.predict`` runs it: a
-        numeric array the bound path serves runs there (:meth:`try_bound`); anything else is
-        turned into feeds by ``prepare(data)`` and run by :meth:`run`. ``onnxbridge tune``
-        times its candidates through here, so it measures what ``predict`` runs.
+        """Outputs in graph order for ``data``, run the way ``Predictor.predict`` runs it.
+
+        A numeric array ``[N, F]`` (or one row ``[F]``) of 1 to ``DEFAULT_MAX_ROWS`` rows takes
+        the bound path of its regime (:mod:`~onnxbridge.runtime.fastpath`) when that serves it
+        exactly as the general path would; anything else is turned into feeds by
+        ``prepare(data)`` (which raises the right error for bad input) and run by :meth:`run`.
+        ``onnxbridge tune`` times its candidates through here, so it measures what ``predict``
+        runs.
 
         Raises:
             InferenceError: ONNX Runtime failed.
         """
-        if type(data) is np.ndarray:
-            outputs = self.try_bound(data)
-            if outputs is not None:
-                return outputs
+        if type(data) is np.ndarray and self._fast_input is not None:
+            rows = data.shape[0] if data.ndim == 2 else 1
+            if 0 < rows <= DEFAULT_MAX_ROWS:
+                regime = self._spec.regime_for(rows)
+                runner = self._runners.get(regime)
+                if runner is None:
+                    runner = self._make_runner(regime, rows)
+                outputs = runner.try_run(data)
+                if outputs is not None:
+                    return outputs
         return self.run(prepare(data))
-
-    def try_bound(self, data: np.ndarray) -> list[np.ndarray] | None:
-        """Outputs for a small numeric array ``[N, F]`` (or one row ``[F]``) on the bound path,
-        or None: run it through :meth:`run` (which also raises the right error for bad input).
-        """
-        rows = data.shape[0] if data.ndim == 2 else 1
-        if not 0 < rows <= DEFAULT_MAX_ROWS or self._fast_input is None:
-            return None
-        regime = self._spec.regime_for(rows)
-        runner = self._runners.get(regime)
-        if runner is None:
-            runner = self._make_runner(regime, rows)
-        return runner.try_run(data)
 
     def _make_runner(self, regime: str, rows: int) -> BoundRunner:
         """The bound path of ``regime``, on the session of the small calls it serves: with
