@@ -45,11 +45,12 @@ class Predictor:
             ``spec`` of a tune report) instead of those stored in the model: the Predictor then
             runs exactly as one of a model tuned to ``tuning`` does. Not with ``settings``.
         tuned: use the settings ``onnxbridge tune`` stored in the model (``onnxbridge.session``
-            metadata), when there are some and ``settings`` is not given. Calls of at most
-            ``tuning.latency_max_rows`` rows then run on the latency settings, larger calls on
-            the throughput settings (one session each, the second opened on first use);
-            ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
-            both (``intra_op_num_threads`` also turns a tuned ``row_split`` off).
+            metadata), when there are some and neither ``settings`` nor ``tuning`` is given.
+            With a spec (stored or ``tuning``), calls of at most ``latency_max_rows`` rows run
+            on the latency settings, larger calls on the throughput settings (one session each,
+            the second opened on first use); ``intra_op_num_threads`` / ``allow_spinning``,
+            when given, replace that field in both (``intra_op_num_threads`` also turns a tuned
+            ``row_split`` off).
         regime: ``"throughput"`` runs every call, whatever its size, on the throughput
             settings (tuned, or the default ones with trees in blocks) and opens only that
             session — batch scoring, whose results must not depend on the batch size; None
@@ -133,7 +134,9 @@ class Predictor:
         return self._router.session_for(rows)
 
     def settings_for(self, rows: int) -> SessionSettings:
-        """The session settings a call of ``rows`` rows runs with."""
+        """The session settings a call of ``rows`` rows really runs with: its regime's, without
+        the rewrites and the row split such a call does without (see
+        :meth:`Router.settings_for <onnxbridge.runtime.router.Router.settings_for>`)."""
         return self._router.settings_for(rows)
 
     def open_sessions(self) -> None:

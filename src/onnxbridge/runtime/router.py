@@ -285,13 +285,22 @@ class Router:
 
     def open_all(self) -> None:
         """Open every regime's sessions now, not on the first call that needs them."""
-        smallest = self._spec.first_throughput_rows
-        throughput = self._spec.throughput
-        sizes = [1, blocks_from_rows(throughput), LINEAR_GEMV_MIN_ROWS]
-        if throughput.row_split > 1:
-            sizes.append(2 * ROW_SPLIT_MIN_PART)
-        for size in sizes:
-            self.session_for(max(smallest, size))
+        spec = self._spec
+        regimes = (
+            (spec.latency, 1, spec.latency_max_rows),
+            (spec.throughput, spec.first_throughput_rows, None),
+        )
+        for settings, low, high in regimes:
+            # The sizes from which a call may run on another session of the same regime.
+            for size in (
+                1,
+                blocks_from_rows(settings),
+                LINEAR_GEMV_MIN_ROWS,
+                2 * ROW_SPLIT_MIN_PART,
+            ):
+                size = max(low, size)
+                if high is None or size <= high:
+                    self.session_for(size)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
         """Outputs in graph order for prepared ``feeds``, on the session of their row count.
