@@ -106,3 +106,22 @@ def test_settings_name_their_passes_in_order() -> None:
     # The cheap test keeps a pass from parsing models it has nothing to do in.
     assert not LINEAR_DOT.applies_to(b"TreeEnsembleClassifier")
     assert not tree_blocks(500).applies_to(b"LinearRegressor")
+
+
+def test_settings_for_a_call_whose_rewrite_was_refused_show_the_graph_that_runs(
+    forest, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    model, sk_model, X = forest
+    path = _fresh(model, "refused-settings", tmp_path)
+    monkeypatch.setattr(
+        tree_blocks_module, "block_tree_ensembles", lambda model, max_nodes: b"not an onnx model"
+    )
+    caplog.set_level(logging.WARNING, logger="onnxbridge.runtime")
+    blocked = SessionSettings(1, allow_spinning=False, tree_block_nodes=ONE_THREAD_TREE_BLOCK_NODES)
+    predictor = Predictor(path, settings=blocked)
+    assert predictor.settings_for(len(X)) == SessionSettings(1, allow_spinning=False)
+    messages = [r.getMessage() for r in caplog.records if r.name == "onnxbridge.runtime"]
+    assert (
+        sum("ONNX Runtime refused the graph rewritten by tree_blocks" in m for m in messages) == 1
+    )
+    np.testing.assert_array_equal(predictor.predict(_frame(X)).labels, sk_model.predict(X))

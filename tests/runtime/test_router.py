@@ -13,7 +13,7 @@ from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import Bundle, Predictor, convert_estimator
-from onnxbridge.errors import SchemaMismatchError
+from onnxbridge.errors import SchemaMismatchError, SessionSettingsError
 from onnxbridge.runtime.router import Router
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 
@@ -105,3 +105,61 @@ def test_the_router_routes_by_rows_once(iris_bundle: Bundle) -> None:
     # Given settings, no spec: every call runs with them.
     pinned = Router(iris_bundle.onnx_path, settings=latency)
     assert pinned.settings_for(1) == pinned.settings_for(10_000) == latency
+
+
+def test_call_runs_small_arrays_on_the_bound_path_and_prepares_the_rest(
+    iris_bundle: Bundle,
+) -> None:
+    router = Router(iris_bundle.onnx_path)
+    prepared: list[int] = []
+
+    def prepare(data: np.ndarray) -> dict[str, np.ndarray]:
+        prepared.append(len(data))
+        return {"input": data}
+
+    for rows in (1, 5, 256, 257, 3000):
+        X = np.random.RandomState(rows).uniform(0, 8, size=(rows, 4)).astype(np.float32)
+        outputs = router.call(X, prepare)
+        expected = router.run({"input": X})
+        np.testing.assert_array_equal(outputs[0], expected[0])
+        np.testing.assert_allclose(outputs[1], expected[1], rtol=1e-6)
+        # Predictor.predict makes this very call: the same outputs, decoded.
+        result = Predictor(iris_bundle.onnx_path).predict(X)
+        np.testing.assert_array_equal(result.labels, outputs[0])
+        np.testing.assert_array_equal(result.probabilities, outputs[1])
+    # Arrays the bound path serves never needed feeds; larger ones were prepared.
+    assert prepared == [257, 3000]
+    # Anything else (a mapping of columns, say) is prepared, then run.
+    assert len(router.call({"input": X[:3]}, lambda d: d)[0]) == 3
+
+
+def test_an_empty_array_is_left_to_the_general_path(iris_bundle: Bundle) -> None:
+    empty = np.empty((0, 4), dtype=np.float32)
+    prepared: list[np.ndarray] = []
+
+    def prepare(data: np.ndarray) -> dict[str, np.ndarray]:
+        prepared.append(data)
+        return {"input": data}
+
+    for regime in (None, "throughput"):
+        router = Router(iris_bundle.onnx_path, regime=regime)  # type: ignore[arg-type]
+        assert len(router.call(empty, prepare)[0]) == 0
+    assert len(prepared) == 2  # never the bound path: both calls were prepared
+    for regime in (None, "throughput"):
+        with pytest.raises(SchemaMismatchError, match="no rows"):
+            Predictor(iris_bundle.onnx_path, regime=regime).predict(empty)  # type: ignore[arg-type]
+
+
+def test_a_predictor_runs_a_given_spec_as_a_model_tuned_to_it(iris_bundle: Bundle) -> None:
+    latency = SessionSettings(1, allow_spinning=False)
+    throughput = SessionSettings(2, allow_spinning=False, tree_block_nodes=500)
+    spec = TuningSpec(latency=latency, throughput=throughput, latency_max_rows=8)
+    predictor = Predictor(iris_bundle.onnx_path, tuning=spec)
+    assert predictor.tuning == spec
+    routed = Router(iris_bundle.onnx_path, spec)
+    for rows in (1, 8, 9, 100_000):
+        assert predictor.settings_for(rows) == routed.settings_for(rows)
+    # Rewrites only on calls large enough, as with a stored spec; not on every call.
+    assert predictor.settings_for(9).tree_block_nodes == 0
+    with pytest.raises(SessionSettingsError, match="not both"):
+        Predictor(iris_bundle.onnx_path, tuning=spec, settings=latency)

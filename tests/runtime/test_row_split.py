@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,12 @@ from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.router import ROW_SPLIT_MIN_PART, RowSplitSession, open_ort_session
+from onnxbridge.runtime.router import (
+    ROW_SPLIT_MIN_PART,
+    RowSplitSession,
+    open_ort_session,
+    split_parts,
+)
 from onnxbridge.runtime.settings import SessionSettings, TuningSpec
 from tuning_support import store_spec
 
@@ -143,3 +149,22 @@ def test_bad_row_split_is_refused_and_clamped_to_the_cores() -> None:
     ):
         SessionSettings(row_split=-2)
     assert SessionSettings(row_split=8).clamped(cores=2).row_split == 2
+
+
+def test_a_call_too_small_for_two_parts_runs_and_reports_unsplit(forest_path: Path) -> None:
+    two = SessionSettings(intra_op_num_threads=2, allow_spinning=False, row_split=2)
+    predictor = Predictor(forest_path, settings=two)
+    small, large = 2 * ROW_SPLIT_MIN_PART - 1, 2 * ROW_SPLIT_MIN_PART
+    assert split_parts(2, small) == 1 and split_parts(2, large) == 2
+    # What a call really runs with: no split below two parts, and its session is the one the
+    # split session hands such calls to.
+    assert predictor.settings_for(small) == replace(two, row_split=0)
+    assert predictor.settings_for(large) == two
+    split = predictor.session_for(large)
+    assert isinstance(split, RowSplitSession)
+    assert predictor.session_for(small) is split.session
+    X = _rows(small)
+    np.testing.assert_array_equal(
+        predictor.predict(X).probabilities,
+        Predictor(forest_path, settings=replace(two, row_split=0)).predict(X).probabilities,
+    )

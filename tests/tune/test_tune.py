@@ -24,7 +24,7 @@ from onnxbridge.engines.build import (
 )
 from onnxbridge.errors import DataError
 from onnxbridge.runtime.router import Router
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
 from onnxbridge.tune import boundary_limit, read_tuning
 from onnxbridge.tune.candidates import LARGE_BYTES, LARGE_CONTENDERS, large_rows_for
 from onnxbridge.tune.search import pick_score
@@ -358,3 +358,22 @@ def test_the_boundary_comes_closest_to_the_faster_regime_at_every_size(
 
 def test_a_boundary_without_timings_is_the_latency_size() -> None:
     assert boundary_limit(7, []) == 7
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="rows are split across two cores or more")
+def test_a_row_split_candidate_shares_the_100_row_timing_of_its_unsplit_twin(
+    diabetes_bundle: Bundle,
+) -> None:
+    report = tune_model(diabetes_bundle.path, regime="throughput", write=False, **TUNE)
+    step2 = [c for c in report.regimes[0].candidates if c.step == 2]
+    winner = step2[0]
+    (split,) = [
+        c for c in step2 if c.settings == replace(winner.settings, row_split=available_cores())
+    ]
+    # A 100-row call is too small for two parts: it runs unsplit, exactly as the twin's does,
+    # so the two were timed once there.
+    model = diabetes_bundle.onnx_path.read_bytes()
+    router = Router(model, TuningSpec(split.settings, split.settings, 1))
+    assert router.settings_for(100) == winner.settings
+    assert split.mid is not None and split.mid is winner.mid
+    assert split.timing is not winner.timing

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from onnxbridge._meta import ModelMetadata
-from onnxbridge.errors import OnnxModelError
+from onnxbridge.errors import OnnxModelError, SessionSettingsError
 from onnxbridge.runtime.inputs import InputSchema
 from onnxbridge.runtime.outputs import OutputDecoder, PredictionResult, check_output_rows
 from onnxbridge.runtime.router import Router
@@ -40,12 +41,16 @@ class Predictor:
             shared machine spinning threads fight other processes for the cores.
         settings: all session settings at once (:class:`~onnxbridge.runtime.SessionSettings`);
             overrides the two arguments above and any tuned settings.
+        tuning: the regimes to run (a :class:`~onnxbridge.runtime.TuningSpec`, such as the
+            ``spec`` of a tune report) instead of those stored in the model: the Predictor then
+            runs exactly as one of a model tuned to ``tuning`` does. Not with ``settings``.
         tuned: use the settings ``onnxbridge tune`` stored in the model (``onnxbridge.session``
-            metadata), when there are some and ``settings`` is not given. Calls of at most
-            ``tuning.latency_max_rows`` rows then run on the latency settings, larger calls on
-            the throughput settings (one session each, the second opened on first use);
-            ``intra_op_num_threads`` / ``allow_spinning``, when given, replace that field in
-            both (``intra_op_num_threads`` also turns a tuned ``row_split`` off).
+            metadata), when there are some and neither ``settings`` nor ``tuning`` is given.
+            With a spec (stored or ``tuning``), calls of at most ``latency_max_rows`` rows run
+            on the latency settings, larger calls on the throughput settings (one session each,
+            the second opened on first use); ``intra_op_num_threads`` / ``allow_spinning``,
+            when given, replace that field in both (``intra_op_num_threads`` also turns a tuned
+            ``row_split`` off).
         regime: ``"throughput"`` runs every call, whatever its size, on the throughput
             settings (tuned, or the default ones with trees in blocks) and opens only that
             session — batch scoring, whose results must not depend on the batch size; None
@@ -63,6 +68,7 @@ class Predictor:
 
     Raises:
         OnnxModelError: the file is missing or is not a loadable ONNX model.
+        SessionSettingsError: both ``settings`` and ``tuning`` given, or an unknown ``regime``.
 
     Example:
         >>> Predictor("runs/iris-rf/model.onnx").predict(frame).to_frame()  # doctest: +SKIP
@@ -77,9 +83,14 @@ class Predictor:
         allow_spinning: bool | None = None,
         settings: SessionSettings | None = None,
         tuned: bool = True,
-        regime: str | None = None,
+        tuning: TuningSpec | None = None,
+        regime: Literal["throughput"] | None = None,
         speedups: bool = True,
     ) -> None:
+        if settings is not None and tuning is not None:
+            raise SessionSettingsError(
+                "pass settings (every call runs them) or tuning (regimes by call size), not both"
+            )
         self.path: Path | None = None
         if not isinstance(model, bytes):
             self.path = Path(model)
@@ -99,6 +110,7 @@ class Predictor:
             overrides["allow_spinning"] = allow_spinning
         self._router = Router(
             model if isinstance(model, bytes) else self.path,  # type: ignore[arg-type]
+            tuning,
             settings=settings,
             providers=providers,
             speedups=speedups,
@@ -122,7 +134,9 @@ class Predictor:
         return self._router.session_for(rows)
 
     def settings_for(self, rows: int) -> SessionSettings:
-        """The session settings a call of ``rows`` rows runs with."""
+        """The session settings a call of ``rows`` rows really runs with: its regime's, without
+        the rewrites and the row split such a call does without (see
+        :meth:`Router.settings_for <onnxbridge.runtime.router.Router.settings_for>`)."""
         return self._router.settings_for(rows)
 
     def open_sessions(self) -> None:
@@ -198,15 +212,20 @@ class Predictor:
             SchemaMismatchError: the data does not fit the model (see :meth:`prepare`).
             InferenceError: ONNX Runtime failed.
         """
+        # Small numeric arrays may take the bound path; anything it does not serve exactly as
+        # the general path would is prepared here (which raises the error for bad input).
+        prepare = self._feeds
+        if ignore_extra or allow_missing:
+            prepare = partial(self._feeds, ignore_extra=ignore_extra, allow_missing=allow_missing)
+        return self._decoder.decode(self._router.call(data, prepare))
+
+    def _feeds(
+        self, data: Any, ignore_extra: bool = False, allow_missing: bool = False
+    ) -> dict[str, np.ndarray]:
         feeds = None
         if type(data) is np.ndarray:
-            # Small numeric arrays may take the bound path; it returns None for anything it
-            # does not serve exactly as the general path would (which then raises the error).
-            outputs = self._router.try_bound(data)
-            if outputs is not None:
-                return self._decoder.decode(outputs)
             refuse_nan = self._schema.refuses_missing and not allow_missing
             feeds = self._schema.array_feeds(data, refuse_nan)
         if feeds is None:
             feeds = self.prepare(data, ignore_extra=ignore_extra, allow_missing=allow_missing)
-        return self._decoder.decode(self._router.run(feeds))
+        return feeds

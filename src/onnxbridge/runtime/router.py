@@ -10,7 +10,8 @@ runs. Besides the regimes it owns the speed-ups of a call:
 - graph rewrites (:mod:`onnxbridge.runtime.rewrites`) for large calls only: a per-call regime runs
   smaller calls on the twin of its settings without them (:func:`settings_for_rows`);
 - one session for settings whose rewrites change nothing in the model;
-- rows split across threads (:class:`RowSplitSession`, ``SessionSettings.row_split``);
+- rows split across threads (:class:`RowSplitSession`, ``SessionSettings.row_split``) on calls
+  large enough for two parts (:func:`split_parts`);
 - the bound path for small numeric arrays (:mod:`onnxbridge.runtime.fastpath`).
 
 ``speedups=False`` turns all of them off: one plain ``onnxruntime.InferenceSession`` runs every
@@ -24,10 +25,10 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -52,6 +53,7 @@ __all__ = [
     "default_regimes",
     "open_ort_session",
     "settings_for_rows",
+    "split_parts",
     "tree_block_nodes_for",
 ]
 
@@ -95,10 +97,27 @@ def settings_for_rows(settings: SessionSettings, rows: int) -> SessionSettings:
     return settings
 
 
+def split_parts(row_split: int, rows: int) -> int:
+    """The parts a call of ``rows`` rows is cut into with ``row_split``; below 2 it runs unsplit.
+    Every part has at least :data:`ROW_SPLIT_MIN_PART` rows."""
+    return min(row_split, rows // ROW_SPLIT_MIN_PART)
+
+
+def _unsplit_below(settings: SessionSettings, rows: int) -> SessionSettings:
+    """``settings`` without its row split when a call of ``rows`` rows runs unsplit."""
+    if settings.row_split and split_parts(settings.row_split, rows) < 2:
+        return replace(settings, row_split=0)
+    return settings
+
+
 def _row_twins(settings: SessionSettings) -> set[SessionSettings]:
     """Every settings :func:`settings_for_rows` gives for ``settings``, whatever the rows."""
     sizes = (1, blocks_from_rows(settings), LINEAR_GEMV_MIN_ROWS)
     return {settings} | {settings_for_rows(settings, rows) for rows in sizes}
+
+
+def _without_rewrites(settings: SessionSettings) -> SessionSettings:
+    return replace(settings, tree_block_nodes=0, linear_gemv=False)
 
 
 def default_regimes(base: SessionSettings) -> TuningSpec:
@@ -154,7 +173,7 @@ class Router:
         settings: SessionSettings | None = None,
         providers: Sequence[str] | None = None,
         speedups: bool = True,
-        regime: str | None = None,
+        regime: Literal["throughput"] | None = None,
         tuned: bool = False,
         overrides: Mapping[str, Any] | None = None,
     ) -> None:
@@ -163,16 +182,19 @@ class Router:
         self._source: str | bytes = model if isinstance(model, bytes) else str(model)
         self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
         self._providers = list(providers or ["CPUExecutionProvider"])
-        self._lock = threading.Lock()
+        # Re-entrant: a row-split session opens the sessions of its parts.
+        self._lock = threading.RLock()
         # Sessions opened so far, weakly, by the settings they really run (see _open).
         self._opened: weakref.WeakValueDictionary[SessionSettings, Any] = (
             weakref.WeakValueDictionary()
         )
+        # Settings whose rewritten graph ONNX Runtime refused -> what runs instead.
+        self._runs_as: dict[SessionSettings, SessionSettings] = {}
         base = settings or replace(SessionSettings.onnxbridge_default(), **(overrides or {}))
         if not speedups:
             base, spec = _plain(base), None
-        first = self._open(base)
-        self._sessions: dict[SessionSettings, Any] = {base: first}
+        self._sessions: dict[SessionSettings, Any] = {}
+        first = self._session(base)
         self.props: dict[str, str] = dict(first.get_modelmeta().custom_metadata_map)
         self._output_names = [o.name for o in first.get_outputs()]
         # What `onnxbridge tune` stored, or the caller gave (None: untuned).
@@ -214,6 +236,7 @@ class Router:
         used = {spec.throughput} if not self._per_call else {spec.latency, spec.throughput}
         if self._per_call:
             used = {twin for u in used for twin in _row_twins(u)}
+        used |= {replace(u, row_split=0) for u in used}
         if base not in used:
             del self._sessions[base]  # needed only to read the model's metadata
 
@@ -228,14 +251,30 @@ class Router:
         return self._spec.latency_max_rows
 
     def settings_for(self, rows: int) -> SessionSettings:
-        """The settings a call of ``rows`` rows runs with."""
+        """The settings a call of ``rows`` rows really runs with: its regime's settings, without
+        the rewrites a per-call regime leaves to larger calls (:func:`settings_for_rows`), without
+        the row split when the call is too small for two parts (:func:`split_parts`), and
+        without a rewrite ONNX Runtime refused. Opens the call's session when it asks for a
+        rewrite: whether ONNX Runtime takes the rewritten graph is known only then.
+        """
+        wanted = self._wanted(rows)
+        if wanted.tree_block_nodes or wanted.linear_gemv:
+            self._session(wanted)
+            return self._runs_as.get(wanted, wanted)
+        return wanted
+
+    def _wanted(self, rows: int) -> SessionSettings:
+        """The settings a call of ``rows`` rows asks for; its session is opened with them."""
         settings = self._spec.settings_for(rows)
-        # Rewrites only pay on large calls: smaller ones run the graph as it is.
-        return settings_for_rows(settings, rows) if self._per_call else settings
+        if self._per_call:  # rewrites only pay on large calls: smaller ones run the graph as is
+            settings = settings_for_rows(settings, rows)
+        return _unsplit_below(settings, rows)
 
     def session_for(self, rows: int) -> Any:
         """The session a call of ``rows`` rows runs on (opened on first use)."""
-        settings = self.settings_for(rows)
+        return self._session(self._wanted(rows))
+
+    def _session(self, settings: SessionSettings) -> Any:
         session = self._sessions.get(settings)
         if session is None:
             with self._lock:
@@ -246,9 +285,22 @@ class Router:
 
     def open_all(self) -> None:
         """Open every regime's sessions now, not on the first call that needs them."""
-        smallest = self._spec.latency_max_rows + 1
-        for size in (1, blocks_from_rows(self._spec.throughput), LINEAR_GEMV_MIN_ROWS):
-            self.session_for(max(smallest, size))
+        spec = self._spec
+        regimes = (
+            (spec.latency, 1, spec.latency_max_rows),
+            (spec.throughput, spec.first_throughput_rows, None),
+        )
+        for settings, low, high in regimes:
+            # The sizes from which a call may run on another session of the same regime.
+            for size in (
+                1,
+                blocks_from_rows(settings),
+                LINEAR_GEMV_MIN_ROWS,
+                2 * ROW_SPLIT_MIN_PART,
+            ):
+                size = max(low, size)
+                if high is None or size <= high:
+                    self.session_for(size)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
         """Outputs in graph order for prepared ``feeds``, on the session of their row count.
@@ -262,18 +314,30 @@ class Router:
         except Exception as exc:
             raise InferenceError(f"onnxruntime failed to run the model: {first_line(exc)}") from exc
 
-    def try_bound(self, data: np.ndarray) -> list[np.ndarray] | None:
-        """Outputs for a small numeric array ``[N, F]`` (or one row ``[F]``) on the bound path,
-        or None: run it through :meth:`run` (which also raises the right error for bad input).
+    def call(self, data: Any, prepare: Callable[[Any], dict[str, np.ndarray]]) -> list[Any]:
+        """Outputs in graph order for ``data``, run the way ``Predictor.predict`` runs it.
+
+        A numeric array ``[N, F]`` (or one row ``[F]``) of 1 to ``DEFAULT_MAX_ROWS`` rows takes
+        the bound path of its regime (:mod:`~onnxbridge.runtime.fastpath`) when that serves it
+        exactly as the general path would; anything else is turned into feeds by
+        ``prepare(data)`` (which raises the right error for bad input) and run by :meth:`run`.
+        ``onnxbridge tune`` times its candidates through here, so it measures what ``predict``
+        runs.
+
+        Raises:
+            InferenceError: ONNX Runtime failed.
         """
-        rows = data.shape[0] if data.ndim == 2 else 1
-        if rows > DEFAULT_MAX_ROWS or self._fast_input is None:
-            return None
-        regime = self._spec.regime_for(rows)
-        runner = self._runners.get(regime)
-        if runner is None:
-            runner = self._make_runner(regime, rows)
-        return runner.try_run(data)
+        if type(data) is np.ndarray and self._fast_input is not None:
+            rows = data.shape[0] if data.ndim == 2 else 1
+            if 0 < rows <= DEFAULT_MAX_ROWS:
+                regime = self._spec.regime_for(rows)
+                runner = self._runners.get(regime)
+                if runner is None:
+                    runner = self._make_runner(regime, rows)
+                outputs = runner.try_run(data)
+                if outputs is not None:
+                    return outputs
+        return self.run(prepare(data))
 
     def _make_runner(self, regime: str, rows: int) -> BoundRunner:
         """The bound path of ``regime``, on the session of the small calls it serves: with
@@ -282,7 +346,7 @@ class Router:
         assert self._fast_input is not None
         size = min(rows, DEFAULT_MAX_ROWS)
         if regime == "throughput":
-            size = max(size, self._spec.latency_max_rows + 1)
+            size = max(size, self._spec.first_throughput_rows)
         name, dtype, width, check_missing = self._fast_input
         runner = BoundRunner(
             self.session_for(size), name, dtype, width, check_missing=check_missing
@@ -293,14 +357,17 @@ class Router:
     def _open(self, settings: SessionSettings) -> Any:
         """A session running ``settings``; settings whose rewrites change nothing in this model
         share the session of the graph they run."""
+        if settings.row_split >= 2:
+            return self._open_split(settings)
+        effective, rewritten = settings, None
         try:
-            effective = settings
             if settings.tree_block_nodes or settings.linear_gemv:
-                effective, _ = apply_rewrites(self._bytes(), settings)
-                known = self._opened.get(effective)
-                if known is not None:
-                    return known
-            session = open_ort_session(self._source, effective, self._providers)
+                effective, rewritten = apply_rewrites(self._bytes(), settings)
+            session = self._opened.get(effective)
+            if session is None:
+                session, runs = _open_graph(self._source, rewritten, effective, self._providers)
+                if runs != effective:
+                    self._runs_as[effective] = runs
         except OSError as exc:
             raise OnnxModelError(f"cannot read {self._where} ({exc})") from exc
         except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph
@@ -308,8 +375,22 @@ class Router:
                 f"{self._where} is not a loadable ONNX model ({first_line(exc)}); pass a .onnx "
                 "file written by `onnxbridge convert` or another exporter"
             ) from exc
+        if effective in self._runs_as:  # the rewritten graph was refused: the plain one runs
+            self._runs_as[settings] = _without_rewrites(settings)
         self._opened[effective] = self._opened[settings] = session
         return session
+
+    def _open_split(self, settings: SessionSettings) -> RowSplitSession:
+        """A row-split session: unsplit calls run on the session of ``settings`` without the
+        split, the parts on its one-thread twin (the same session when it has one thread)."""
+        whole = replace(settings, row_split=0)
+        part = whole
+        if settings.intra_op_num_threads != 1:
+            part = replace(whole, intra_op_num_threads=1, allow_spinning=False)
+        split = RowSplitSession(self._session(whole), settings.row_split, self._session(part))
+        if whole in self._runs_as:
+            self._runs_as[settings] = replace(self._runs_as[whole], row_split=settings.row_split)
+        return split
 
     def _bytes(self) -> bytes:
         source = self._source
@@ -368,7 +449,7 @@ class RowSplitSession:
     def run(self, output_names: Any, feeds: dict[str, Any], run_options: Any = None) -> list[Any]:
         """``session.run`` over the parts of the call, outputs joined in row order."""
         rows = rows_of(feeds)
-        parts = min(self.parts, rows // ROW_SPLIT_MIN_PART)
+        parts = split_parts(self.parts, rows)
         if parts < 2:
             return self.session.run(output_names, feeds, run_options)
         bounds = [rows * i // parts for i in range(parts + 1)]
@@ -426,23 +507,34 @@ def open_ort_session(
 def _open_one(
     model: str | os.PathLike[str] | bytes, settings: SessionSettings, chosen: list[str]
 ) -> Any:
-    import onnxruntime as ort
-
-    source: Any = model if isinstance(model, bytes) else str(model)
-    options = settings.to_session_options()
+    rewritten = None
     if settings.tree_block_nodes or settings.linear_gemv:
-        # The rewrite needs the bytes; the graph as it is still opens from the path (external
-        # data files resolve relative to it).
         data = model if isinstance(model, bytes) else Path(model).read_bytes()
         _, rewritten = apply_rewrites(data, settings)
-        if rewritten is not None:
-            try:
-                return ort.InferenceSession(rewritten, options, providers=chosen)
-            except Exception as exc:  # a rewrite ONNX Runtime refuses: logged, graph as it is
-                logger.warning(
-                    "ONNX Runtime refused the graph rewritten by %s, running the graph as it "
-                    "is: %s",
-                    " + ".join(p.name for p in passes_for(settings)),
-                    first_line(exc),
-                )
-    return ort.InferenceSession(source, options, providers=chosen)
+    return _open_graph(model, rewritten, settings, chosen)[0]
+
+
+def _open_graph(
+    model: str | os.PathLike[str] | bytes,
+    rewritten: bytes | None,
+    settings: SessionSettings,
+    chosen: list[str],
+) -> tuple[Any, SessionSettings]:
+    """A session of ``rewritten`` (the graph ``settings`` asks for), else of ``model`` as it is
+    when there is no rewrite or ONNX Runtime refuses it (logged); and the settings it runs."""
+    import onnxruntime as ort
+
+    options = settings.to_session_options()
+    if rewritten is not None:
+        try:
+            return ort.InferenceSession(rewritten, options, providers=chosen), settings
+        except Exception as exc:  # a rewrite ONNX Runtime refuses: logged, graph as it is
+            logger.warning(
+                "ONNX Runtime refused the graph rewritten by %s, running the graph as it is: %s",
+                " + ".join(p.name for p in passes_for(settings)),
+                first_line(exc),
+            )
+            settings = _without_rewrites(settings)
+    # The graph as it is opens from the path: external data files resolve relative to it.
+    source: Any = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, options, providers=chosen), settings

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from onnxbridge.errors import SessionSettingsError
 
@@ -246,10 +246,15 @@ class TuningSpec:
         """The settings for a call of ``rows`` rows: latency up to ``latency_max_rows``."""
         return self.latency if self.regime_for(rows) == "latency" else self.throughput
 
-    def regime_for(self, rows: int) -> str:
+    def regime_for(self, rows: int) -> Literal["latency", "throughput"]:
         """``"latency"`` or ``"throughput"`` for a call of ``rows`` rows: the one routing rule
         (:class:`~onnxbridge.runtime.router.Router` and ``tune`` apply it through here)."""
         return "latency" if rows <= self.latency_max_rows else "throughput"
+
+    @property
+    def first_throughput_rows(self) -> int:
+        """The smallest call that runs on the throughput settings (:meth:`regime_for`)."""
+        return self.latency_max_rows + 1
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what is stored under :data:`SESSION_KEY`)."""

@@ -70,11 +70,9 @@ def boundary_limit(low: int, rows: list[dict[str, Any]]) -> int:
     best: tuple[float, float] | None = None
     limit = low
     for candidate in [low, *(r["rows"] for r in rows)]:
-        ratios = [
-            (r["latency"] if r["rows"] <= candidate else r["throughput"])
-            / min(r["latency"], r["throughput"])
-            for r in rows
-        ]
+        # Each size timed on the regime a model stored with this limit runs it on.
+        split = TuningSpec(SessionSettings(), SessionSettings(), latency_max_rows=candidate)
+        ratios = [r[split.regime_for(r["rows"])] / min(r["latency"], r["throughput"]) for r in rows]
         key = (max(ratios, default=1.0), sum(ratios))
         if best is None or key < best:
             best, limit = key, candidate

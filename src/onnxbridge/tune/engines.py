@@ -17,7 +17,7 @@ from onnxbridge.bench.source import BenchSource, tile_rows
 from onnxbridge.bench.timing import SPIN_COOLDOWN, measure_many, spin_cooldowns
 from onnxbridge.errors import AcceleratorError, first_line
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
+from onnxbridge.runtime.settings import TuningSpec, available_cores
 from onnxbridge.tune.candidates import MID_ROWS
 from onnxbridge.tune.search import Measure
 from onnxbridge.tune.store import keep_artifact
@@ -87,12 +87,11 @@ def _tune_engines(
     sizes = sorted(
         {min(n, throughput_rows) for n in (measure.latency_rows, MID_ROWS, 1_000, throughput_rows)}
     )
-    paths = _Paths(source.onnx_path, n_classes)
+    paths = _Paths(source.onnx_path, tuned, n_classes)
     usable = list(zip(candidates, checks, strict=True))
     for size in sizes:
-        settings = tuned.settings_for(size)
         X = next(iter(predictor.prepare(tile_rows(source.rows, size), allow_missing=True).values()))
-        usable = _time_size(paths, settings, usable, X, measure)
+        usable = _time_size(paths, usable, X, measure)
     chosen = engines.choose_accelerator(checks)
     record = None
     if chosen is not None:
@@ -106,36 +105,33 @@ def _tune_engines(
 
 
 class _Paths:
-    """Predictors as they run each side: ONNX Runtime alone, or with a compiled engine."""
+    """Predictors as they run each side: ONNX Runtime alone with the tuned spec, or with a
+    compiled engine in front of it."""
 
-    def __init__(self, model: Path, n_classes: int | None) -> None:
-        self.model, self.n_classes = model, n_classes
-        self.opened: dict[tuple[SessionSettings, str], Any] = {}
+    def __init__(self, model: Path, tuned: TuningSpec, n_classes: int | None) -> None:
+        self.model, self.tuned, self.n_classes = model, tuned, n_classes
+        self.onnxruntime = Predictor(model, tuning=tuned)
+        self.opened: dict[str, Any] = {}
 
-    def get(self, settings: SessionSettings, candidate: Any = None) -> Any:
-        key = (settings, candidate.name if candidate is not None else "")
-        if key not in self.opened:
+    def get(self, candidate: Any) -> Any:
+        if candidate.name not in self.opened:
             from onnxbridge.engines import AcceleratedPredictor
 
-            predictor = Predictor(self.model, settings=settings)
-            self.opened[key] = (
-                AcceleratedPredictor(predictor, candidate.as_accelerator(self.n_classes))
-                if candidate is not None
-                else predictor
+            self.opened[candidate.name] = AcceleratedPredictor(
+                Predictor(self.model, tuning=self.tuned), candidate.as_accelerator(self.n_classes)
             )
-        return self.opened[key]
+        return self.opened[candidate.name]
 
 
-def _time_size(
-    paths: _Paths, settings: SessionSettings, usable: list[Any], X: Any, measure: Measure
-) -> list[Any]:
+def _time_size(paths: _Paths, usable: list[Any], X: Any, measure: Measure) -> list[Any]:
     """Time ONNX Runtime and every usable engine on ``X``, as ``Predictor`` runs them; record
     each engine's speed-up at this size. Returns the engines still usable."""
-    calls: dict[str, Callable[[], Any]] = {"onnxruntime": _call(paths.get(settings), X)}
+    calls: dict[str, Callable[[], Any]] = {"onnxruntime": _call(paths.onnxruntime, X)}
+    settings = paths.onnxruntime.settings_for(len(X))
     kept = []
     for c, check in usable:
         try:
-            calls[c.name] = _call(paths.get(settings, c), X)
+            calls[c.name] = _call(paths.get(c), X)
         except AcceleratorError as exc:  # a model Predictor cannot accelerate: not timed
             check.equivalent = False
             check.reason = f"Predictor cannot run it: {first_line(exc)}"
