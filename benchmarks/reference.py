@@ -395,7 +395,8 @@ def _shown_command(args: argparse.Namespace) -> list[str]:
     shown = ["PYTHONPATH=src .venv/bin/python benchmarks/reference.py"]
     shown.append("--baseline-src OLD_CHECKOUT/src")
     shown += ["--quick"] if args.quick else []
-    shown += [f"--repeat {args.repeat}", f"--score-rows {args.score_rows}"]
+    shown += [f"--repeat {args.repeat}", f"--min-time {args.min_time}"]
+    shown += [f"--score-rows {args.score_rows}"]
     shown += [f"--skip {','.join(sorted(args.skip))}"] if args.skip else []
     return shown
 
