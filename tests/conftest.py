@@ -17,6 +17,7 @@ from onnxbridge import Bundle, convert_bundle, train_bundle
 sys.path.insert(0, str(Path(__file__).parent))
 
 RF_SPEC = "RandomForestClassifier(n_estimators=10, random_state=42)"
+GBR_SPEC = "GradientBoostingRegressor(n_estimators=10, max_depth=2, random_state=0)"
 
 
 @pytest.fixture(scope="session")
@@ -71,3 +72,25 @@ def classification_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("data") / "customers.csv"
     frame.to_csv(path, index=False)
     return path
+
+
+@pytest.fixture(scope="session")
+def _diabetes_bundle_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("master") / "diabetes-gbr"
+    bundle, _ = train_bundle("diabetes", GBR_SPEC, out)
+    convert_bundle(bundle)
+    return out
+
+
+@pytest.fixture
+def diabetes_bundle(_diabetes_bundle_master: Path, tmp_path: Path) -> Bundle:
+    """A converted diabetes GradientBoostingRegressor bundle, copied fresh for each test."""
+    out = tmp_path / "diabetes-gbr"
+    shutil.copytree(_diabetes_bundle_master, out)
+    return Bundle.open(out)
+
+
+@pytest.fixture(params=["iris", "diabetes"])
+def any_bundle(request: pytest.FixtureRequest) -> Bundle:
+    """The reference Iris classifier bundle, then the diabetes regression bundle."""
+    return request.getfixturevalue(f"{request.param}_bundle")

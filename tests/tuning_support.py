@@ -1,4 +1,5 @@
-"""A helper the tests of tuned sessions share: write tuned settings into a model file."""
+"""What the tests of bench, tune and tuned sessions share: tiny timings, and tuned settings
+written into a model file."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pathlib import Path
 import onnx
 
 from onnxbridge.runtime.settings import SESSION_KEY, TuningSpec
+
+# Tiny measurements: these tests check what is reported, not how fast anything is.
+FAST = {"repeat": 2, "min_time": 0.002}
 
 
 def store_spec(path: Path, spec: TuningSpec | str, out: Path | None = None) -> Path:

@@ -12,8 +12,7 @@ import pytest
 
 from onnxbridge import Bundle, bench_model
 from onnxbridge.errors import DataError, ModelSpecError
-
-from .conftest import FAST
+from tuning_support import FAST
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -28,8 +28,7 @@ from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_c
 from onnxbridge.tune import boundary_limit, read_tuning
 from onnxbridge.tune.candidates import LARGE_BYTES, LARGE_CONTENDERS, large_rows_for
 from onnxbridge.tune.search import pick_score
-
-from .conftest import FAST
+from tuning_support import FAST
 
 TUNE = {**FAST, "throughput_rows": 200}
 
