@@ -9,8 +9,7 @@ import re
 
 from onnxbridge import Bundle, Predictor, bench_model, load_estimator, tune_model
 from onnxbridge.bench import compare_speed
-
-from .conftest import FAST
+from tuning_support import FAST
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
