@@ -142,8 +142,8 @@ def test_first_use_of_a_name_imports_its_module() -> None:
 @pytest.mark.parametrize(
     "code",
     [
-        "import onnxbridge.score.core, onnxbridge",  # the package first
-        "import onnxbridge; onnxbridge.score; import onnxbridge.score.core",  # the function first
+        "import onnxbridge._score.core, onnxbridge",  # the package first
+        "import onnxbridge; onnxbridge.score; import onnxbridge._score.core",  # the function first
     ],
 )
 def test_score_is_the_function_whatever_was_imported_first(code: str) -> None:

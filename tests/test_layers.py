@@ -27,7 +27,7 @@ LAYERS = [
     {"bundle"},
     {"convert"},
     {"runtime", "inspection"},
-    {"validate", "bench", "score", "serve", "engines"},
+    {"validate", "bench", "_score", "serve", "engines"},
     {"tune"},
     {"coverage"},
     {"cli"},

@@ -19,8 +19,6 @@ scikit-learn, ...) is imported the first time the name is used.
 from __future__ import annotations
 
 import importlib
-import sys
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from onnxbridge.errors import (
@@ -43,12 +41,12 @@ from onnxbridge.errors import (
 )
 
 if TYPE_CHECKING:
+    from onnxbridge._score import PartResult, ScoreResult, score
     from onnxbridge.bench import BenchReport, bench_model
     from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
     from onnxbridge.convert import ConversionResult, convert_bundle, convert_estimator
     from onnxbridge.inspection import ModelSummary, inspect_model
     from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings
-    from onnxbridge.score import ScoreResult, score
     from onnxbridge.serve import create_app
     from onnxbridge.train import TrainResult
     from onnxbridge.tune import TuneReport, tune_model
@@ -74,6 +72,7 @@ __all__ = [
     "ModelSummary",
     "OnnxModelError",
     "OnnxbridgeError",
+    "PartResult",
     "PredictionResult",
     "Predictor",
     "SchemaMismatchError",
@@ -105,9 +104,10 @@ _LAZY: dict[str, str] = {
     "Bundle": "onnxbridge.bundle",
     "ConversionResult": "onnxbridge.convert",
     "ModelSummary": "onnxbridge.inspection",
+    "PartResult": "onnxbridge._score",
     "PredictionResult": "onnxbridge.runtime",
     "Predictor": "onnxbridge.runtime",
-    "ScoreResult": "onnxbridge.score",
+    "ScoreResult": "onnxbridge._score",
     "SessionSettings": "onnxbridge.runtime",
     "TrainResult": "onnxbridge.train",
     "TuneReport": "onnxbridge.tune",
@@ -119,7 +119,7 @@ _LAZY: dict[str, str] = {
     "inspect_model": "onnxbridge.inspection",
     "load_estimator": "onnxbridge.bundle",
     "save_estimator": "onnxbridge.bundle",
-    "score": "onnxbridge.score",
+    "score": "onnxbridge._score",
     "train_bundle": "onnxbridge.bundle",
     "tune_model": "onnxbridge.tune",
     "validate_bundle": "onnxbridge.validate",
@@ -153,7 +153,6 @@ _MOVED: dict[str, tuple[str, ...]] = {
         "ServeSettingsError",
     ),
     "onnxbridge.runtime": ("TuningSpec",),
-    "onnxbridge.score": ("PartResult",),
     "onnxbridge.train": ("fit_model", "parse_model_spec"),
     "onnxbridge.validate": (
         "GoldenReport",
@@ -187,22 +186,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*__all__, "__version__"})
-
-
-class _Api(ModuleType):
-    """The ``onnxbridge`` module, where a public name beats a subpackage of the same name.
-
-    Importing ``onnxbridge.score`` (the package) for the first time sets the attribute
-    ``onnxbridge.score``, which must stay the :func:`~onnxbridge.score.score` function.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _LAZY and isinstance(value, ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Api
 
 
 def _version() -> str:

@@ -197,7 +197,7 @@ def test_runtime_and_serve_never_import_the_engines() -> None:
 
     # Not at import time (the compilers' modules neither) ...
     code = (
-        "import sys, onnxbridge, onnxbridge.runtime, onnxbridge.serve.app, onnxbridge.score; "
+        "import sys, onnxbridge, onnxbridge.runtime, onnxbridge.serve.app, onnxbridge._score; "
         "print(sorted(m for m in sys.modules if m.startswith('onnxbridge.engines') "
         "or m in ('tl2cgen', 'lleaves', 'treelite')))"
     )

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from onnxbridge import BadRowError, DataError, OnnxModelError, Predictor, score
-from onnxbridge.score.inputs import list_inputs
+from onnxbridge._score.inputs import list_inputs
 
 IRIS_COLUMNS = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"]
 
@@ -353,7 +353,7 @@ def test_score_needs_neither_scikit_learn_nor_skl2onnx(rows, tmp_path: Path, iri
 
     rows(50).to_csv(tmp_path / "in.csv", index=False)
     code = (
-        "import sys; from onnxbridge.score import score; "
+        "import sys; from onnxbridge._score import score; "
         f"score({str(iris_model)!r}, {str(tmp_path / 'in.csv')!r}, {str(tmp_path / 'o')!r}); "
         "bad = [m for m in sys.modules if m.startswith(('sklearn', 'skl2onnx', 'skops'))]; "
         "print(bad); sys.exit(1 if bad else 0)"

@@ -1,6 +1,6 @@
 """``onnxbridge score``: batch scoring of CSV / Parquet files larger than memory (thin command).
 
-The work is done by :func:`onnxbridge.score.score`; this module parses flags, shows a progress
+The work is done by :func:`onnxbridge._score.score`; this module parses flags, shows a progress
 bar on standard error (when it is a terminal and ``--json`` is not given) and prints the summary.
 """
 
@@ -168,9 +168,9 @@ def score_command(
     Streams record batches so memory stays bounded; every output file appears only when it is
     complete. Exit 0 when done (also with skipped bad rows), 2 on an error.
     """
+    from onnxbridge._score import score
     from onnxbridge.cli._out import check_out_file
     from onnxbridge.errors import DataError
-    from onnxbridge.score import score
 
     if on_error not in ("raise", "skip"):
         raise DataError(f"--on-error {on_error!r} is not supported; use raise or skip")

@@ -67,7 +67,7 @@ LEAVES_MAX_ROWS = 2**31 - 1
 
 _log = logging.getLogger(__name__)
 
-# The way out every refusal offers: ``onnxbridge.score`` / ``score --accelerator`` take the
+# The way out every refusal offers: ``onnxbridge.score()`` / ``score --accelerator`` take the
 # argument, a caller of ``AcceleratedPredictor.load`` simply keeps the plain Predictor.
 _ONNX_RUNTIME_ALONE = (
     "or run on ONNX Runtime alone (leave out accelerator=True, or load no compiled engine)"

@@ -2,7 +2,7 @@
 read as pyarrow record batches of a fixed number of rows so memory stays bounded.
 
 Only the columns the job needs are read (the model's features and the ``--keep`` columns). In
-CSV files the model's numeric columns are read as text and cast by :mod:`onnxbridge.score.rows`,
+CSV files the model's numeric columns are read as text and cast by :mod:`onnxbridge._score.rows`,
 so one bad value is reported with its row instead of stopping the reader.
 """
 

@@ -4,6 +4,6 @@ Needs only the ``.onnx`` file and ONNX Runtime (plus Dask for ``engine="dask"``)
 imports scikit-learn.
 """
 
-from onnxbridge.score.core import PartResult, ScoreResult, score
+from onnxbridge._score.core import PartResult, ScoreResult, score
 
 __all__ = ["PartResult", "ScoreResult", "score"]

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 
 from onnxbridge._meta import ORT_TO_NUMPY, role_parts
+from onnxbridge._score.rows import CheckedBatch, RowPlan
 from onnxbridge.errors import InferenceError, SchemaMismatchError
 from onnxbridge.runtime import PredictionResult, Predictor
-from onnxbridge.score.rows import CheckedBatch, RowPlan
 
 __all__ = ["Predicts", "ScoredBatch", "empty_table", "score_batch"]
 

@@ -2,7 +2,7 @@
 
 Each input file is read by ``dask.dataframe`` as one partition (``dd.read_parquet`` /
 ``dd.read_csv``); one task per partition scores it in record batches of ``batch_size`` rows with
-:func:`~onnxbridge.score.batch.score_batch` — the local engine's code — and writes its part file
+:func:`~onnxbridge._score.batch.score_batch` — the local engine's code — and writes its part file
 itself, under a temporary name renamed into place, so the output never travels back through the
 client. The model travels once per worker, as bytes: a worker plugin loads one ONNX Runtime
 session per worker process when the worker joins (workers need not see the client's files, only
@@ -28,10 +28,8 @@ import pyarrow as pa
 from distributed import Client, LocalCluster, as_completed
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from onnxbridge.errors import ClusterError, DataError, OnnxbridgeError, first_line
-from onnxbridge.runtime import Predictor
-from onnxbridge.score.batch import empty_table, score_batch
-from onnxbridge.score.core import (
+from onnxbridge._score.batch import empty_table, score_batch
+from onnxbridge._score.core import (
     PartResult,
     PartSpec,
     ProgressCallback,
@@ -39,9 +37,11 @@ from onnxbridge.score.core import (
     available_cores,
     keep_schema,
 )
-from onnxbridge.score.inputs import CSV_NULL_VALUES, InputFile, rechunk
-from onnxbridge.score.output import open_part
-from onnxbridge.score.rows import RowPlan
+from onnxbridge._score.inputs import CSV_NULL_VALUES, InputFile, rechunk
+from onnxbridge._score.output import open_part
+from onnxbridge._score.rows import RowPlan
+from onnxbridge.errors import ClusterError, DataError, OnnxbridgeError, first_line
+from onnxbridge.runtime import Predictor
 
 __all__ = ["connect", "keep_environ", "run_dask"]
 
@@ -144,7 +144,7 @@ def keep_environ() -> Iterator[None]:
 
     distributed's nanny sets ``distributed.nanny.pre-spawn-environ`` (``OMP_NUM_THREADS=1``
     and others) in the parent's ``os.environ`` before it spawns a worker, and leaves them there:
-    a caller of :func:`~onnxbridge.score` would then run every later OpenMP library (ONNX Runtime,
+    a caller of :func:`onnxbridge.score` would then run every later OpenMP library (ONNX Runtime,
     compiled accelerators) on one thread, or be refused by one that checks.
     """
     before = dict(os.environ)

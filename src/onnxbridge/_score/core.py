@@ -1,16 +1,16 @@
 """``score()``: batch scoring of files larger than memory with an ONNX model.
 
-The job: input files (:func:`~onnxbridge.score.inputs.list_inputs`) → parts (one per input file
+The job: input files (:func:`~onnxbridge._score.inputs.list_inputs`) → parts (one per input file
 for a folder output, one for a single output file) → record batches of ``batch_size`` rows →
-:func:`~onnxbridge.score.batch.score_batch` → Parquet, written under temporary names and renamed
-into place (:mod:`onnxbridge.score.output`). The local engine runs batches on a thread pool
+:func:`~onnxbridge._score.batch.score_batch` → Parquet, written under temporary names and renamed
+into place (:mod:`onnxbridge._score.output`). The local engine runs batches on a thread pool
 (ONNX Runtime releases the GIL while it computes); the Dask engine
-(:mod:`onnxbridge.score.dask_engine`) runs one task per part on a cluster. Both go through the
+(:mod:`onnxbridge._score.dask_engine`) runs one task per part on a cluster. Both go through the
 same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
 
 Nothing is lost: every refusal (bad options, a model that does not load, an output that is an
 input or not score's own, a resume of another job) is decided before anything on disk changes,
-then again under the output's lock (:func:`~onnxbridge.score.output.output_lock`), and only then
+then again under the output's lock (:func:`~onnxbridge._score.output.output_lock`), and only then
 is the output cleared for the job.
 
 Only an ``.onnx`` file and ONNX Runtime are needed: nothing here imports scikit-learn.
@@ -33,13 +33,10 @@ from typing import Any
 import pyarrow as pa
 
 from onnxbridge._files import file_sha256
-from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
-from onnxbridge.inspection import MAX_ONNX_BYTES
-from onnxbridge.runtime import Predictor
-from onnxbridge.score.batch import Predicts, ScoredBatch, empty_table, score_batch
-from onnxbridge.score.inputs import InputFile, iter_batches, list_inputs
-from onnxbridge.score.memory import PeakMemory
-from onnxbridge.score.output import (
+from onnxbridge._score.batch import Predicts, ScoredBatch, empty_table, score_batch
+from onnxbridge._score.inputs import InputFile, iter_batches, list_inputs
+from onnxbridge._score.memory import PeakMemory
+from onnxbridge._score.output import (
     OutputLayout,
     PartSink,
     open_part,
@@ -47,7 +44,10 @@ from onnxbridge.score.output import (
     part_identity,
     read_part,
 )
-from onnxbridge.score.rows import RowPlan
+from onnxbridge._score.rows import RowPlan
+from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
+from onnxbridge.inspection import MAX_ONNX_BYTES
+from onnxbridge.runtime import Predictor
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -535,7 +535,7 @@ def score(
         with contextlib.ExitStack() as stack:
             client = None
             if engine != "local":
-                from onnxbridge.score.dask_engine import connect
+                from onnxbridge._score.dask_engine import connect
 
                 # Before the output changes: an unreachable cluster is a refused run.
                 client = stack.enter_context(connect(scheduler, workers))
@@ -548,7 +548,7 @@ def score(
                     written = _run_local(job, predictor, runner, plan, n_workers, progress)
                     extra: dict[str, Any] = {}
                 else:
-                    from onnxbridge.score.dask_engine import run_dask
+                    from onnxbridge._score.dask_engine import run_dask
 
                     written, n_workers, extra = run_dask(
                         job,

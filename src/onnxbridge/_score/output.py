@@ -41,8 +41,8 @@ from typing import Any
 import pyarrow as pa
 
 from onnxbridge._files import atomic_write_path
+from onnxbridge._score.rows import BAD_ROW_COLUMNS
 from onnxbridge.errors import DataError, first_line
-from onnxbridge.score.rows import BAD_ROW_COLUMNS
 
 __all__ = [
     "BAD_ROWS_DIR",
