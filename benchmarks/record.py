@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -30,20 +29,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402  (beside this script)
-
-
-def machine() -> dict[str, Any]:
-    """Cores, load average now, and the versions that matter (from the ``python`` on PATH)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, Any] = {"cores": os.cpu_count(), "load": f"{os.getloadavg()[0]:.2f}"}
-    found["python"] = platform.python_version()
-    for package in ("onnxruntime", "scikit-learn"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    return found
 
 
 def shown(command: list[str]) -> str:
@@ -89,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     run = {
         "commands": [shown(command)],
         "date": date.today().isoformat(),
-        "machine": machine(),
+        "machine": report.machine(),
         "parts": [{"output": done.stdout.rstrip("\n")}],
     }
     result = updated(json.loads(path.read_text(encoding="utf-8")), args.run - 1, run)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -42,6 +41,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402  (beside this script: it renders what result() writes)
+
 ROOT = HERE.parent
 OUT = HERE / "results" / "reference.json"
 MODELS = ("rf10", "rf100", "hgb", "gb", "lgbm", "lr", "scaled-lr")
@@ -77,7 +80,11 @@ def child_convert(work: Path, names: list[str]) -> None:
 
 
 def _per_call(fn: Any, min_time: float) -> float:
-    """Seconds per call: median of 3 repeats of as many calls as last ``min_time`` together."""
+    """Seconds per call: median of 3 repeats of as many calls as last ``min_time`` together.
+
+    Written here rather than taken from ``onnxbridge.bench``: the child imports the tree under
+    test, and both trees must be timed by the same harness.
+    """
     fn()
     number = 1
     while True:
@@ -340,20 +347,6 @@ def goals(measured: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
              "met": not slower}]  # fmt: skip
 
 
-def machine() -> dict[str, Any]:
-    """Cores, load average now, and the versions that matter."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, Any] = {"cores": os.cpu_count(), "load": f"{os.getloadavg()[0]:.2f}"}
-    found["python"] = platform.python_version()
-    for package in ("onnxruntime", "scikit-learn"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    return found
-
-
 ABOUT = [
     "`benchmarks/reference.py` runs the baseline tree (`--baseline-src`) and the current one in "
     "fresh processes alternating round by round. Cells: medians over rounds, baseline → current, "
@@ -367,7 +360,7 @@ def result(measured: dict[str, Any], command: list[str], baseline: str) -> dict[
     run = {
         "commands": [" ".join(command)],
         "date": date.today().isoformat(),
-        "machine": machine(),
+        "machine": report.machine(),
         "parts": tables(measured),
     }
     return {

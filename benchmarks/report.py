@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,21 @@ def load_results(folder: Path = RESULTS) -> list[dict[str, Any]]:
     """Every results file of ``folder``, in the order their sections appear on the page."""
     results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
     return sorted(results, key=lambda r: (r.get("order", 1000), r["name"]))
+
+
+def machine() -> dict[str, Any]:
+    """Cores, load average now, and the versions that matter: what :func:`machine_line` shows
+    (``benchmarks/record.py`` and ``benchmarks/reference.py`` record it with each run)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, Any] = {"cores": os.cpu_count(), "load": f"{os.getloadavg()[0]:.2f}"}
+    found["python"] = platform.python_version()
+    for package in ("onnxruntime", "scikit-learn"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return found
 
 
 def machine_line(run: dict[str, Any]) -> str:
