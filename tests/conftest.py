@@ -20,20 +20,29 @@ RF_SPEC = "RandomForestClassifier(n_estimators=10, random_state=42)"
 GBR_SPEC = "GradientBoostingRegressor(n_estimators=10, max_depth=2, random_state=0)"
 
 
-@pytest.fixture(scope="session")
-def _iris_bundle_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("master") / "iris-rf"
-    bundle, _ = train_bundle("iris", RF_SPEC, out)
+def _master(tmp_path_factory: pytest.TempPathFactory, data: str, spec: str, name: str) -> Path:
+    """A bundle trained and converted once per session, to be copied by each test."""
+    out = tmp_path_factory.mktemp("master") / name
+    bundle, _ = train_bundle(data, spec, out)
     convert_bundle(bundle)
     return out
+
+
+def _fresh_copy(master: Path, tmp_path: Path) -> Bundle:
+    out = tmp_path / master.name
+    shutil.copytree(master, out)
+    return Bundle.open(out)
+
+
+@pytest.fixture(scope="session")
+def _iris_bundle_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _master(tmp_path_factory, "iris", RF_SPEC, "iris-rf")
 
 
 @pytest.fixture
 def iris_bundle(_iris_bundle_master: Path, tmp_path: Path) -> Bundle:
     """A converted Iris RandomForest bundle, copied fresh for each test."""
-    out = tmp_path / "iris-rf"
-    shutil.copytree(_iris_bundle_master, out)
-    return Bundle.open(out)
+    return _fresh_copy(_iris_bundle_master, tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -76,18 +85,13 @@ def classification_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def _diabetes_bundle_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("master") / "diabetes-gbr"
-    bundle, _ = train_bundle("diabetes", GBR_SPEC, out)
-    convert_bundle(bundle)
-    return out
+    return _master(tmp_path_factory, "diabetes", GBR_SPEC, "diabetes-gbr")
 
 
 @pytest.fixture
 def diabetes_bundle(_diabetes_bundle_master: Path, tmp_path: Path) -> Bundle:
     """A converted diabetes GradientBoostingRegressor bundle, copied fresh for each test."""
-    out = tmp_path / "diabetes-gbr"
-    shutil.copytree(_diabetes_bundle_master, out)
-    return Bundle.open(out)
+    return _fresh_copy(_diabetes_bundle_master, tmp_path)
 
 
 @pytest.fixture(params=["iris", "diabetes"])
