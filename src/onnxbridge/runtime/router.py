@@ -32,9 +32,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from onnxbridge._meta import ORT_TO_NUMPY, ModelMetadata
+from onnxbridge._meta import ModelMetadata
 from onnxbridge.errors import InferenceError, OnnxModelError, SessionSettingsError, first_line
 from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner, run_options
+from onnxbridge.runtime.inputs import InputSchema
 from onnxbridge.runtime.pool import LazyPool
 from onnxbridge.runtime.rewrites import apply_rewrites, passes_for
 from onnxbridge.runtime.rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS
@@ -399,21 +400,13 @@ class Router:
 
 def _fast_input(session: Any, props: dict[str, str]) -> tuple[str, Any, int, bool] | None:
     """``(name, numpy dtype, width, refuses NaN)`` of a model with one numeric tensor input
-    ``[N, width]`` — what the bound path feeds — or None."""
-    inputs = session.get_inputs()
-    if len(inputs) != 1:
+    ``[N, width]`` — what the bound path feeds — or None; read from the same
+    :class:`~onnxbridge.runtime.inputs.InputSchema` that prepares the general path's feeds."""
+    schema = InputSchema(ModelMetadata.from_props(props), session.get_inputs())
+    dtype = schema.input_dtype
+    if dtype is None or dtype.kind not in "fiub" or schema.width is None:
         return None
-    dtype = ORT_TO_NUMPY.get(inputs[0].type)
-    if dtype is None or np.dtype(dtype).kind not in "fiub":
-        return None
-    metadata = ModelMetadata.from_props(props)
-    width: Any = len(metadata.features.names) if metadata and metadata.features.names else None
-    if width is None:
-        shape = inputs[0].shape
-        width = shape[1] if len(shape) == 2 and isinstance(shape[1], int) else None
-    if width is None:
-        return None
-    return inputs[0].name, dtype, width, metadata is not None and metadata.refuses_missing()
+    return schema.inputs[0].name, dtype, schema.width, schema.refuses_missing
 
 
 class RowSplitSession:
