@@ -237,7 +237,7 @@ def _lines_of(path: Path) -> int:
 def _startup(src: Path, repeat: int) -> float:
     """Median of ``onnxbridge --version`` over median of ``python -c "import numpy, pandas"``."""
     script = Path(sys.executable).with_name("onnxbridge")
-    cli = [str(script)] if script.exists() else [sys.executable, "-m", "onnxbridge.cli.main"]
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "onnxbridge._cli.main"]
     calls = {"cli": [*cli, "--version"], "imports": [sys.executable, "-c", "import numpy, pandas"]}
     seconds: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeat):

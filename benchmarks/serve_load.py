@@ -268,7 +268,7 @@ def main() -> None:
             command = [
                 sys.executable,
                 "-m",
-                "onnxbridge.cli.main",
+                "onnxbridge._cli.main",
                 "serve",
                 str(repo),
                 "--port",

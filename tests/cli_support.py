@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from onnxbridge.cli.main import main
+from onnxbridge._cli.main import main
 
 # The commands, in the order `onnxbridge --help` lists them.
 COMMANDS = (

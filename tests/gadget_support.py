@@ -21,7 +21,7 @@ def cli(*args: object) -> subprocess.CompletedProcess[str]:
     inside the test process), with the test's import path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     return subprocess.run(
-        [sys.executable, "-m", "onnxbridge.cli.main", *map(str, args)],
+        [sys.executable, "-m", "onnxbridge._cli.main", *map(str, args)],
         capture_output=True,
         text=True,
         env=env,

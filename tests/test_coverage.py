@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from onnxbridge.cli.main import main
+from onnxbridge._cli.main import main
 from onnxbridge.coverage import (
     DATA_KINDS,
     DIVERGENT,

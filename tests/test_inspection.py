@@ -1,4 +1,4 @@
-"""Tests for onnxbridge.inspection and its rich view, on real models converted with skl2onnx."""
+"""Tests for onnxbridge._inspection and its rich view, on real models converted with skl2onnx."""
 
 from __future__ import annotations
 
@@ -27,16 +27,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeRegressor
 
-from onnxbridge.cli._inspect_view import render_inspection
-from onnxbridge.convert.registry import upstream_converters
-from onnxbridge.errors import OnnxModelError
-from onnxbridge.inspection import (
+from onnxbridge._cli._inspect_view import render_inspection
+from onnxbridge._inspection import (
     ModelSummary,
     TreeEnsembleInfo,
     ValueInfo,
     format_type,
     inspect_model,
 )
+from onnxbridge.convert.registry import upstream_converters
+from onnxbridge.errors import OnnxModelError
 
 INITIAL_TYPES = [("input", FloatTensorType([None, 4]))]
 TARGET_OPSET = {"": 15, "ai.onnx.ml": 3}

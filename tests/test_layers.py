@@ -26,11 +26,11 @@ LAYERS = [
     {"train", "_labels"},
     {"bundle"},
     {"convert"},
-    {"runtime", "inspection"},
+    {"runtime", "_inspection"},
     {"validate", "bench", "_score", "serve", "engines"},
     {"tune"},
     {"coverage"},
-    {"cli"},
+    {"_cli"},
     {"__init__"},
 ]
 

@@ -207,7 +207,7 @@ def test_without_a_source_model_the_report_names_the_runtimes_it_compared(
 ) -> None:
     from rich.console import Console
 
-    from onnxbridge.cli.validate import print_validation
+    from onnxbridge._cli.validate import print_validation
     from onnxbridge.validate import validate_model
 
     X, _ = iris_bundle.load_holdout()

@@ -41,11 +41,11 @@ from onnxbridge.errors import (
 )
 
 if TYPE_CHECKING:
+    from onnxbridge._inspection import ModelSummary, inspect_model
     from onnxbridge._score import PartResult, ScoreResult, score
     from onnxbridge.bench import BenchReport, bench_model
     from onnxbridge.bundle import Bundle, load_estimator, save_estimator, train_bundle
     from onnxbridge.convert import ConversionResult, convert_bundle, convert_estimator
-    from onnxbridge.inspection import ModelSummary, inspect_model
     from onnxbridge.runtime import PredictionResult, Predictor, SessionSettings
     from onnxbridge.serve import create_app
     from onnxbridge.train import TrainResult
@@ -103,7 +103,7 @@ _LAZY: dict[str, str] = {
     "BenchReport": "onnxbridge.bench",
     "Bundle": "onnxbridge.bundle",
     "ConversionResult": "onnxbridge.convert",
-    "ModelSummary": "onnxbridge.inspection",
+    "ModelSummary": "onnxbridge._inspection",
     "PartResult": "onnxbridge._score",
     "PredictionResult": "onnxbridge.runtime",
     "Predictor": "onnxbridge.runtime",
@@ -116,7 +116,7 @@ _LAZY: dict[str, str] = {
     "convert_bundle": "onnxbridge.convert",
     "convert_estimator": "onnxbridge.convert",
     "create_app": "onnxbridge.serve",
-    "inspect_model": "onnxbridge.inspection",
+    "inspect_model": "onnxbridge._inspection",
     "load_estimator": "onnxbridge.bundle",
     "save_estimator": "onnxbridge.bundle",
     "score": "onnxbridge._score",

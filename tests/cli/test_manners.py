@@ -19,7 +19,7 @@ from cli_support import COMMANDS
 from onnxbridge import Bundle
 
 # The console script, run by the interpreter under test (PYTHONPATH is inherited).
-CLI = f"{shlex.quote(sys.executable)} -c 'from onnxbridge.cli.main import run; run()'"
+CLI = f"{shlex.quote(sys.executable)} -c 'from onnxbridge._cli.main import run; run()'"
 
 
 def shell(pipeline: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -326,7 +326,7 @@ def test_a_socket_whose_peer_left_is_a_reader_gone(iris_bundle: Bundle, command:
     theirs.close()
     with ours:
         done = subprocess.run(
-            [sys.executable, "-c", "from onnxbridge.cli.main import run; run()", *command.split()],
+            [sys.executable, "-c", "from onnxbridge._cli.main import run; run()", *command.split()],
             cwd=iris_bundle.path.parent,
             stdout=ours.fileno(),
             stderr=subprocess.PIPE,

@@ -26,7 +26,7 @@ def run_cli(*args: str) -> tuple[int, str, list[str]]:
     modules loaded by then."""
     probe = (
         "import sys\n"
-        "from onnxbridge.cli.main import main\n"
+        "from onnxbridge._cli.main import main\n"
         f"code = main({list(args)!r})\n"
         f"heavy = {HEAVY!r}\n"
         "names = set(sys.modules)\n"
@@ -67,7 +67,7 @@ def test_a_command_from_another_module_shows_its_help(command: str) -> None:
 def test_a_mistyped_command_is_suggested_without_loading_it() -> None:
     probe = (
         "import sys\n"
-        "from onnxbridge.cli.main import main\n"
+        "from onnxbridge._cli.main import main\n"
         "code = main(['valdate'])\n"
         "print('cli.validate' in ' '.join(sys.modules))\n"
         "sys.exit(code)\n"

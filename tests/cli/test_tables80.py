@@ -30,7 +30,7 @@ def _run(cwd: Path, columns: str | None, *args: str) -> str:
     if columns is not None:
         env["COLUMNS"] = columns
     done = subprocess.run(
-        [sys.executable, "-m", "onnxbridge.cli.main", *args],
+        [sys.executable, "-m", "onnxbridge._cli.main", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -28,7 +28,7 @@ import onnxbridge
 from onnxbridge import Bundle, train_bundle
 from wait_support import wait_until
 
-COMMAND = [sys.executable, "-m", "onnxbridge.cli.main"]
+COMMAND = [sys.executable, "-m", "onnxbridge._cli.main"]
 RF = "RandomForestClassifier(n_estimators=10, random_state=42)"
 # Python's buffered stdout would hold back the progress lines the tests wait for; the package
 # under test is found by its absolute path, whatever the working folder of the command.

@@ -79,7 +79,7 @@ def baseline(model: Path, data: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def command(*args: object) -> list[str]:
-    return [sys.executable, "-m", "onnxbridge.cli.main", "score", *map(str, args)]
+    return [sys.executable, "-m", "onnxbridge._cli.main", "score", *map(str, args)]
 
 
 def env() -> dict[str, str]:

@@ -76,7 +76,7 @@ class Served:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
         self.process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "onnxbridge.cli.main", "serve", str(model)),
+                *(sys.executable, "-m", "onnxbridge._cli.main", "serve", str(model)),
                 *("--port", str(self.port), "--log-level", "info", *flags),
             ],
             env=env,

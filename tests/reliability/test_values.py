@@ -97,7 +97,7 @@ def test_cli_predict_refuses_each_bad_value(
 ) -> None:
     # A real process running this checkout's code.
     env = {**os.environ, "PYTHONPATH": str(Path(onnxbridge.__file__).parents[1])}
-    command = [sys.executable, "-c", "from onnxbridge.cli.main import run; run()", "predict"]
+    command = [sys.executable, "-c", "from onnxbridge._cli.main import run; run()", "predict"]
     for text, _, said in TABLE_VALUES:
         data = _csv_with(tmp_path / f"rows-{text}.csv", 20, 7, text)
         out = tmp_path / f"pred-{text}.csv"

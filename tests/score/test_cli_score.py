@@ -100,7 +100,7 @@ def test_missing_output_and_missing_model(capsys, rows, tmp_path: Path) -> None:
 
 
 def _cli(*args: object) -> list[str]:
-    return [sys.executable, "-m", "onnxbridge.cli.main", "score", *map(str, args)]
+    return [sys.executable, "-m", "onnxbridge._cli.main", "score", *map(str, args)]
 
 
 def test_a_run_killed_half_way_leaves_only_complete_parts_and_resume_finishes_it(

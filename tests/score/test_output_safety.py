@@ -31,7 +31,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
 
 
 def _cli(*args: object) -> list[str]:
-    return [sys.executable, "-m", "onnxbridge.cli.main", "score", *map(str, args)]
+    return [sys.executable, "-m", "onnxbridge._cli.main", "score", *map(str, args)]
 
 
 def _env() -> dict[str, str]:

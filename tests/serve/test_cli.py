@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from onnxbridge.cli.main import main
+from onnxbridge._cli.main import main
 from wait_support import wait_for_ready
 
 
@@ -29,7 +29,7 @@ def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> 
         [
             sys.executable,
             "-m",
-            "onnxbridge.cli.main",
+            "onnxbridge._cli.main",
             "serve",
             str(iris_bundle.path),
             "--port",
@@ -149,7 +149,7 @@ def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bund
     env["ONNXBRIDGE_SERVE_HEADER_TIMEOUT"] = "1"
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "uvicorn", "--factory", "onnxbridge.serve.app:create_app"),
+            *(sys.executable, "-m", "uvicorn", "--factory", "onnxbridge.serve:create_app"),
             *("--http", "onnxbridge.serve.connections:GuardedH11Protocol"),
             *("--timeout-graceful-shutdown", "10", "--port", str(port)),
         ],

@@ -175,7 +175,7 @@ def test_serve_command_strict_v2_flag(iris_bundle, strict: bool) -> None:
     """`onnxbridge serve --strict-v2`: the Iris forest takes NaN, so only the flag refuses null."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
-    command = [sys.executable, "-m", "onnxbridge.cli.main", "serve", str(iris_bundle.path)]
+    command = [sys.executable, "-m", "onnxbridge._cli.main", "serve", str(iris_bundle.path)]
     command += ["--port", str(port)] + (["--strict-v2"] if strict else [])
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

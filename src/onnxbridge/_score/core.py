@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from onnxbridge._files import file_sha256
+from onnxbridge._inspection import MAX_ONNX_BYTES
 from onnxbridge._score.batch import Predicts, ScoredBatch, empty_table, score_batch
 from onnxbridge._score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge._score.memory import PeakMemory
@@ -46,7 +47,6 @@ from onnxbridge._score.output import (
 )
 from onnxbridge._score.rows import RowPlan
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
-from onnxbridge.inspection import MAX_ONNX_BYTES
 from onnxbridge.runtime import Predictor
 
 __all__ = [

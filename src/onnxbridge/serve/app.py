@@ -2,7 +2,7 @@
 
 A lean Starlette app, no per-request validation models: the data plane checks requests itself,
 which keeps a single-row request in tens of microseconds (docs/benchmarks.md, ``## serve``).
-Run it with ``onnxbridge serve PATH`` or ``uvicorn --factory onnxbridge.serve.app:create_app``
+Run it with ``onnxbridge serve PATH`` or ``uvicorn --factory onnxbridge.serve:create_app``
 with ``ONNXBRIDGE_SERVE_MODEL_PATH`` set (and ``--http`` naming a protocol of ``connections``
 for the header / body deadlines and the connection cap).
 """

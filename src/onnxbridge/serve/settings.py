@@ -1,6 +1,6 @@
 """Server settings: every field can come from an ``ONNXBRIDGE_SERVE_<FIELD>`` environment variable.
 
-``onnxbridge serve`` sets them from its flags; ``uvicorn --factory onnxbridge.serve.app:create_app``
+``onnxbridge serve`` sets them from its flags; ``uvicorn --factory onnxbridge.serve:create_app``
 reads them from the environment alone (that is how every worker process of ``--workers N`` gets
 the same settings).
 """

@@ -24,9 +24,9 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
-from onnxbridge.cli._console import console, quiet_when_unread
-from onnxbridge.cli._out import check_out_file
-from onnxbridge.cli._source import TrustOption
+from onnxbridge._cli._console import console, quiet_when_unread
+from onnxbridge._cli._out import check_out_file
+from onnxbridge._cli._source import TrustOption
 from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
 
 __all__ = ["app", "main", "run"]
@@ -84,12 +84,12 @@ def _value_words(text: str) -> str:
 # heavier libraries, so each loads only when its command runs or shows its help; `onnxbridge
 # --help` and `--version` stay quick.
 _ELSEWHERE: dict[str, tuple[str, str]] = {
-    "bench": ("onnxbridge.cli.bench", "bench_command"),
-    "coverage": ("onnxbridge.cli.coverage", "coverage"),
-    "score": ("onnxbridge.cli.score", "score_command"),
-    "serve": ("onnxbridge.cli.serve", "serve"),
-    "tune": ("onnxbridge.cli.bench", "tune_command"),
-    "validate": ("onnxbridge.cli.validate", "validate_command"),
+    "bench": ("onnxbridge._cli.bench", "bench_command"),
+    "coverage": ("onnxbridge._cli.coverage", "coverage"),
+    "score": ("onnxbridge._cli.score", "score_command"),
+    "serve": ("onnxbridge._cli.serve", "serve"),
+    "tune": ("onnxbridge._cli.bench", "tune_command"),
+    "validate": ("onnxbridge._cli.validate", "validate_command"),
 }
 
 
@@ -373,7 +373,7 @@ def convert(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
-    from onnxbridge.cli._inspect_view import format_opsets
+    from onnxbridge._cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
     from onnxbridge.convert.core import PRECISIONS, sample_rows
 
@@ -403,7 +403,7 @@ def convert(
         )
         golden_path = write_golden(source, trusted=trusted)
     else:
-        from onnxbridge.cli._source import load_model_and_rows
+        from onnxbridge._cli._source import load_model_and_rows
 
         if not source.exists():
             raise DataError(
@@ -488,8 +488,8 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarise an ONNX file: validity, opsets, typed inputs/outputs, operators, trees."""
-    from onnxbridge.cli._inspect_view import render_inspection
-    from onnxbridge.inspection import inspect_model
+    from onnxbridge._cli._inspect_view import render_inspection
+    from onnxbridge._inspection import inspect_model
 
     summary = inspect_model(_model_path(model))
     if as_json:
@@ -566,7 +566,7 @@ def demo(
     out: Annotated[Path, typer.Option(help="Bundle folder to (re)write.")] = Path("runs/iris-rf"),
 ) -> None:
     """Run the reference workflow: Iris, RandomForest(10 trees), opset 15, validate, time."""
-    from onnxbridge.cli.demo import run_demo
+    from onnxbridge._cli.demo import run_demo
 
     report = run_demo(out, console)
     if not report.equivalent:

@@ -21,9 +21,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from onnxbridge._cli._console import make_console
+from onnxbridge._cli._source import TrustOption
 from onnxbridge._meta import role_parts
-from onnxbridge.cli._console import make_console
-from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["parse_tolerance", "print_validation", "validate_command"]
@@ -351,7 +351,7 @@ def validate_command(
         else:
             where = target / "reports" / "validation.json"
     else:
-        from onnxbridge.cli._source import load_model_and_rows
+        from onnxbridge._cli._source import load_model_and_rows
 
         if golden:
             raise DataError(

@@ -45,9 +45,9 @@ def run_demo(out: str | Path, console: Console | None = None) -> ValidationRepor
             anything else (see :func:`onnxbridge.bundle.train_bundle`).
         console: where to print (a default rich console if None).
     """
+    from onnxbridge._cli._inspect_view import format_opsets, render_inspection
+    from onnxbridge._inspection import inspect_model
     from onnxbridge.bench import compare_speed
-    from onnxbridge.cli._inspect_view import format_opsets, render_inspection
-    from onnxbridge.inspection import inspect_model
 
     console = console or Console()
     out = Path(out)

@@ -168,8 +168,8 @@ def score_command(
     Streams record batches so memory stays bounded; every output file appears only when it is
     complete. Exit 0 when done (also with skipped bad rows), 2 on an error.
     """
+    from onnxbridge._cli._out import check_out_file
     from onnxbridge._score import score
-    from onnxbridge.cli._out import check_out_file
     from onnxbridge.errors import DataError
 
     if on_error not in ("raise", "skip"):

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from onnxbridge.cli._console import make_console
-from onnxbridge.cli._out import check_out_file
+from onnxbridge._cli._console import make_console
+from onnxbridge._cli._out import check_out_file
 from onnxbridge.coverage import (
     DEFAULT_TIMEOUT,
     EQUIVALENT,

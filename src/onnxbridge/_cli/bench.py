@@ -16,9 +16,9 @@ from rich.padding import Padding
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from onnxbridge._cli._console import make_console
+from onnxbridge._cli._source import TrustOption
 from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
-from onnxbridge.cli._console import make_console
-from onnxbridge.cli._source import TrustOption
 from onnxbridge.errors import DataError
 
 __all__ = ["bench_command", "format_ratio", "format_seconds", "tune_command"]

@@ -1,4 +1,4 @@
-"""Rich rendering of a :class:`~onnxbridge.inspection.ModelSummary` for ``onnxbridge inspect``.
+"""Rich rendering of a :class:`~onnxbridge._inspection.ModelSummary` for ``onnxbridge inspect``.
 
 The tables fit an 80-column terminal (a pipe, a CI log) without cutting a cell: a header (file,
 validity, producer, opsets), the inputs and outputs, the operators, the tree ensembles and the
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from onnxbridge.inspection import ModelSummary
+from onnxbridge._inspection import ModelSummary
 
 __all__ = ["format_opsets", "render_inspection"]
 
@@ -33,7 +33,7 @@ def render_inspection(summary: ModelSummary, console: Console) -> None:
     """Print the summary of one ONNX file as tables.
 
     Args:
-        summary: What :func:`onnxbridge.inspection.inspect_model` returned.
+        summary: What :func:`onnxbridge._inspection.inspect_model` returned.
         console: Where to print.
     """
     console.print(_header_table(summary))
