@@ -61,7 +61,7 @@ from models import benchmark_estimator
 
 from onnxbridge import Predictor, convert_estimator, train_bundle
 from onnxbridge.bench import SPIN_COOLDOWN, measure_many
-from onnxbridge.engines.build import build_candidates, check_candidate, probe_rows
+from onnxbridge.engines._build import build_candidates, check_candidate, probe_rows
 from onnxbridge.errors import first_line
 from onnxbridge.runtime import SessionSettings
 from onnxbridge.tune import tune_model

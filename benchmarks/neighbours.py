@@ -58,7 +58,7 @@ def _engine(name: str, n_train: int, n_rows: int, repeat: int) -> dict[str, obje
         import onnxruntime as ort
 
         from onnxbridge import convert_estimator
-        from onnxbridge.convert.registry import load_converters, upstream_converters
+        from onnxbridge.convert._registry import load_converters, upstream_converters
 
         load_converters()  # so that upstream_converters() knows what to put back
         with upstream_converters():

@@ -248,6 +248,12 @@ def _startup(src: Path, repeat: int) -> float:
     return statistics.median(seconds["cli"]) / statistics.median(seconds["imports"])
 
 
+def _predictor_module(package: Path) -> Path:
+    """Predictor's module: ``runtime/_predictor.py``, or ``runtime/predictor.py`` in older trees."""
+    private = package / "runtime" / "_predictor.py"
+    return private if private.exists() else package / "runtime" / "predictor.py"
+
+
 def code_figures(sides: dict[str, Path], repeat: int) -> list[dict[str, Any]]:
     """Lines of runtime/, tune/ and the Predictor, the public names, the CLI start-up ratio."""
     figures: dict[str, dict[str, Any]] = {}
@@ -260,7 +266,7 @@ def code_figures(sides: dict[str, Path], repeat: int) -> list[dict[str, Any]]:
             "lines of tune/": f"{_lines_of(tune)} ({tune.relative_to(package)})"
             if tune.exists()
             else "-",
-            "lines of runtime/predictor.py": _lines_of(package / "runtime" / "predictor.py"),
+            "lines of runtime/predictor.py": _lines_of(_predictor_module(package)),
             "len(onnxbridge.__all__)": int(run_with(src, [sys.executable, "-c", count])),
             "CLI start-up / import numpy, pandas": round(_startup(src, repeat), 2),
         }

@@ -131,8 +131,8 @@ def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
 
     from onnxbridge import load_estimator
     from onnxbridge.runtime import SessionSettings
-    from onnxbridge.runtime.rewrites.tree_blocks import DEFAULT_TREE_BLOCK_NODES
-    from onnxbridge.runtime.router import open_ort_session
+    from onnxbridge.runtime._rewrites.tree_blocks import DEFAULT_TREE_BLOCK_NODES
+    from onnxbridge.runtime._router import open_ort_session
 
     model = load_estimator(skops)
     features = list(model.feature_names_in_)

@@ -29,7 +29,7 @@ import numpy as np
 from onnxbridge import convert_estimator
 from onnxbridge.bench import SPIN_COOLDOWN, measure_many, spin_cooldowns
 from onnxbridge.runtime import SessionSettings
-from onnxbridge.runtime.router import open_ort_session
+from onnxbridge.runtime._router import open_ort_session
 
 SESSIONS = {
     "spin": SessionSettings(intra_op_num_threads=2),

@@ -6,7 +6,7 @@ for larger batches): RandomForestClassifier with 10 and 100 trees, ExtraTreesCla
 GradientBoostingClassifier(n_estimators=300, max_depth=5) — and whatever of them has more than
 one block of nodes. Each is converted by ``convert_estimator`` (float32) and opened twice per
 thread count, as it is and with ``tree_block_nodes``
-(``onnxbridge.runtime.rewrites.tree_blocks``); the two sessions' ``session.run`` are timed with
+(``onnxbridge.runtime._rewrites.tree_blocks``); the two sessions' ``session.run`` are timed with
 interleaved repeats (``onnxbridge.bench.measure_many``) and the outputs compared (labels equal,
 probabilities within 1e-6).
 
@@ -24,9 +24,9 @@ import numpy as np
 from onnxbridge import convert_estimator
 from onnxbridge.bench import measure_many
 from onnxbridge.runtime import SessionSettings
-from onnxbridge.runtime.rewrites import blocked_model
-from onnxbridge.runtime.rewrites.tree_blocks import DEFAULT_TREE_BLOCK_NODES
-from onnxbridge.runtime.router import open_ort_session
+from onnxbridge.runtime._rewrites import blocked_model
+from onnxbridge.runtime._rewrites.tree_blocks import DEFAULT_TREE_BLOCK_NODES
+from onnxbridge.runtime._router import open_ort_session
 
 
 def _models() -> dict[str, object]:

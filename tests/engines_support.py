@@ -8,7 +8,7 @@ from typing import Any
 
 from onnxbridge import Bundle
 from onnxbridge.bundle import ONNX_NAME
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
 from tuning_support import store_spec
 
 

@@ -35,7 +35,7 @@ from onnxbridge._inspection import (
     format_type,
     inspect_model,
 )
-from onnxbridge.convert.registry import upstream_converters
+from onnxbridge.convert._registry import upstream_converters
 from onnxbridge.errors import OnnxModelError
 
 INITIAL_TYPES = [("input", FloatTensorType([None, 4]))]

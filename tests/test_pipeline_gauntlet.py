@@ -346,7 +346,7 @@ def test_serve_answers_records_for_a_model_with_one_input_per_column(tmp_path: P
 
     from onnxbridge import load_estimator
     from onnxbridge.serve import create_app
-    from onnxbridge.serve.settings import ServeSettings
+    from onnxbridge.serve._settings import ServeSettings
     from wait_support import wait_until
 
     X, y = table("bool", n=300)

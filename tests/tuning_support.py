@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from onnxbridge.runtime.settings import SESSION_KEY, TuningSpec
+from onnxbridge.runtime._settings import SESSION_KEY, TuningSpec
 
 # Tiny measurements: these tests check what is reported, not how fast anything is.
 FAST = {"repeat": 2, "min_time": 0.002}

@@ -11,7 +11,7 @@ import pytest
 
 from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle
-from onnxbridge.runtime.settings import SESSION_KEY
+from onnxbridge.runtime._settings import SESSION_KEY
 
 SMALL = ["--repeat", "2", "--min-time", "0.002", "--no-progress"]
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from onnxbridge.bench import measure, measure_many, spins_between_runs
-from onnxbridge.runtime.settings import SessionSettings
+from onnxbridge.runtime._settings import SessionSettings
 from onnxbridge.tune import stage_one_candidates
 
 

@@ -324,7 +324,7 @@ def _catboost_held_out() -> pd.DataFrame:
 def test_catboost_reader_matches_catboost_given_every_category(task: str) -> None:
     from catboost import CatBoostClassifier, CatBoostRegressor
 
-    from onnxbridge.convert.converters.catboost import catboost_categorical_spec
+    from onnxbridge.convert._converters.catboost import catboost_categorical_spec
 
     frame, target = _catboost_table(400, seed=0)
     params = {
@@ -352,7 +352,7 @@ def test_catboost_reader_matches_catboost_given_every_category(task: str) -> Non
 def test_catboost_reader_refuses_a_sample_missing_categories_and_feature_pairs() -> None:
     from catboost import CatBoostRegressor
 
-    from onnxbridge.convert.converters.catboost import catboost_categorical_spec
+    from onnxbridge.convert._converters.catboost import catboost_categorical_spec
 
     frame, target = _catboost_table(400, seed=1)
     common = {"verbose": 0, "thread_count": 1, "allow_writing_files": False, "depth": 4}

@@ -238,7 +238,7 @@ def test_the_few_columns_taking_a_missing_value_are_found_among_many() -> None:
 def test_a_conversion_without_the_missing_value_policy_refuses_missing_values() -> None:
     """Without asking scikit-learn, nothing is known: predict must refuse rows with NaN."""
     from onnxbridge import Predictor
-    from onnxbridge.convert.core import convert_unchecked
+    from onnxbridge.convert._core import convert_unchecked
     from onnxbridge.errors import SchemaMismatchError
 
     X, y = _numbers(100, 3)

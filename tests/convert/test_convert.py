@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from convert_support import Shifter, register_wrong_converter
 from onnxbridge import Bundle, convert_bundle, convert_estimator
 from onnxbridge.convert import read_metadata
-from onnxbridge.convert.opsets import choose_opsets, onnxruntime_max_opset, skl2onnx_max_opset
+from onnxbridge.convert._opsets import choose_opsets, onnxruntime_max_opset, skl2onnx_max_opset
 from onnxbridge.errors import ConversionError, DataError, MissingConverterError, ModelNotFittedError
 
 

@@ -15,7 +15,7 @@ from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, Stan
 from sklearn.svm import LinearSVC
 
 from onnxbridge import convert_estimator
-from onnxbridge.convert.folding import MAX_SHIFT, fold_scaling_into_linear
+from onnxbridge.convert._folding import MAX_SHIFT, fold_scaling_into_linear
 
 
 def _run(model: onnx.ModelProto, X: np.ndarray) -> list[np.ndarray]:

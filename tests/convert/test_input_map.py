@@ -1,7 +1,7 @@
 """Threshold probe rows land on the trees' thresholds through every invertible step.
 
 The property is checked through public behaviour only: the probe rows convert builds
-(:func:`onnxbridge.convert.precision.threshold_probes`) are pushed through the fitted steps in
+(:func:`onnxbridge.convert._precision.threshold_probes`) are pushed through the fitted steps in
 front of the tree (``pipeline[:-1].transform``), and the column the tree splits on must read
 the threshold (``on``) or one float32 step either side of it (``below`` / ``above``), as closely
 as one float64 step of the input allows. Every scaler option, imputers that drop a column that
@@ -30,7 +30,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.tree import DecisionTreeRegressor
 
-from onnxbridge.convert.precision import threshold_probes
+from onnxbridge.convert._precision import threshold_probes
 
 SCALERS: dict[str, Any] = {
     **{

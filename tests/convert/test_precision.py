@@ -22,8 +22,8 @@ from sklearn.tree import DecisionTreeRegressor
 from xgboost import XGBClassifier
 
 from onnxbridge import convert_estimator
-from onnxbridge.convert.precision import find_tree_ensemble, threshold_probe_rows
-from onnxbridge.convert.tree_ensemble import floor_float32
+from onnxbridge.convert._precision import find_tree_ensemble, threshold_probe_rows
+from onnxbridge.convert._tree_ensemble import floor_float32
 from onnxbridge.errors import ConversionError
 
 # Float32 graphs that differ from scikit-learn on purpose: convert returns them only with

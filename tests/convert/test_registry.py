@@ -6,8 +6,8 @@ import pytest
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.linear_model import LinearRegression
 
-from onnxbridge.convert import registry
-from onnxbridge.convert.registry import ConverterSpec, find_converter, get_converter
+from onnxbridge.convert import _registry as registry
+from onnxbridge.convert._registry import ConverterSpec, find_converter, get_converter
 from onnxbridge.errors import ConverterRegistryError, MissingConverterError
 
 
@@ -83,7 +83,7 @@ def test_upstream_converters_gives_skl2onnx_its_own_back() -> None:
     from sklearn.dummy import DummyRegressor
     from sklearn.ensemble import RandomForestClassifier
 
-    from onnxbridge.convert.registry import load_converters, upstream_converters
+    from onnxbridge.convert._registry import load_converters, upstream_converters
 
     load_converters()
     X = np.random.RandomState(0).rand(30, 3).astype(np.float32)

@@ -182,7 +182,7 @@ def test_skl2onnx_drops_the_nan_routing_this_converter_keeps() -> None:
     from skl2onnx import convert_sklearn
     from skl2onnx.common.data_types import FloatTensorType
 
-    from onnxbridge.convert.registry import upstream_converters
+    from onnxbridge.convert._registry import upstream_converters
 
     X, y, _ = _with_nan()
     model = DecisionTreeRegressor(max_depth=4, random_state=0).fit(X, y.astype(float))

@@ -15,9 +15,9 @@ from cli_support import assert_one_line_error, run
 from engines_support import record_engine
 from onnxbridge import Bundle, Predictor, score
 from onnxbridge.engines import AcceleratedPredictor, CompiledTrees, Engine, LeavesTrees
-from onnxbridge.engines import compiled as compiled_module
-from onnxbridge.engines.build import build_candidates
-from onnxbridge.engines.compiled import first_argmax
+from onnxbridge.engines import _compiled as compiled_module
+from onnxbridge.engines._build import build_candidates
+from onnxbridge.engines._compiled import first_argmax
 from onnxbridge.errors import AcceleratorError, DataError, SchemaMismatchError
 
 MIN_ROWS = 100
@@ -197,7 +197,7 @@ def test_runtime_and_serve_never_import_the_engines() -> None:
 
     # Not at import time (the compilers' modules neither) ...
     code = (
-        "import sys, onnxbridge, onnxbridge.runtime, onnxbridge.serve.app, onnxbridge._score; "
+        "import sys, onnxbridge, onnxbridge.runtime, onnxbridge.serve._app, onnxbridge._score; "
         "print(sorted(m for m in sys.modules if m.startswith('onnxbridge.engines') "
         "or m in ('tl2cgen', 'lleaves', 'treelite')))"
     )
@@ -331,8 +331,8 @@ def test_a_recorded_lleaves_engine_loads_from_its_two_checked_files(
     tmp_path: Path, data: str, spec: str, n_classes: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from onnxbridge import convert_bundle, train_bundle
-    from onnxbridge.engines.compiled import LEAVES_PARALLEL_ROWS
-    from onnxbridge.runtime.settings import available_cores
+    from onnxbridge.engines._compiled import LEAVES_PARALLEL_ROWS
+    from onnxbridge.runtime._settings import available_cores
 
     bundle, _ = train_bundle(data, spec, tmp_path / "lgbm")
     convert_bundle(bundle)
@@ -467,7 +467,7 @@ def test_float32_trees_split_float32_rows_as_the_float64_trees_do(kind: str) -> 
     from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
     from treelite import gtil
 
-    from onnxbridge.engines.build import float32_trees
+    from onnxbridge.engines._build import float32_trees
 
     X, y = make_classification(
         n_samples=3000, n_features=6, n_informative=4, n_classes=3, random_state=0
@@ -521,7 +521,7 @@ def test_the_row_driver_gives_tl2cgens_own_results_and_labels(
     from sklearn.datasets import load_iris
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from onnxbridge.engines.compiled import DRIVER_PARALLEL_ROWS, compiled_output
+    from onnxbridge.engines._compiled import DRIVER_PARALLEL_ROWS, compiled_output
 
     X, y = load_iris(return_X_y=True)
     if classes == 2:

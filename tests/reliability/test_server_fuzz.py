@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnxbridge.serve.settings import ServeSettings
+from onnxbridge.serve._settings import ServeSettings
 from serve.conftest import RunningServer, multi_input_model
 
 LIMIT = 64 * 1024

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from onnxbridge.serve.connections import MAX_HEAD_BYTES
-from onnxbridge.serve.settings import ServeSettings
+from onnxbridge.serve._connections import MAX_HEAD_BYTES
+from onnxbridge.serve._settings import ServeSettings
 from serve.conftest import RunningServer
 from socket_support import read_until_closed
 

@@ -28,7 +28,7 @@ import pytest
 
 import onnxbridge
 from onnxbridge import BadRowError, Predictor, SchemaMismatchError, score
-from onnxbridge.serve.settings import ServeSettings
+from onnxbridge.serve._settings import ServeSettings
 from serve.conftest import RunningServer, multi_input_model
 
 AREA = "bad values"

@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import Bundle, Predictor, convert_estimator
 from onnxbridge.errors import SchemaMismatchError
-from onnxbridge.runtime.fastpath import DEFAULT_MAX_ROWS, BoundRunner
+from onnxbridge.runtime._fastpath import DEFAULT_MAX_ROWS, BoundRunner
 
 
 def _plain(predictor: Predictor, X: np.ndarray) -> list[np.ndarray]:
@@ -169,7 +169,7 @@ def test_runner_refuses_what_it_cannot_serve(iris_predictor: Predictor) -> None:
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_the_small_nan_check_is_exact(dtype: type) -> None:
-    from onnxbridge.runtime.fastpath import small_has_nan
+    from onnxbridge.runtime._fastpath import small_has_nan
 
     finfo = np.finfo(dtype)
     specials = [np.inf, -np.inf, finfo.max, -finfo.max, finfo.tiny, 0.0, -0.0, 1.0]
@@ -194,7 +194,7 @@ def test_the_small_nan_check_is_exact(dtype: type) -> None:
 def test_the_nan_check_is_exact_on_large_and_strided_arrays(dtype: type) -> None:
     """has_nan: a dot product on small contiguous float32 / float64 arrays, the minimum on the
     rest — both exact with infinities and overflowing squares around."""
-    from onnxbridge.runtime.fastpath import has_nan
+    from onnxbridge.runtime._fastpath import has_nan
 
     finfo = np.finfo(dtype)
     rng = np.random.RandomState(1)

@@ -14,11 +14,11 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
 from onnxbridge import Predictor, convert_estimator
-from onnxbridge.runtime.rewrites import Rewrite, apply_rewrite, passes_for
-from onnxbridge.runtime.rewrites import tree_blocks as tree_blocks_module
-from onnxbridge.runtime.rewrites.linear_dot import LINEAR_DOT
-from onnxbridge.runtime.rewrites.tree_blocks import ONE_THREAD_TREE_BLOCK_NODES, tree_blocks
-from onnxbridge.runtime.settings import SessionSettings
+from onnxbridge.runtime._rewrites import Rewrite, apply_rewrite, passes_for
+from onnxbridge.runtime._rewrites import tree_blocks as tree_blocks_module
+from onnxbridge.runtime._rewrites.linear_dot import LINEAR_DOT
+from onnxbridge.runtime._rewrites.tree_blocks import ONE_THREAD_TREE_BLOCK_NODES, tree_blocks
+from onnxbridge.runtime._settings import SessionSettings
 
 
 def _frame(X: np.ndarray) -> pd.DataFrame:

@@ -25,10 +25,10 @@ from sklearn.svm import LinearSVC, LinearSVR
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.rewrites import apply_rewrites
-from onnxbridge.runtime.rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
-from onnxbridge.runtime.router import MULTI_THREAD_BLOCK_MIN_ROWS
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime._rewrites import apply_rewrites
+from onnxbridge.runtime._rewrites.linear_dot import LINEAR_GEMV_MIN_ROWS, gemv_linear_models
+from onnxbridge.runtime._router import MULTI_THREAD_BLOCK_MIN_ROWS
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
 from onnxbridge.tune import Variants, stage_two_candidates
 from tuning_support import store_spec
 

@@ -22,13 +22,13 @@ from sklearn.ensemble import (
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.rewrites.tree_blocks import (
+from onnxbridge.runtime._rewrites.tree_blocks import (
     DEFAULT_TREE_BLOCK_NODES,
     ONE_THREAD_TREE_BLOCK_NODES,
     block_tree_ensembles,
 )
-from onnxbridge.runtime.router import MULTI_THREAD_BLOCK_MIN_ROWS, blocks_from_rows
-from onnxbridge.runtime.settings import SessionSettings, available_cores
+from onnxbridge.runtime._router import MULTI_THREAD_BLOCK_MIN_ROWS, blocks_from_rows
+from onnxbridge.runtime._settings import SessionSettings, available_cores
 from tuning_support import store_spec
 
 BLOCK = 600  # small blocks, so that test-sized forests are split into several
@@ -239,7 +239,7 @@ def test_the_throughput_regime_serves_every_call_with_one_session(big_forest: Bi
 def test_tuned_blocks_serve_large_calls_only(big_forest: BigForest, tmp_path: Path) -> None:
     import shutil
 
-    from onnxbridge.runtime.settings import TuningSpec
+    from onnxbridge.runtime._settings import TuningSpec
 
     path = tmp_path / "tuned.onnx"
     shutil.copyfile(big_forest.path, path)

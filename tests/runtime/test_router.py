@@ -14,8 +14,8 @@ from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import Bundle, Predictor, convert_estimator
 from onnxbridge.errors import SchemaMismatchError, SessionSettingsError
-from onnxbridge.runtime.router import Router
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime._router import Router
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.router import (
+from onnxbridge.runtime._router import (
     ROW_SPLIT_MIN_PART,
     RowSplitSession,
     open_ort_session,
     split_parts,
 )
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
 from tuning_support import store_spec
 
 ONE_THREAD = SessionSettings(intra_op_num_threads=1, allow_spinning=False)

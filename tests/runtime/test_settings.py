@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.settings import (
+from onnxbridge.runtime._settings import (
     SESSION_KEY,
     SessionSettings,
     TuningSpec,

@@ -10,7 +10,7 @@ import pytest
 
 from onnxbridge import Bundle, Predictor
 from onnxbridge.errors import SessionSettingsError
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
 from tuning_support import store_spec
 
 LATENCY = SessionSettings(intra_op_num_threads=1, allow_spinning=True)

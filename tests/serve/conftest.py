@@ -20,8 +20,8 @@ from onnx import TensorProto, helper
 
 from onnxbridge import Bundle, convert_bundle, train_bundle
 from onnxbridge.serve import create_app
-from onnxbridge.serve.connections import uvicorn_options
-from onnxbridge.serve.settings import ServeSettings
+from onnxbridge.serve._connections import uvicorn_options
+from onnxbridge.serve._settings import ServeSettings
 from wait_support import wait_until
 
 

@@ -19,8 +19,8 @@ from sklearn.linear_model import LogisticRegression
 
 from onnxbridge import convert_estimator
 from onnxbridge.errors import InferenceError
-from onnxbridge.serve.model import MERGE_MAX_ROWS, ServedModel
-from onnxbridge.serve.runner import InferenceRunner
+from onnxbridge.serve._model import MERGE_MAX_ROWS, ServedModel
+from onnxbridge.serve._runner import InferenceRunner
 
 WIDTH = 8
 

@@ -141,7 +141,7 @@ def test_python_settings_errors_name_the_argument() -> None:
 
 
 def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bundle) -> None:
-    """docs/serve.md: ``uvicorn --factory ... --http onnxbridge.serve.connections:...`` reads the
+    """docs/serve.md: ``uvicorn --factory ... --http onnxbridge.serve._connections:...`` reads the
     deadlines from ONNXBRIDGE_SERVE_* like every worker of ``onnxbridge serve`` does."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
@@ -150,7 +150,7 @@ def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bund
     process = subprocess.Popen(
         [
             *(sys.executable, "-m", "uvicorn", "--factory", "onnxbridge.serve:create_app"),
-            *("--http", "onnxbridge.serve.connections:GuardedH11Protocol"),
+            *("--http", "onnxbridge.serve._connections:GuardedH11Protocol"),
             *("--timeout-graceful-shutdown", "10", "--port", str(port)),
         ],
         env=env,

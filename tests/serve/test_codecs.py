@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from onnxbridge.errors import InferenceRequestError, MalformedRequestError
-from onnxbridge.serve.codecs import (
+from onnxbridge.serve._codecs import (
     DATATYPES,
     NUMPY_TO_DATATYPE,
     ORT_TO_DATATYPE,

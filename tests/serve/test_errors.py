@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnxbridge.serve.settings import ServeSettings
+from onnxbridge.serve._settings import ServeSettings
 
 from .conftest import RunningServer, multi_input_model
 

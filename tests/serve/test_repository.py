@@ -14,7 +14,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from onnxbridge.errors import ModelNotFoundError, RepositoryError
-from onnxbridge.serve.repository import ModelRepository, check_model_name, detect_layout
+from onnxbridge.serve._repository import ModelRepository, check_model_name, detect_layout
 
 from .conftest import multi_input_model
 

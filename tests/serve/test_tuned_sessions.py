@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from onnxbridge import Bundle
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec
-from onnxbridge.serve.model import ServedModel
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec
+from onnxbridge.serve._model import ServedModel
 from tuning_support import store_spec
 
 LATENCY = SessionSettings(intra_op_num_threads=1, allow_spinning=True)

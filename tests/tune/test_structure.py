@@ -24,4 +24,4 @@ def test_no_function_is_longer_than_80_lines(path: Path) -> None:
 
 def test_the_check_sees_every_module() -> None:
     names = {p.stem for p in TUNE.glob("*.py")}
-    assert {"candidates", "search", "boundary", "store", "engines", "report"} <= names
+    assert {"_candidates", "_search", "_boundary", "_store", "_engines", "_report"} <= names

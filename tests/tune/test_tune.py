@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import onnxbridge.engines.build as accelerators
+import onnxbridge.engines._build as accelerators
 from onnxbridge import Bundle, Predictor, convert_bundle, train_bundle, tune_model, validate_bundle
 from onnxbridge.bundle import ONNX_NAME
-from onnxbridge.engines.build import (
+from onnxbridge.engines._build import (
     AcceleratorCandidate,
     AcceleratorCheck,
     check_candidate,
@@ -23,11 +23,11 @@ from onnxbridge.engines.build import (
     probe_rows,
 )
 from onnxbridge.errors import DataError
-from onnxbridge.runtime.router import Router
-from onnxbridge.runtime.settings import SessionSettings, TuningSpec, available_cores
+from onnxbridge.runtime._router import Router
+from onnxbridge.runtime._settings import SessionSettings, TuningSpec, available_cores
 from onnxbridge.tune import boundary_limit, read_tuning
-from onnxbridge.tune.candidates import LARGE_BYTES, LARGE_CONTENDERS, large_rows_for
-from onnxbridge.tune.search import pick_score
+from onnxbridge.tune._candidates import LARGE_BYTES, LARGE_CONTENDERS, large_rows_for
+from onnxbridge.tune._search import pick_score
 from tuning_support import FAST
 
 TUNE = {**FAST, "throughput_rows": 200}

@@ -25,7 +25,7 @@ from cli_support import assert_one_line_error, run
 from onnxbridge import convert_estimator, save_estimator
 from onnxbridge.errors import DataError
 from onnxbridge.validate import ProbeSpec, validate_model
-from onnxbridge.validate.html import render_html
+from onnxbridge.validate._html import render_html
 
 EVERY_PAIR = ["sklearn~onnxruntime", "sklearn~reference", "onnxruntime~reference"]
 

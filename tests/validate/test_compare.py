@@ -10,7 +10,7 @@ import pytest
 
 from onnxbridge import Bundle, convert_bundle, train_bundle, validate_bundle
 from onnxbridge.errors import BundleError, DataError
-from onnxbridge.validate.compare import _labels, _numeric
+from onnxbridge.validate._compare import _labels, _numeric
 
 
 def test_reference_model_is_equivalent(iris_bundle: Bundle) -> None:

@@ -305,8 +305,8 @@ def test_runtimes_that_disagree_are_told_from_a_conversion_error(
 def test_onnxruntime_alone_departing_is_a_runtime_problem(tmp_path: Path) -> None:
     # A graph whose output is the same for scikit-learn and onnx.reference but not for ORT
     # cannot be built from a faithful one; the cause logic is checked on a constructed result.
-    from onnxbridge.validate.core import _cause
-    from onnxbridge.validate.report import PairComparison, ProbeSetResult
+    from onnxbridge.validate._core import _cause
+    from onnxbridge.validate._report import PairComparison, ProbeSetResult
 
     result = ProbeSetResult("holdout", "", 3)
     result.pairs = [

@@ -17,7 +17,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge.data import FeatureSchema
 from onnxbridge.errors import DataError
-from onnxbridge.validate.probes import (
+from onnxbridge.validate._probes import (
     EDGE_VALUES,
     STRING_VALUES,
     ProbeSpec,

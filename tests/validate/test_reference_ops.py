@@ -5,7 +5,7 @@ converter (onnxbridge writes SVMs with standard operators), as in files made els
 
 ``onnx.reference`` cannot run float64 tree ensembles (``*_as_tensor`` attributes) and couples
 multiclass SVM probabilities otherwise than ONNX Runtime and scikit-learn; onnxbridge's kernels
-(``onnxbridge.validate.reference_ops``) take those nodes. Each test checks that plain
+(``onnxbridge.validate._reference_ops``) take those nodes. Each test checks that plain
 ``onnx.reference`` fails (or differs) on the model, that the kernel is the one that runs it, and
 that it gives ONNX Runtime's labels exactly and its values within a tight tolerance; the last
 ones check that ``validate`` then compares every runtime pair on every probe set.
@@ -43,8 +43,8 @@ from sklearn.svm import SVC, NuSVC
 
 from cli_support import run
 from onnxbridge import convert_estimator, save_estimator, validate_model
-from onnxbridge.convert.registry import upstream_converters
-from onnxbridge.validate.reference_ops import (
+from onnxbridge.convert._registry import upstream_converters
+from onnxbridge.validate._reference_ops import (
     SVMClassifier,
     TreeEnsembleClassifier,
     TreeEnsembleRegressor,

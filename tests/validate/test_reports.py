@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from onnxbridge import Bundle, validate_bundle
-from onnxbridge.validate.report import REPORT_SCHEMA_VERSION
+from onnxbridge.validate._report import REPORT_SCHEMA_VERSION
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -24,7 +24,7 @@ from sklearn.tree import DecisionTreeClassifier
 from onnxbridge import convert_bundle, train_bundle, validate_bundle
 from onnxbridge.data import FeatureSchema
 from onnxbridge.validate import check_golden, write_golden
-from onnxbridge.validate.probes import ProbeSpec, build_probe_sets, tree_thresholds
+from onnxbridge.validate._probes import ProbeSpec, build_probe_sets, tree_thresholds
 
 
 def _mixed(n: int = 500, seed: int = 0) -> pd.DataFrame:

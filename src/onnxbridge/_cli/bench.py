@@ -18,7 +18,7 @@ from rich.table import Table
 
 from onnxbridge._cli._console import make_console
 from onnxbridge._cli._source import TrustOption
-from onnxbridge.bench.format import format_bytes, format_rate, format_ratio, format_seconds
+from onnxbridge.bench._format import format_bytes, format_rate, format_ratio, format_seconds
 from onnxbridge.errors import DataError
 
 __all__ = ["bench_command", "format_ratio", "format_seconds", "tune_command"]
@@ -235,8 +235,8 @@ def bench_command(
 
     Writes reports/bench.json and reports/bench.png (in the bundle, or beside the .onnx file).
     """
-    from onnxbridge.bench.run import bench_model
-    from onnxbridge.bench.source import parse_batch_sizes
+    from onnxbridge.bench._run import bench_model
+    from onnxbridge.bench._source import parse_batch_sizes
 
     sizes = parse_batch_sizes(batch_sizes)
     with _progress(progress) as update:
@@ -271,7 +271,7 @@ def _settings_id(index: int) -> str:
 
 
 def _print_tune(report: Any, stored: bool) -> None:
-    from onnxbridge.tune.table import tune_columns, tune_rows
+    from onnxbridge.tune._table import tune_columns, tune_rows
 
     for regime in report.regimes:
         # Settings are listed under the table by a short id: their labels would not fit 80

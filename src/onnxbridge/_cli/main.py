@@ -375,7 +375,7 @@ def convert(
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge._cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
-    from onnxbridge.convert.core import PRECISIONS, sample_rows
+    from onnxbridge.convert._core import PRECISIONS, sample_rows
 
     # Flags first: they are the cheapest to check and name the mistake best.
     if precision not in PRECISIONS:

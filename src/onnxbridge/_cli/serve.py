@@ -108,9 +108,9 @@ def serve(
     """Serve ONNX models over the Open Inference Protocol (KServe v2) REST API."""
     import uvicorn
 
-    from onnxbridge.serve.connections import uvicorn_options
-    from onnxbridge.serve.repository import ModelRepository
-    from onnxbridge.serve.settings import ENV_PREFIX, load_settings
+    from onnxbridge.serve._connections import uvicorn_options
+    from onnxbridge.serve._repository import ModelRepository
+    from onnxbridge.serve._settings import ENV_PREFIX, load_settings
 
     settings = load_settings(
         model_path=path.absolute(),  # not resolve(): messages keep a symlink's name
@@ -148,7 +148,7 @@ def serve(
         file=sys.stderr,
     )
     uvicorn.run(
-        "onnxbridge.serve.app:create_app",
+        "onnxbridge.serve._app:create_app",
         factory=True,
         host=settings.host,
         port=settings.port,

@@ -300,8 +300,8 @@ def validate_command(
     reports/validation.json and reports/validation.html.
     """
     from onnxbridge.validate import PROBE_NAMES, ProbeSpec, validate_bundle, validate_model
-    from onnxbridge.validate.core import MISSING_POLICIES, write_reports
-    from onnxbridge.validate.runtimes import RUNTIME_NAMES
+    from onnxbridge.validate._core import MISSING_POLICIES, write_reports
+    from onnxbridge.validate._runtimes import RUNTIME_NAMES
 
     console = make_console(highlight=False, soft_wrap=True)
     per_role = dict(parse_tolerance(t) for t in (tolerance or ()))

@@ -1,9 +1,9 @@
 """Timing harness and ``bench`` (engines × batch sizes, sweeps, plots). ``tune``, which decides
 from such timings, is :mod:`onnxbridge.tune`."""
 
-from onnxbridge.bench.plot import bench_figure, sweep_figure
-from onnxbridge.bench.run import BenchReport, EngineTiming, ModelFacts, bench_model
-from onnxbridge.bench.timing import (
+from onnxbridge.bench._plot import bench_figure, sweep_figure
+from onnxbridge.bench._run import BenchReport, EngineTiming, ModelFacts, bench_model
+from onnxbridge.bench._timing import (
     SPIN_COOLDOWN,
     SpeedComparison,
     Timing,

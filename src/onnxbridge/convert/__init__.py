@@ -1,16 +1,17 @@
 """Conversion of fitted estimators to ONNX: opsets, input types, options, metadata, checks."""
 
 from onnxbridge._meta import ModelMetadata, read_metadata, write_metadata
-from onnxbridge.convert.core import ConversionResult, convert_bundle, convert_estimator
-from onnxbridge.convert.opsets import OpsetChoice, choose_opsets
-from onnxbridge.convert.registry import (
+from onnxbridge.convert._core import ConversionResult, convert_bundle, convert_estimator
+from onnxbridge.convert._opsets import OpsetChoice, choose_opsets
+from onnxbridge.convert._registry import (
     ConverterSpec,
     find_converter,
     get_converter,
     register_converter,
     registered_converters,
+    upstream_converters,
 )
-from onnxbridge.convert.roles import expected_outputs, model_task
+from onnxbridge.convert._roles import expected_outputs, model_task
 
 __all__ = [
     "ConversionResult",
@@ -27,5 +28,6 @@ __all__ = [
     "read_metadata",
     "register_converter",
     "registered_converters",
+    "upstream_converters",
     "write_metadata",
 ]

@@ -6,10 +6,10 @@ small data that suits it, converts it with onnxbridge's defaults, runs it in ONN
 compares with scikit-learn. ``docs/coverage.md`` is generated from it.
 """
 
-from onnxbridge.coverage.cases import GROUPS, CoverageCase, all_cases, core_estimator_names
-from onnxbridge.coverage.datasets import DATA_KINDS, CoverageData, make_data
-from onnxbridge.coverage.harness import DEFAULT_TIMEOUT, run_case, run_coverage, select_cases
-from onnxbridge.coverage.report import (
+from onnxbridge.coverage._cases import GROUPS, CoverageCase, all_cases, core_estimator_names
+from onnxbridge.coverage._datasets import DATA_KINDS, CoverageData, make_data
+from onnxbridge.coverage._harness import DEFAULT_TIMEOUT, run_case, run_coverage, select_cases
+from onnxbridge.coverage._report import (
     DIVERGENT,
     EQUIVALENT,
     FAILED,

@@ -1,7 +1,7 @@
 """Engines: what runs a model's rows once :class:`~onnxbridge.runtime.Predictor` has checked them.
 
 ONNX Runtime is the engine of every model (:class:`OrtEngine`). A compiled copy of a model's
-trees (tl2cgen, lleaves: :mod:`onnxbridge.engines.compiled`) is an optional second engine that
+trees (tl2cgen, lleaves: :mod:`onnxbridge.engines._compiled`) is an optional second engine that
 ``onnxbridge tune --engines all`` records only when it is equivalent to the ONNX model and
 faster, and that runs only on request: ``onnxbridge score --accelerator --trust-native``, or
 :class:`AcceleratedPredictor` in Python. Its library is native code, loaded only when you trust
@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from onnxbridge.engines.compiled import (
+from onnxbridge.engines._compiled import (
     CompiledEngine,
     CompiledTrees,
     LeavesTrees,
@@ -121,7 +121,7 @@ class AcceleratedPredictor:
             UnsafeModelFileError: without ``trust_native`` (nothing was opened).
             AcceleratorError: a model an engine cannot serve, nothing recorded, the engine not
                 installed, or its files missing or changed since ``tune``
-                (:func:`~onnxbridge.engines.compiled.load_compiled_engine`).
+                (:func:`~onnxbridge.engines._compiled.load_compiled_engine`).
         """
         classes = _compiled_classes(predictor)
         record = predictor.tuning.accelerator if predictor.tuning is not None else None

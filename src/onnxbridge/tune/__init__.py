@@ -8,11 +8,11 @@ tried), :mod:`~.search` (timing candidates through the router and picking a winn
 :mod:`~.run` (:func:`tune_model`, which runs them in turn).
 """
 
-from onnxbridge.tune.boundary import DEFAULT_LATENCY_MAX_ROWS, boundary_limit
-from onnxbridge.tune.candidates import Variants, stage_one_candidates, stage_two_candidates
-from onnxbridge.tune.report import CandidateTiming, RegimeResult, TuneReport
-from onnxbridge.tune.run import ENGINES, REGIMES, Engines, Regime, tune_model
-from onnxbridge.tune.store import read_tuning, store_tuning
+from onnxbridge.tune._boundary import DEFAULT_LATENCY_MAX_ROWS, boundary_limit
+from onnxbridge.tune._candidates import Variants, stage_one_candidates, stage_two_candidates
+from onnxbridge.tune._report import CandidateTiming, RegimeResult, TuneReport
+from onnxbridge.tune._run import ENGINES, REGIMES, Engines, Regime, tune_model
+from onnxbridge.tune._store import read_tuning, store_tuning
 
 __all__ = [
     "DEFAULT_LATENCY_MAX_ROWS",

@@ -5,22 +5,22 @@
 the probe rows so a library upgrade cannot change them silently.
 """
 
-from onnxbridge.validate.compare import (
+from onnxbridge.validate._compare import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     DEFAULT_TOLERANCES,
     OutputComparison,
     Tolerance,
 )
-from onnxbridge.validate.core import (
+from onnxbridge.validate._core import (
     compare_predictions,
     validate_bundle,
     validate_model,
     write_reports,
 )
-from onnxbridge.validate.golden import GoldenReport, check_golden, write_golden
-from onnxbridge.validate.probes import PROBE_NAMES, ProbeSpec
-from onnxbridge.validate.report import (
+from onnxbridge.validate._golden import GoldenReport, check_golden, write_golden
+from onnxbridge.validate._probes import PROBE_NAMES, ProbeSet, ProbeSpec, build_probe_sets
+from onnxbridge.validate._report import (
     Diagnosis,
     PairComparison,
     ProbeSetResult,
@@ -36,10 +36,12 @@ __all__ = [
     "GoldenReport",
     "OutputComparison",
     "PairComparison",
+    "ProbeSet",
     "ProbeSetResult",
     "ProbeSpec",
     "Tolerance",
     "ValidationReport",
+    "build_probe_sets",
     "check_golden",
     "compare_predictions",
     "validate_bundle",

@@ -9,7 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import TargetEncoder
 from sklearn.svm import LinearSVC
 
-from onnxbridge.convert.registry import accepts_option
+from onnxbridge.convert._registry import accepts_option
 
 
 class _Unknown(BaseEstimator):

@@ -12,8 +12,8 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
-from onnxbridge.convert import registry
-from onnxbridge.convert.registry import default_options, tree_default_options
+from onnxbridge.convert import _registry as registry
+from onnxbridge.convert._registry import default_options, tree_default_options
 from onnxbridge.errors import ConverterRegistryError
 
 WORDS = "good bad great awful fine poor nice terrible ok superb".split()

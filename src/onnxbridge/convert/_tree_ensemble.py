@@ -1,0 +1,1230 @@
+"""Tree ensembles as plain arrays, read from every library onnxbridge converts, and their graph.
+
+:class:`TreeEnsembleSpec` holds one ensemble whatever trained it: per node its tree, feature,
+threshold (or, for a categorical split, the category codes that go left), children, where a
+missing value (NaN) goes, and per leaf its value(s). The readers walk
+scikit-learn's ``tree_`` (trees, forests, extra-trees, gradient boosting), HistGradientBoosting's
+``_predictors``, XGBoost's JSON model and LightGBM's ``dump_model()``. The same spec feeds the
+converters (``converters/trees.py`` and kin) and the precision probes
+(:mod:`onnxbridge.convert._precision`).
+
+Two graphs are built from a spec, ``x [N, F] -> raw scores [N, K]``:
+
+* **float**: one ``ai.onnx.ml`` ``TreeEnsembleRegressor`` on float32 input. Thresholds are rounded
+  *down* to float32 (``x32 <= t64`` holds exactly when ``x32 <= floor32(t64)``), so models that
+  compare in float32 (scikit-learn trees, XGBoost) keep every decision, and models that compare in
+  float64 (HistGradientBoosting, LightGBM) keep them on float32-representable data.
+* **double**: float64 input compared with float64 thresholds (``nodes_values_as_tensor``). ONNX
+  Runtime's kernel for it always *outputs* float32, so the ensemble is asked for the index of the
+  leaf each tree reaches (small integers, exact in float32) and the float64 leaf values are gathered
+  and summed by ordinary operators: ``TreeEnsembleRegressor -> Cast -> Gather -> ReduceSum/MatMul``.
+  Models that compare in float32 get ``Cast(float) -> Cast(double)`` in front, which is exactly
+  what they do to their own input.
+
+Categorical splits (``TreeEnsembleSpec.left_codes``) go in front of either graph: each
+categorical feature's raw value becomes a code (text through ``ai.onnx.ml`` LabelEncoder, numbers
+through ``Equal`` with the known values; missing and unknown values get codes of their own), a
+``Gather`` from a ``[codes, splits]`` 0/1 table gives one column per split, appended to ``x``,
+and the split becomes an ordinary numeric split on its column. Without categorical splits nothing
+is added in front.
+
+The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
+skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
+``bool`` in an int list, which is how skl2onnx's HistGradientBoosting converter fails).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+from onnxbridge.errors import ConversionError
+
+__all__ = [
+    "TreeEnsembleSpec",
+    "add_float_forest_classifier",
+    "add_raw_scores",
+    "category_keys",
+    "category_texts",
+    "floor_float32",
+    "from_hist_gradient_boosting",
+    "from_lightgbm",
+    "from_sklearn_trees",
+    "from_xgboost",
+    "hist_gradient_boosting_columns",
+]
+
+ML_DOMAIN = "ai.onnx.ml"
+
+
+@dataclass
+class TreeEnsembleSpec:
+    """A fitted tree ensemble as arrays, one entry per node over all trees.
+
+    Decisions: a node sends ``x[feature]`` left when ``x <= threshold`` (``rule="leq"``) or
+    ``x < threshold`` (``rule="lt"``), and a missing value left when ``missing_left``. The raw
+    score is ``base + sum over trees of the reached leaf's value`` (divided by the number of trees
+    when ``average``), ``[N, K]``.
+
+    Attributes:
+        tree: ``[M]`` tree index of each node.
+        node: ``[M]`` node id within its tree.
+        feature: ``[M]`` feature index (-1 for leaves).
+        threshold: ``[M]`` float64 thresholds (0 for leaves).
+        left: ``[M]`` node id of the left (true) child (-1 for leaves).
+        right: ``[M]`` node id of the right (false) child (-1 for leaves).
+        missing_left: ``[M]`` whether NaN goes left.
+        values: ``[M, K]`` leaf values (rows of internal nodes unused).
+        base: ``[K]`` added to the sum.
+        rule: ``"leq"`` or ``"lt"``.
+        native: the dtype the source model compares in: ``"float32"`` or ``"float64"``.
+        average: divide the sum over trees by the number of trees (random forests).
+        tree_output: ``[T]`` the single output column each tree writes to, or None when every
+            leaf has a value for all ``K`` columns.
+        n_features: how many input features the model takes.
+        notes: remarks a reader wants shown to the user.
+        categories: feature index ``j`` -> the raw values the model knows for categorical
+            feature ``j``, in code order (position ``k`` is code ``k``). Values are as they
+            arrive in the ONNX input: ``str`` (object array) for a category / text column --
+            onnxbridge feeds such a column as ``str(value)`` and a missing value as ``""`` -- or
+            float64 for a numeric column the model treats as categorical.
+        left_codes: spec row (index into the per-node arrays) of a categorical split -> ``int64``
+            codes (positions in ``categories[feature]``) that go left.
+        unknown_left: ``[M]`` bool, read at categorical nodes only: where a value that is not
+            among ``categories[feature]`` goes; None means the same as ``missing_left``.
+        truncate_codes: numeric categorical feature ``j`` -> how the model turns a value into
+            an integer code before looking it up (LightGBM and XGBoost cast to ``int``):
+            ``"toward_zero"`` (every value, ``-0.5`` is code 0) or ``"nonnegative"`` (negative
+            values are left as they are, so they stay unknown). Features not listed are looked
+            up as they are.
+
+    A categorical node (a row in ``left_codes``) sends a known value left when its code is in
+    ``left_codes[row]``, a missing value (NaN, or ``""`` for strings) left when
+    ``missing_left[row]``, and any other value left when ``unknown_left[row]``; its
+    ``threshold`` is unused.
+    """
+
+    tree: np.ndarray
+    node: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    missing_left: np.ndarray
+    values: np.ndarray
+    base: np.ndarray
+    rule: str = "leq"
+    native: str = "float64"
+    average: bool = False
+    tree_output: np.ndarray | None = None
+    n_features: int = 0
+    notes: list[str] = field(default_factory=list)
+    categories: dict[int, np.ndarray] = field(default_factory=dict)
+    left_codes: dict[int, np.ndarray] = field(default_factory=dict)
+    unknown_left: np.ndarray | None = None
+    truncate_codes: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def n_trees(self) -> int:
+        """How many trees."""
+        return int(self.tree.max()) + 1 if len(self.tree) else 0
+
+    @property
+    def n_outputs(self) -> int:
+        """Width ``K`` of the raw score."""
+        return int(self.base.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        """``[M]`` which nodes are leaves."""
+        return self.feature < 0
+
+    @property
+    def is_categorical(self) -> np.ndarray:
+        """``[M]`` which nodes are categorical splits (rows of ``left_codes``)."""
+        mask = np.zeros(len(self.feature), dtype=bool)
+        mask[list(self.left_codes)] = True
+        return mask
+
+    def splits(self) -> list[tuple[int, float]]:
+        """Every distinct ``(feature, threshold)`` pair the ensemble's numeric splits test."""
+        inner = ~self.is_leaf & ~self.is_categorical
+        pairs = np.unique(
+            np.stack([self.feature[inner].astype(np.float64), self.threshold[inner]], axis=1),
+            axis=0,
+        )
+        return [(int(f), float(t)) for f, t in pairs]
+
+
+class _Builder:
+    """Collects nodes of one ensemble tree by tree."""
+
+    def __init__(self, n_outputs: int) -> None:
+        self.rows: list[tuple[int, int, int, float, int, int, int]] = []
+        self.values: list[np.ndarray] = []
+        self.n_outputs = n_outputs
+
+    def split(
+        self,
+        tree: int,
+        node: int,
+        feature: int,
+        threshold: float,
+        left: int,
+        right: int,
+        nan_left: bool,
+    ) -> None:
+        self.rows.append((tree, node, int(feature), float(threshold), left, right, int(nan_left)))
+        self.values.append(np.zeros(self.n_outputs))
+
+    def leaf(self, tree: int, node: int, value: Any) -> None:
+        self.rows.append((tree, node, -1, 0.0, -1, -1, 0))
+        self.values.append(np.asarray(value, dtype=np.float64).reshape(self.n_outputs))
+
+    def build(self, base: Any, **kwargs: Any) -> TreeEnsembleSpec:
+        table = np.array([r[:3] + r[4:] for r in self.rows], dtype=np.int64).reshape(-1, 6)
+        return TreeEnsembleSpec(
+            tree=table[:, 0],
+            node=table[:, 1],
+            feature=table[:, 2],
+            threshold=np.array([r[3] for r in self.rows], dtype=np.float64),
+            left=table[:, 3],
+            right=table[:, 4],
+            missing_left=table[:, 5].astype(bool),
+            values=np.vstack(self.values) if self.values else np.zeros((0, self.n_outputs)),
+            base=np.asarray(base, dtype=np.float64).reshape(-1),
+            **kwargs,
+        )
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+def from_sklearn_trees(
+    trees: list[Any], values_of: Any, n_outputs: int, base: Any, **kwargs: Any
+) -> TreeEnsembleSpec:
+    """Read scikit-learn ``tree_`` objects (trees compare ``float32(x) <= threshold``).
+
+    Args:
+        trees: fitted DecisionTree*/ExtraTree* estimators.
+        values_of: ``f(tree_.value[leaves]) -> [L, K]`` leaf values, vectorized.
+        n_outputs: how many values each leaf holds (``K``, or 1 with ``tree_output``).
+        base: ``[K]`` initial raw score.
+        **kwargs: extra :class:`TreeEnsembleSpec` fields (``average``, ``tree_output``).
+    """
+    columns: dict[str, list[np.ndarray]] = {
+        k: []
+        for k in ("tree", "node", "feature", "threshold", "left", "right", "missing", "values")
+    }
+    for index, estimator in enumerate(trees):
+        t = estimator.tree_
+        count = int(t.node_count)
+        leaf = np.asarray(t.children_left) < 0
+        values = np.zeros((count, n_outputs))
+        values[leaf] = np.asarray(values_of(np.asarray(t.value)[leaf]), dtype=np.float64).reshape(
+            -1, n_outputs
+        )
+        missing = getattr(t, "missing_go_to_left", None)
+        columns["tree"].append(np.full(count, index, dtype=np.int64))
+        columns["node"].append(np.arange(count, dtype=np.int64))
+        columns["feature"].append(np.where(leaf, -1, np.asarray(t.feature)).astype(np.int64))
+        columns["threshold"].append(np.where(leaf, 0.0, np.asarray(t.threshold, dtype=np.float64)))
+        columns["left"].append(np.where(leaf, -1, np.asarray(t.children_left)).astype(np.int64))
+        columns["right"].append(np.where(leaf, -1, np.asarray(t.children_right)).astype(np.int64))
+        columns["missing"].append(
+            np.zeros(count, dtype=bool)
+            if missing is None
+            else (np.asarray(missing).astype(bool) & ~leaf)
+        )
+        columns["values"].append(values)
+    joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
+    n_features = int(getattr(trees[0], "n_features_in_", 0)) if trees else 0
+    return TreeEnsembleSpec(
+        tree=joined["tree"],
+        node=joined["node"],
+        feature=joined["feature"],
+        threshold=joined["threshold"],
+        left=joined["left"],
+        right=joined["right"],
+        missing_left=joined["missing"],
+        values=joined["values"].reshape(-1, n_outputs),
+        base=np.asarray(base, dtype=np.float64).reshape(-1),
+        rule="leq",
+        native="float32",
+        n_features=n_features,
+        **kwargs,
+    )
+
+
+def hist_gradient_boosting_columns(model: Any) -> np.ndarray:
+    """``[F]`` the input column each of a fitted HistGradientBoosting's tree features reads.
+
+    With categorical features the model's preprocessor (a ColumnTransformer) puts the encoded
+    category columns first and the numeric ones after them, and its trees index that order;
+    without, the trees read the input's own columns.
+    """
+    categorical = getattr(model, "is_categorical_", None)
+    n_features = int(model.n_features_in_)
+    if categorical is None or getattr(model, "_preprocessor", None) is None:
+        return np.arange(n_features, dtype=np.int64)
+    mask = np.asarray(categorical, dtype=bool)
+    return np.concatenate([np.flatnonzero(mask), np.flatnonzero(~mask)]).astype(np.int64)
+
+
+def _hgb_categories(model: Any) -> dict[int, np.ndarray]:
+    """Input column -> the values HistGradientBoosting knows there, in code order.
+
+    The model's OrdinalEncoder gives code ``k`` to ``categories_[k]`` (sorted values seen in
+    fit, missing values left out), as the values they are (:func:`_known_categories`); the
+    graph spells them as onnxbridge feeds them (:func:`category_texts`).
+    """
+    categorical = getattr(model, "is_categorical_", None)
+    preprocessor = getattr(model, "_preprocessor", None)
+    if categorical is None or preprocessor is None:
+        return {}
+    encoder = preprocessor.named_transformers_["encoder"]
+    found: dict[int, np.ndarray] = {}
+    for column, values in zip(
+        np.flatnonzero(np.asarray(categorical, dtype=bool)), encoder.categories_, strict=True
+    ):
+        values = np.asarray(values)
+        known = np.array([not _is_missing(v) for v in values], dtype=bool)
+        found[int(column)] = _known_categories(values[known].tolist())
+    return found
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and np.isnan(value))
+
+
+def _bitset_codes(bitset: np.ndarray, n_codes: int) -> np.ndarray:
+    """The codes below ``n_codes`` set in a scikit-learn bitset (``[8]`` uint32 words)."""
+    codes = np.arange(n_codes)
+    words = np.asarray(bitset, dtype=np.uint64)[codes // 32]
+    return codes[((words >> (codes % 32).astype(np.uint64)) & 1) == 1].astype(np.int64)
+
+
+def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
+    """Read a fitted HistGradientBoostingClassifier / Regressor (compares ``x64 <= t64``).
+
+    Feature indices are the input's columns. A categorical split sends the codes in its
+    ``raw_left_cat_bitsets`` row left and every other known code right; scikit-learn's encoder
+    turns a value it did not see in fit into a missing value, so unseen values go where missing
+    ones go (``unknown_left`` stays None).
+    """
+    predictors = model._predictors
+    k = len(predictors[0]) if predictors else 1
+    columns = hist_gradient_boosting_columns(model)
+    categories = _hgb_categories(model)
+    builder = _Builder(1)
+    left_codes: dict[int, np.ndarray] = {}
+    tree_output: list[int] = []
+    index = 0
+    for iteration in predictors:
+        for column, predictor in enumerate(iteration):
+            nodes = predictor.nodes
+            for node_id, node in enumerate(nodes):
+                if node["is_leaf"]:
+                    builder.leaf(index, node_id, [node["value"]])
+                    continue
+                feature = int(columns[int(node["feature_idx"])])
+                if node["is_categorical"]:
+                    if feature not in categories:
+                        raise ConversionError(
+                            f"{type(model).__name__} has a categorical split on feature "
+                            f"{feature}, which its encoder does not list as categorical; the "
+                            "model file is inconsistent: refit it"
+                        )
+                    bitset = predictor.raw_left_cat_bitsets[int(node["bitset_idx"])]
+                    left_codes[len(builder.rows)] = _bitset_codes(bitset, len(categories[feature]))
+                builder.split(
+                    index,
+                    node_id,
+                    feature,
+                    0.0 if node["is_categorical"] else float(node["num_threshold"]),
+                    int(node["left"]),
+                    int(node["right"]),
+                    bool(node["missing_go_to_left"]),
+                )
+            tree_output.append(column)
+            index += 1
+    base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
+    if base.shape[0] == 1 and k > 1:
+        base = np.repeat(base, k)
+    spec = builder.build(
+        np.zeros(1), rule="leq", native="float64", n_features=int(model.n_features_in_)
+    )
+    spec.values = spec.values.reshape(-1, 1)
+    spec.base = base
+    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
+    spec.categories = categories
+    spec.left_codes = left_codes
+    return spec
+
+
+def _known_categories(values: Any) -> np.ndarray:
+    """A model's stored categories, in code order, as the values they are (text or numbers).
+
+    The graph spells them as onnxbridge feeds a category column (:func:`category_texts`).
+    """
+    return np.array(list(values), dtype=object)
+
+
+def _integer_categories(highest: int) -> np.ndarray:
+    """The known values of a numeric column a booster splits on as categories: ``0 … highest``.
+
+    Code ``k`` is the value ``k`` itself; every other value (negative, larger, NaN) is unknown
+    or missing to the graph, which is where both boosters route it too.
+    """
+    return np.arange(highest + 1, dtype=np.float64)
+
+
+def _xgb_model_json(booster: Any) -> dict[str, Any]:
+    raw = booster.save_raw("json")
+    return json.loads(bytes(raw).decode("utf-8"))
+
+
+def _parse_base_score(text: str) -> np.ndarray:
+    text = str(text).strip()
+    if text.startswith("["):
+        text = text[1:-1]
+    return np.array([float(v) for v in text.split(",") if v.strip()], dtype=np.float64)
+
+
+def _xgboost_stored_categories(document: dict[str, Any]) -> dict[int, np.ndarray]:
+    """The categories XGBoost (3.1 and later) stores for each DataFrame category column.
+
+    Read by :func:`onnxbridge.train.xgboost_categories` (position ``k`` is code ``k``); XGBoost
+    re-codes a DataFrame's categories by these at predict time.
+    """
+    from onnxbridge.train import xgboost_categories
+
+    return {j: _known_categories(known) for j, known in xgboost_categories(document).items()}
+
+
+def from_xgboost(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, str]:
+    """Read a fitted XGBClassifier / XGBRegressor (compares ``float32(x) < float32(t)``).
+
+    Categorical splits (``enable_categorical=True``) send the categories a node lists *right*
+    and every other one left; a missing value goes where the node learned (``default_left``).
+    DataFrame category columns are read with the categories the model stores and re-codes by;
+    a category the model never saw (XGBoost refuses it) is routed as missing. A numeric column
+    declared categorical (``feature_types``) is read as its integer codes (a fractional value
+    cut to its integer part): a negative one, or one above every listed category, goes left,
+    as in XGBoost.
+
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text, checked to have stored categories;
+            None skips the check.
+
+    Returns:
+        The spec (raw margin) and the objective's name (``binary:logistic``, ...).
+
+    Raises:
+        ConversionError: a booster other than ``gbtree``, multi-target trees, a categorical
+            feature that arrives as text without stored categories.
+    """
+    booster = model.get_booster()
+    document = _xgb_model_json(booster)
+    learner = document["learner"]
+    gradient_booster = learner["gradient_booster"]
+    if gradient_booster.get("name") not in ("gbtree", None):
+        raise ConversionError(
+            f"XGBoost booster {gradient_booster.get('name')!r} cannot be converted; use "
+            "booster='gbtree' (the default)"
+        )
+    trees_model = gradient_booster["model"]
+    objective = learner["objective"]["name"]
+    params = learner["learner_model_param"]
+    k = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
+    builder = _Builder(1)
+    tree_output = [int(c) for c in trees_model["tree_info"]]
+    limit = len(trees_model["trees"])
+    best = getattr(model, "best_iteration", None)
+    indptr = trees_model.get("iteration_indptr")
+    if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
+        # predict() stops at the best iteration when early stopping was used.
+        limit = min(limit, int(indptr[int(best) + 1]))
+    stored = _xgboost_stored_categories(document)
+    # row -> (feature, categories listed at the node: they go right)
+    listed: dict[int, tuple[int, np.ndarray]] = {}
+    for index, tree in enumerate(trees_model["trees"][:limit]):
+        if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
+            raise ConversionError(
+                "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
+                "default one_output_per_tree"
+            )
+        split_type = tree.get("split_type") or [0] * len(tree["left_children"])
+        node_categories = _xgboost_node_categories(tree)
+        lefts, rights = tree["left_children"], tree["right_children"]
+        for node, (left, right) in enumerate(zip(lefts, rights, strict=True)):
+            if int(left) < 0:
+                leaf = float(np.float32(tree["split_conditions"][node]))
+                builder.leaf(index, node, [leaf])
+                continue
+            feature = int(tree["split_indices"][node])
+            categorical = int(split_type[node]) != 0
+            if categorical:
+                listed[len(builder.rows)] = (feature, node_categories.get(node, np.zeros(0)))
+            builder.split(
+                index,
+                node,
+                feature,
+                0.0 if categorical else float(np.float32(tree["split_conditions"][node])),
+                int(left),
+                int(right),
+                bool(int(tree["default_left"][node])),
+            )
+    base = _parse_base_score(params.get("base_score", "0"))
+    if base.shape[0] == 1 and k > 1:
+        base = np.repeat(base, k)
+    if objective in ("binary:logistic", "reg:logistic"):
+        # base_score is a probability there; the trees add to its logit.
+        base = np.log(base / (1 - base))
+    elif objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"):
+        base = np.log(base)
+    base = base.astype(np.float32).astype(np.float64)
+    spec = builder.build(
+        np.zeros(1), rule="lt", native="float32", n_features=int(params["num_feature"])
+    )
+    spec.base = base
+    spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
+    if listed:
+        _xgboost_categorical_splits(spec, listed, stored, string_features or [])
+    return spec, objective
+
+
+def _xgboost_node_categories(tree: dict[str, Any]) -> dict[int, np.ndarray]:
+    """Node id -> the categories (codes) a categorical node lists, from the tree's JSON."""
+    segments = tree.get("categories_segments") or []
+    sizes = tree.get("categories_sizes") or []
+    values = np.asarray(tree.get("categories") or [], dtype=np.int64)
+    return {
+        int(node): values[int(start) : int(start) + int(size)]
+        for node, start, size in zip(
+            tree.get("categories_nodes") or [], segments, sizes, strict=True
+        )
+    }
+
+
+def _xgboost_categorical_splits(
+    spec: TreeEnsembleSpec,
+    listed: dict[int, tuple[int, np.ndarray]],
+    stored: dict[int, np.ndarray],
+    text: list[int],
+) -> None:
+    """Fill ``spec``'s categorical fields: the listed categories go right, the rest left."""
+    highest: dict[int, int] = {}
+    for feature, codes in listed.values():
+        if feature not in stored and feature in text:
+            raise ConversionError(
+                f"XGBoost feature {feature} arrives as text, but the model stores no categories "
+                "for it (fitted on codes, or saved by XGBoost before 3.1), so its text cannot "
+                "be coded; pass that column as its numeric codes, or refit on a pandas "
+                "category column with XGBoost 3.1 or later"
+            )
+        if feature not in stored:
+            top = int(codes.max()) if codes.size else 0
+            highest[feature] = max(highest.get(feature, 0), top)
+    spec.categories = {
+        **{j: stored[j] for j in sorted({f for f, _ in listed.values()} & set(stored))},
+        **{j: _integer_categories(top) for j, top in sorted(highest.items())},
+    }
+    # XGBoost casts a value to int; a negative one is an invalid category.
+    spec.truncate_codes = dict.fromkeys(sorted(highest), "nonnegative")
+    unknown = spec.missing_left.copy()
+    for row, (feature, codes) in listed.items():
+        every = np.arange(len(spec.categories[feature]), dtype=np.int64)
+        spec.left_codes[row] = every[~np.isin(every, codes)]
+        if feature not in stored:
+            # A negative code, or one past the node's bit field, is "not listed": left.
+            unknown[row] = True
+    spec.unknown_left = unknown
+
+
+def from_lightgbm(
+    model: Any, *, string_features: list[int] | None = None
+) -> tuple[TreeEnsembleSpec, dict[str, Any]]:
+    """Read a fitted LGBMClassifier / LGBMRegressor (compares ``x64 <= t64``).
+
+    Categorical splits (``decision_type "=="``) send the categories they list left and every
+    other value right: an unseen category, NaN and a negative value too. A pandas ``category``
+    column reaches the trees as its code in the categories the model stored
+    (``pandas_categorical``); a category it never saw becomes NaN. A numeric column fitted as
+    ``categorical_feature`` is its own code, a fractional value cut toward zero as LightGBM's
+    ``int`` cast does. A numeric split on a category
+    column (an ordered category) becomes the set of codes at or below its threshold.
+
+    Args:
+        model: the fitted model.
+        string_features: the features that arrive as text (the DataFrame's category columns,
+            in order); None reads every feature as the number the trees see (a category
+            column's code), which is the model on codes, not on the text onnxbridge feeds.
+
+    Returns:
+        The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
+
+    Raises:
+        ConversionError: linear trees, ``zero_as_missing``, category columns that do not match
+            the model's.
+    """
+    booster = model.booster_
+    iteration = getattr(model, "best_iteration_", None) or None
+    dump = booster.dump_model(num_iteration=iteration)
+    k = int(dump.get("num_tree_per_iteration", dump.get("num_class", 1)))
+    n_features = int(dump["max_feature_idx"]) + 1
+    codes = _LightGBMCategorical(_lightgbm_string_features(booster, dump, string_features))
+    builder = _Builder(1)
+    tree_output: list[int] = []
+    for info in dump["tree_info"]:
+        index = int(info["tree_index"])
+        counter = [0]
+        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter, codes)
+        tree_output.append(index % k)
+    spec = builder.build(np.zeros(1), rule="leq", native="float64", n_features=n_features)
+    spec.base = np.zeros(k)
+    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
+    spec.average = bool(dump.get("average_output", False))
+    if codes.left_codes:
+        codes.fill(spec)
+    return spec, dump
+
+
+def _lightgbm_string_features(
+    booster: Any, dump: dict[str, Any], string_features: list[int] | None
+) -> dict[int, np.ndarray]:
+    """Feature index -> its pandas categories (code order) for a LightGBM model.
+
+    ``pandas_categorical`` lists the categories of the DataFrame's category columns in column
+    order, but not which columns they were (an integer column fitted as
+    ``categorical_feature`` is categorical too): only the caller knows, by the columns that
+    arrive as text. Without it (None) every feature is read as the number LightGBM's trees
+    see, a category column as its code.
+
+    Raises:
+        ConversionError: not as many features arrive as text as the model has category columns.
+    """
+    pandas = dump.get("pandas_categorical") or getattr(booster, "pandas_categorical", None) or []
+    names = list(dump.get("feature_names") or [])
+    if string_features is None:
+        return {}
+    if len(string_features) != len(pandas):
+        shown = [names[j] if j < len(names) else str(j) for j in string_features]
+        raise ConversionError(
+            f"the LightGBM model was fitted on {len(pandas)} pandas category column(s) but "
+            f"{len(string_features)} column(s) arrive as text ({', '.join(shown) or 'none'}); "
+            "pass sample rows with the training data's columns, category columns as text or "
+            "category (not as codes)"
+        )
+    return {j: _known_categories(known) for j, known in zip(string_features, pandas, strict=True)}
+
+
+@dataclass
+class _LightGBMCategorical:
+    """Collects the categorical splits of a LightGBM model while its trees are read."""
+
+    pandas: dict[int, np.ndarray]  # feature -> its pandas categories (code order)
+    left_codes: dict[int, np.ndarray] = field(default_factory=dict)
+    unknown_left: dict[int, bool] = field(default_factory=dict)
+    highest: dict[int, int] = field(default_factory=dict)
+
+    def category_split(self, row: int, feature: int, threshold: str) -> None:
+        """A ``==`` split: the ``"1||3||5"`` codes go left, anything else right."""
+        listed = np.array([int(v) for v in str(threshold).split("||")], dtype=np.int64)
+        self.left_codes[row] = listed
+        self.unknown_left[row] = False
+        if feature not in self.pandas:
+            self.highest[feature] = max(self.highest.get(feature, 0), int(listed.max()))
+
+    def numeric_split(self, row: int, feature: int, threshold: float, missing_left: bool) -> None:
+        """A ``<=`` split on a category column's codes: the codes up to the threshold go left."""
+        every = np.arange(len(self.pandas[feature]), dtype=np.int64)
+        self.left_codes[row] = every[every <= threshold]
+        # An unseen category is NaN to LightGBM, as a missing one.
+        self.unknown_left[row] = missing_left
+
+    def fill(self, spec: TreeEnsembleSpec) -> None:
+        """Write the collected splits into ``spec``'s categorical fields."""
+        used = {int(spec.feature[row]) for row in self.left_codes}
+        spec.categories = {j: self.pandas[j] for j in sorted(used & set(self.pandas))}
+        spec.categories.update(
+            {j: _integer_categories(top) for j, top in sorted(self.highest.items())}
+        )
+        # LightGBM casts a value to int (toward zero) and sends a negative int right.
+        spec.truncate_codes = dict.fromkeys(sorted(self.highest), "toward_zero")
+        spec.left_codes = dict(self.left_codes)
+        unknown = spec.missing_left.copy()
+        for row, goes_left in self.unknown_left.items():
+            unknown[row] = goes_left
+        spec.unknown_left = unknown
+
+
+# LightGBM reads an input value within 1e-35 of zero (its kZeroThreshold, a float) as 0.
+_LIGHTGBM_ZERO = float(np.float32(1e-35))
+
+
+def _lightgbm_threshold(threshold: float) -> float:
+    """A LightGBM threshold for the raw input: ``x <= t`` as LightGBM decides it.
+
+    LightGBM turns every value with ``|x| <= 1e-35`` into 0 before its trees see it, and puts
+    splits between negative values and zero at -1e-35: there ``x <= t`` holds for LightGBM only
+    when ``x < -1e-35``. A threshold within that band compares 0 for the whole band.
+    """
+    if -_LIGHTGBM_ZERO <= threshold < 0.0:
+        return float(np.nextafter(-_LIGHTGBM_ZERO, -np.inf))
+    if 0.0 <= threshold < _LIGHTGBM_ZERO:
+        return _LIGHTGBM_ZERO
+    return threshold
+
+
+def _lightgbm_node(
+    builder: _Builder,
+    tree: int,
+    node: dict[str, Any],
+    counter: list[int],
+    codes: _LightGBMCategorical,
+) -> int:
+    """Add ``node`` and its subtree with preorder ids; returns the node's id."""
+    node_id = counter[0]
+    counter[0] += 1
+    if "leaf_value" in node and "split_feature" not in node:
+        if "leaf_coeff" in node or "leaf_features" in node:
+            raise ConversionError(
+                "LightGBM linear trees (linear_tree=True) cannot be converted; fit with "
+                "linear_tree=False"
+            )
+        builder.leaf(tree, node_id, [float(node["leaf_value"])])
+        return node_id
+    missing = node.get("missing_type", "None")
+    if missing == "Zero":
+        raise ConversionError(
+            "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
+            "zero_as_missing=False (the default)"
+        )
+    feature = int(node["split_feature"])
+    position = len(builder.rows)
+    if node.get("decision_type", "<=") == "==":
+        # LightGBM sends NaN (and so an unseen pandas category) and negative values right.
+        codes.category_split(position, feature, node["threshold"])
+        threshold, nan_left = 0.0, False
+    else:
+        threshold = _lightgbm_threshold(float(node["threshold"]))
+        if missing == "NaN":
+            nan_left = bool(node.get("default_left", True))
+        else:
+            # Without a missing type LightGBM reads NaN as 0.
+            nan_left = 0.0 <= threshold
+        if feature in codes.pandas:
+            codes.numeric_split(position, feature, threshold, nan_left)
+            threshold = 0.0
+    builder.split(tree, node_id, feature, threshold, -1, -1, nan_left)
+    left = _lightgbm_node(builder, tree, node["left_child"], counter, codes)
+    right = _lightgbm_node(builder, tree, node["right_child"], counter, codes)
+    row = builder.rows[position]
+    builder.rows[position] = (*row[:4], left, right, row[6])
+    return node_id
+
+
+# -- graph -----------------------------------------------------------------------------------
+
+
+def floor_float32(values: np.ndarray) -> np.ndarray:
+    """The largest float32 not above each value (``x32 <= t`` iff ``x32 <= floor32(t)``)."""
+    values = np.asarray(values, dtype=np.float64)
+    largest = float(np.finfo(np.float32).max)
+    # Beyond float32's range (LightGBM splits at 1e300): every finite float32 is below it.
+    values = np.where(values > largest, largest, np.where(values < -largest, -np.inf, values))
+    rounded = values.astype(np.float32)
+    above = rounded.astype(np.float64) > values
+    rounded[above] = np.nextafter(rounded[above], np.float32(-np.inf))
+    return rounded
+
+
+def category_keys(values: np.ndarray) -> np.ndarray:
+    """A categorical feature's known values as numbers (float64), for a numeric input.
+
+    A text value that is not a number becomes NaN: it can never equal a number.
+    """
+    values = np.asarray(values)
+    if values.dtype.kind in "fiub":
+        return values.astype(np.float64)
+    keys = np.full(len(values), np.nan)
+    for position, value in enumerate(values):
+        try:
+            keys[position] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return keys
+
+
+def category_texts(values: np.ndarray) -> list[tuple[str, int]]:
+    """``(text, code)`` for a categorical feature's known values, for a text input: every
+    spelling under which onnxbridge may feed each value (:func:`onnxbridge.data.category_spellings`:
+    an integral number answers to ``"3"`` and ``"3.0"``)."""
+    from onnxbridge.data import category_spellings
+
+    return [
+        (text, code)
+        for code, value in enumerate(np.asarray(values).tolist())
+        for text in category_spellings(value)
+    ]
+
+
+def _categorical_rows(spec: TreeEnsembleSpec) -> dict[int, list[int]]:
+    """Feature -> the spec rows of its categorical splits, in row order."""
+    by_feature: dict[int, list[int]] = {}
+    for row in sorted(spec.left_codes):
+        by_feature.setdefault(int(spec.feature[row]), []).append(int(row))
+    return by_feature
+
+
+def _text_codes(
+    scope: Any,
+    container: Any,
+    raw: str,
+    pairs: list[tuple[str, int]],
+    n_codes: int,
+    out: str,
+) -> None:
+    """``raw [N, 1]`` strings -> ``out [N]`` int64 (``ai.onnx.ml`` LabelEncoder): the code of
+    each ``(text, code)`` pair, ``n_codes`` for ``""`` (missing), ``n_codes + 1`` otherwise."""
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    texts = [text for text, _ in pairs]
+    if "" in texts or len(set(texts)) != len(texts):
+        raise ConversionError(
+            f"a categorical feature's known values {texts[:10]} hold an empty or repeated "
+            "text; onnxbridge feeds a missing value as the empty text, so such a model cannot "
+            "be converted: give the categories distinct, non-empty names and refit"
+        )
+    mapped, shape = name("category_code_2d"), name("flat_shape")
+    ml_target = container.target_opset_any_domain(ML_DOMAIN)
+    if ml_target >= 2:
+        container.add_node(
+            "LabelEncoder",
+            [raw],
+            [mapped],
+            op_domain=ML_DOMAIN,
+            op_version=2,
+            name=op("LabelEncoder"),
+            keys_strings=[*texts, ""],
+            values_int64s=[code for _, code in pairs] + [n_codes],
+            default_int64=n_codes + 1,
+        )
+    elif [code for _, code in pairs] == list(range(n_codes)):
+        # Version 1 maps the i-th class to i: enough when each code has one spelling.
+        container.add_node(
+            "LabelEncoder",
+            [raw],
+            [mapped],
+            op_domain=ML_DOMAIN,
+            op_version=1,
+            name=op("LabelEncoder"),
+            classes_strings=[*texts, ""],
+            default_int64=n_codes + 1,
+        )
+    else:
+        raise ConversionError(
+            f"numeric categories fed as text need ai.onnx.ml 2 or later (LabelEncoder with "
+            f"keys), but the target is {ml_target}; leave out ml_opset= or pass ml_opset=3",
+            arguments=("ml_opset",),
+        )
+    container.add_initializer(shape, TensorProto.INT64, [1], [-1])
+    container.add_node("Reshape", [mapped, shape], [out], name=op("Reshape"))
+
+
+def _number_codes(
+    scope: Any, container: Any, raw: str, keys: np.ndarray, onnx_type: int, out: str
+) -> None:
+    """``raw [N, 1]`` numbers -> ``out [N]`` int64: ``k`` for ``keys[k]``, ``len(keys)`` for
+    NaN, ``len(keys) + 1`` for anything else.
+
+    ``ArgMax`` over ``[x == keys, isnan(x), 0.5]`` picks the first maximum: the matching key,
+    else NaN's column, else the constant one.
+    """
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    target = getattr(container, "target_opset", None)
+    if isinstance(target, int) and target < 11:
+        raise ConversionError(
+            f"a categorical feature given as numbers needs opset 11 or later (Equal on "
+            f"floats), but the target is {target}; leave out opset= or pass opset=11 or more",
+            arguments=("opset",),
+        )
+    numpy_type = np.float64 if onnx_type == TensorProto.DOUBLE else np.float32
+    table, equal, matched = name("category_keys"), name("category_equal"), name("category_match")
+    container.add_initializer(
+        table, onnx_type, [1, len(keys)], keys.astype(numpy_type).astype(np.float64).tolist()
+    )
+    container.add_node("Equal", [raw, table], [equal], name=op("Equal"))
+    container.add_node("Cast", [equal], [matched], to=onnx_type, name=op("Cast"))
+    nan, nan_value = name("category_isnan"), name("category_missing")
+    container.add_node("IsNaN", [raw], [nan], name=op("IsNaN"))
+    container.add_node("Cast", [nan], [nan_value], to=onnx_type, name=op("Cast"))
+    zero, half = name("zero"), name("half")
+    container.add_initializer(zero, onnx_type, [], [0.0])
+    container.add_initializer(half, onnx_type, [], [0.5])
+    zeros, other = name("category_zeros"), name("category_other")
+    container.add_node("Mul", [nan_value, zero], [zeros], name=op("Mul"))
+    container.add_node("Add", [zeros, half], [other], name=op("Add"))
+    scores = name("category_scores")
+    container.add_node("Concat", [matched, nan_value, other], [scores], axis=1, name=op("Concat"))
+    container.add_node("ArgMax", [scores], [out], axis=1, keepdims=0, name=op("ArgMax"))
+
+
+def _truncated_codes(scope: Any, container: Any, raw: str, how: str, onnx_type: int) -> str:
+    """``raw [N, 1]`` numbers cut to integers as a booster's ``int`` cast does (NaN stays NaN).
+
+    ``how``: ``"toward_zero"`` (LightGBM: ``-0.5`` becomes 0) or ``"nonnegative"`` (XGBoost:
+    negative values are invalid categories, kept as they are so that they stay unknown).
+    """
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    zero, negative, floor = name("zero"), name("code_negative"), name("code_floor")
+    container.add_initializer(zero, onnx_type, [], [0.0])
+    container.add_node("Less", [raw, zero], [negative], name=op("Less"))
+    container.add_node("Floor", [raw], [floor], name=op("Floor"))
+    below = raw
+    if how == "toward_zero":
+        below = name("code_ceil")
+        container.add_node("Ceil", [raw], [below], name=op("Ceil"))
+    elif how != "nonnegative":  # pragma: no cover - readers pass one of the two
+        raise ValueError(f"unknown truncation {how!r}")
+    out = name("code_integer")
+    container.add_node("Where", [negative, below, floor], [out], name=op("Where"))
+    return out
+
+
+def _add_categorical_columns(
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    text_inputs: dict[int, str] | None,
+    onnx_type: int,
+) -> tuple[str, TreeEnsembleSpec]:
+    """Turn every categorical split into a numeric split on a 0/1 column appended to ``x``.
+
+    For each categorical feature the raw value becomes a code (known values ``0 … n-1``,
+    missing ``n``, unknown ``n + 1``); a ``[n + 2, S]`` table says, for each of the feature's
+    ``S`` splits, whether that code goes right (1) or left (0), and a ``Gather`` of it by code
+    gives ``S`` columns. A split becomes ``column <= 0.5`` (or ``< 0.5``): left on 0. The new
+    columns are never NaN. ``x [N, F] -> [N, F + sum S]``; the returned spec reads them.
+    A spec without categorical splits comes back as it is, with ``x``.
+    """
+    by_feature = _categorical_rows(spec)
+    if not by_feature:
+        return x, spec
+    name, op = scope.get_unique_variable_name, scope.get_unique_operator_name
+    text_inputs = text_inputs or {}
+    next_column = int(spec.n_features)  # x's width: the new columns follow it
+    feature = spec.feature.copy()
+    threshold = spec.threshold.copy()
+    missing_left = spec.missing_left.copy()
+    unknown_left = spec.missing_left if spec.unknown_left is None else spec.unknown_left
+    pieces = [x]
+    for column, rows in sorted(by_feature.items()):
+        if column not in spec.categories:
+            raise ConversionError(
+                f"feature {column} has categorical splits but no list of known categories; "
+                "the model cannot be converted"
+            )
+        known = np.asarray(spec.categories[column])
+        n_codes = len(known)
+        codes = name("category_code")
+        if column in text_inputs:
+            pairs = category_texts(known)
+            _text_codes(scope, container, text_inputs[column], pairs, n_codes, codes)
+        else:
+            raw, index = name("category_raw"), name("column_index")
+            container.add_initializer(index, TensorProto.INT64, [1], [column])
+            container.add_node("Gather", [x, index], [raw], axis=1, name=op("Gather"))
+            if spec.native == "float32" and onnx_type == TensorProto.DOUBLE:
+                # The source model rounds its input to float32 before anything else.
+                as_float, back = name("category_float32"), name("category_rounded")
+                container.add_node("Cast", [raw], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
+                container.add_node("Cast", [as_float], [back], to=onnx_type, name=op("Cast"))
+                raw = back
+            if column in spec.truncate_codes:
+                raw = _truncated_codes(
+                    scope, container, raw, spec.truncate_codes[column], onnx_type
+                )
+            keys = category_keys(known)
+            _number_codes(scope, container, raw, keys, onnx_type, codes)
+        table = np.ones((n_codes + 2, len(rows)))
+        for position, row in enumerate(rows):
+            left = np.asarray(spec.left_codes[row], dtype=np.int64)
+            if left.size and (left.min() < 0 or left.max() >= n_codes):
+                raise ConversionError(
+                    f"a categorical split on feature {column} sends codes {left.tolist()} "
+                    f"left, but the feature has {n_codes} known categories; the model "
+                    "cannot be converted"
+                )
+            table[left, position] = 0.0
+            table[n_codes, position] = 0.0 if spec.missing_left[row] else 1.0
+            table[n_codes + 1, position] = 0.0 if unknown_left[row] else 1.0
+            feature[row] = next_column + position
+            threshold[row] = 0.5
+            missing_left[row] = False
+        initializer, gathered = name("category_goes_right"), name("category_split")
+        container.add_initializer(initializer, onnx_type, list(table.shape), table.ravel().tolist())
+        container.add_node("Gather", [initializer, codes], [gathered], axis=0, name=op("Gather"))
+        pieces.append(gathered)
+        next_column += len(rows)
+    extended = name("x_with_categories")
+    container.add_node("Concat", pieces, [extended], axis=1, name=op("Concat"))
+    numeric = replace(
+        spec,
+        feature=feature,
+        threshold=threshold,
+        missing_left=missing_left,
+        n_features=next_column,
+        categories={},
+        left_codes={},
+        unknown_left=None,
+        truncate_codes={},
+    )
+    return extended, numeric
+
+
+def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: Any) -> dict[str, Any]:
+    mode = "BRANCH_LEQ" if spec.rule == "leq" else "BRANCH_LT"
+    leaf = spec.is_leaf
+    attrs: dict[str, Any] = {
+        "nodes_treeids": [int(v) for v in spec.tree],
+        "nodes_nodeids": [int(v) for v in spec.node],
+        "nodes_featureids": [int(max(v, 0)) for v in spec.feature],
+        "nodes_modes": ["LEAF" if is_leaf else mode for is_leaf in leaf],
+        "nodes_truenodeids": [int(max(v, 0)) for v in spec.left],
+        "nodes_falsenodeids": [int(max(v, 0)) for v in spec.right],
+        # ints, never bools: protobuf 7 refuses a bool in an int list.
+        "nodes_missing_value_tracks_true": [int(bool(v)) for v in spec.missing_left],
+    }
+    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+        attrs["nodes_values_as_tensor"] = numpy_helper.from_array(thresholds, name="")
+    else:
+        attrs["nodes_values"] = [float(v) for v in thresholds]
+    return attrs
+
+
+def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    leaf = np.flatnonzero(spec.is_leaf)
+    k = spec.n_outputs
+    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    target_tree, target_node, target_id, weights = [], [], [], []
+    for row in leaf:
+        columns = (
+            [int(spec.tree_output[spec.tree[row]])] if spec.tree_output is not None else range(k)
+        )
+        for column in columns:
+            value = (
+                spec.values[row, 0] if spec.tree_output is not None else spec.values[row, column]
+            )
+            target_tree.append(int(spec.tree[row]))
+            target_node.append(int(spec.node[row]))
+            target_id.append(int(column))
+            weights.append(float(value))
+    attrs.update(
+        target_treeids=target_tree,
+        target_nodeids=target_node,
+        target_ids=target_id,
+        target_weights=weights,
+        n_targets=int(k),
+        aggregate_function="SUM",
+        post_transform="NONE",
+    )
+    if np.any(spec.base != 0):
+        attrs["base_values"] = [float(v) for v in spec.base]
+    summed = out if not spec.average else scope.get_unique_variable_name("tree_sum")
+    container.add_node(
+        "TreeEnsembleRegressor",
+        [x],
+        [summed],
+        op_domain=ML_DOMAIN,
+        op_version=1,
+        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
+        **attrs,
+    )
+    if spec.average:
+        _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, out)
+
+
+def _divide(scope: Any, container: Any, source: str, by: int, onnx_type: int, out: str) -> None:
+    count = scope.get_unique_variable_name("n_trees")
+    container.add_initializer(count, onnx_type, [], [float(by)])
+    container.add_node("Div", [source, count], [out], name=scope.get_unique_operator_name("Div"))
+
+
+def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
+    if spec.native == "float32":
+        # The source model rounds its input to float32 before comparing: do the same.
+        as_float, back = name("x_float32"), name("x_rounded")
+        container.add_node("Cast", [x], [as_float], to=TensorProto.FLOAT, name=op("Cast"))
+        container.add_node("Cast", [as_float], [back], to=TensorProto.DOUBLE, name=op("Cast"))
+        x = back
+    ml_target = container.target_opset_any_domain(ML_DOMAIN)
+    if ml_target < 3:
+        raise ConversionError(
+            f"double precision for trees needs ai.onnx.ml 3 (float64 thresholds), but the "
+            f"target is {ml_target}; leave out ml_opset= or pass ml_opset=3, or use "
+            "precision='float'",
+            arguments=("ml_opset", "precision"),
+        )
+    leaf_rows = np.flatnonzero(spec.is_leaf)
+    n_leaves = len(leaf_rows)
+    if n_leaves >= 2**24:
+        raise ConversionError(
+            f"the ensemble has {n_leaves} leaves; double precision supports fewer than 2**24 "
+            "(use precision='float')",
+            arguments=("precision",),
+        )
+    thresholds = np.where(spec.is_leaf, 0.0, spec.threshold).astype(np.float64)
+    attrs = _ensemble_attributes(spec, thresholds)
+    # Each tree writes the global index of its leaf to its own target column.
+    attrs.update(
+        target_treeids=[int(spec.tree[r]) for r in leaf_rows],
+        target_nodeids=[int(spec.node[r]) for r in leaf_rows],
+        target_ids=[int(spec.tree[r]) for r in leaf_rows],
+        target_weights=[float(i) for i in range(n_leaves)],
+        n_targets=int(spec.n_trees),
+        aggregate_function="SUM",
+        post_transform="NONE",
+    )
+    leaf_index_f, leaf_index = name("leaf_index_f"), name("leaf_index")
+    container.add_node(
+        "TreeEnsembleRegressor",
+        [x],
+        [leaf_index_f],
+        op_domain=ML_DOMAIN,
+        op_version=3,
+        name=op("TreeEnsembleRegressor"),
+        **attrs,
+    )
+    container.add_node("Cast", [leaf_index_f], [leaf_index], to=TensorProto.INT64, name=op("Cast"))
+    k = spec.n_outputs
+    summed = name("tree_sum")
+    if spec.tree_output is not None:
+        # One value per leaf; a [T, K] 0/1 matrix adds each tree to its column (adding zeros is
+        # exact, so this is the plain sum).
+        table, gathered, onehot = name("leaf_values"), name("leaf_value"), name("tree_to_output")
+        container.add_initializer(
+            table, TensorProto.DOUBLE, [n_leaves], spec.values[leaf_rows, 0].tolist()
+        )
+        matrix = np.zeros((spec.n_trees, k))
+        matrix[np.arange(spec.n_trees), spec.tree_output] = 1.0
+        container.add_initializer(
+            onehot, TensorProto.DOUBLE, list(matrix.shape), matrix.ravel().tolist()
+        )
+        container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
+        container.add_node("MatMul", [gathered, onehot], [summed], name=op("MatMul"))
+    else:
+        table, gathered, axes = name("leaf_values"), name("leaf_value"), name("tree_axis")
+        values = spec.values[leaf_rows]
+        container.add_initializer(
+            table, TensorProto.DOUBLE, list(values.shape), values.ravel().tolist()
+        )
+        container.add_initializer(axes, TensorProto.INT64, [1], [1])
+        container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
+        container.add_node(
+            "ReduceSum", [gathered, axes], [summed], keepdims=0, name=op("ReduceSum")
+        )
+    current = summed
+    if spec.average:
+        averaged = name("tree_mean")
+        _divide(scope, container, current, spec.n_trees, TensorProto.DOUBLE, averaged)
+        current = averaged
+    if np.any(spec.base != 0):
+        base = name("base")
+        container.add_initializer(base, TensorProto.DOUBLE, [1, k], spec.base.tolist())
+        container.add_node("Add", [current, base], [out], name=op("Add"))
+    else:
+        container.add_node("Identity", [current], [out], name=op("Identity"))
+
+
+def add_float_forest_classifier(
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    classes: np.ndarray,
+    label: str,
+    probabilities: str,
+    text_inputs: dict[int, str] | None = None,
+) -> None:
+    """One ``TreeEnsembleClassifier`` on float32 input whose leaves hold class probabilities.
+
+    The single-operator form (what ONNX Runtime is fastest at) for ensembles whose raw scores are
+    the probabilities (trees and forests). Every leaf lists every class, so ONNX Runtime never
+    takes its one-class binary shortcut. A forest's leaves keep their own probabilities and the
+    sum is divided by the number of trees afterwards (``Div``), as scikit-learn does: with pure
+    leaves (0 or 1) the float32 sums are exact integers, so a tie stays a tie — also when the
+    trees are summed in blocks (:mod:`onnxbridge.runtime._rewrites.tree_blocks`) — instead of
+    depending on how ``n * (1 / n_trees)`` rounds. Categorical splits and ``text_inputs`` as in
+    :func:`add_raw_scores`.
+    """
+    x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
+    leaf = np.flatnonzero(spec.is_leaf)
+    k = spec.n_outputs
+    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    attrs.update(
+        class_treeids=[int(spec.tree[r]) for r in leaf for _ in range(k)],
+        class_nodeids=[int(spec.node[r]) for r in leaf for _ in range(k)],
+        class_ids=[c for _ in leaf for c in range(k)],
+        class_weights=[float(spec.values[r, c]) for r in leaf for c in range(k)],
+        post_transform="NONE",
+    )
+    if np.asarray(classes).dtype.kind in "OUS":
+        attrs["classlabels_strings"] = [str(c) for c in classes]
+    else:
+        attrs["classlabels_int64s"] = [int(c) for c in classes]
+    summed = probabilities if not spec.average else scope.get_unique_variable_name("tree_votes")
+    container.add_node(
+        "TreeEnsembleClassifier",
+        [x],
+        [label, summed],
+        op_domain=ML_DOMAIN,
+        op_version=1,
+        name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
+        **attrs,
+    )
+    if spec.average:
+        _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, probabilities)
+
+
+def add_raw_scores(
+    scope: Any,
+    container: Any,
+    x: str,
+    spec: TreeEnsembleSpec,
+    *,
+    double: bool,
+    text_inputs: dict[int, str] | None = None,
+) -> str:
+    """Add the nodes computing ``raw [N, K]`` from input ``x`` and return the output's name.
+
+    ``double`` picks the float64 graph (``x`` must then be float64), else the float32 one.
+    ``text_inputs``: feature -> ``[N, 1]`` string tensor holding a category column's raw values
+    (its column in ``x`` is then unused); other categorical features are read from ``x``.
+    """
+    x, spec = _add_categorical_columns(
+        scope,
+        container,
+        x,
+        spec,
+        text_inputs,
+        TensorProto.DOUBLE if double else TensorProto.FLOAT,
+    )
+    out = scope.get_unique_variable_name("raw_scores")
+    if double:
+        _double_graph(scope, container, x, spec, out)
+    else:
+        _float_graph(scope, container, x, spec, out)
+    return out
