@@ -166,3 +166,20 @@ def test_runtime_does_not_import_sklearn() -> None:
 
 def test_package_is_marked_typed() -> None:
     assert files("onnxbridge").joinpath("py.typed").is_file()
+
+
+def test_every_module_without_a_leading_underscore_is_documented() -> None:
+    """Internals sit in ``_``-prefixed modules; a public module is one docs/python-api.md names."""
+    package = Path(onnxbridge.__file__).parent
+    public = set()
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        if any(p.startswith("_") and not p.startswith("__") for p in parts):
+            continue
+        name = ".".join(("onnxbridge", *parts)).removesuffix(".__init__")
+        if name != "onnxbridge":
+            public.add(name)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "python-api.md").read_text()
+    documented = {name for name in public if f"| `{name}` |" in page}
+    assert public == documented, "public modules missing from python-api.md"
+    assert {"onnxbridge.runtime", "onnxbridge.convert", "onnxbridge.bundle"} <= public
