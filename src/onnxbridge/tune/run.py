@@ -99,10 +99,8 @@ def tune_model(
     previous = read_tuning(source.onnx_path)
     cores = available_cores()
     feeds_for = _feeds_maker(source)
-    # One message, external data read in (None over 2 GiB: then sessions open from the path and
-    # the graph rewrites, which need the whole message, are not tried).
     whole = read_model_bytes(source.onnx_path)
-    model: bytes | str = whole if whole is not None else str(source.onnx_path)
+    model = whole if whole is not None else str(source.onnx_path)
     plans = _plans(whole, regime, latency_rows, throughput_rows, feeds_for)
     ticks = _Ticks(progress, _total(plans, regime, engines, cores, repeat))
     measure = Measure(model, latency_rows, repeat, min_time, margin, ticks.step(""))
@@ -209,6 +207,8 @@ def _feeds_maker(source: BenchSource) -> Callable[[int], dict[str, Any]]:
 
 
 def _plans(
+    # One message with its external data read in; None over 2 GiB: then the routers open the
+    # path, and the graph rewrites, which need the whole message, are not tried.
     model: bytes | None,
     regime: Regime,
     latency_rows: int,
