@@ -30,6 +30,7 @@ from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle, OnnxModelError, Predictor, inspect_model, score, train_bundle
 from onnxbridge._onnxfile import (
     PROTOBUF_LIMIT,
+    loadable,
     model_files,
     model_sha256,
     needs_external_data,
@@ -154,6 +155,21 @@ def test_external_data_is_chosen_by_size() -> None:
     assert not needs_external_data(model)
     assert needs_external_data(model, limit=8000)  # 16 000 bytes of weights
     assert not needs_external_data(model, limit=PROTOBUF_LIMIT)
+
+
+def test_a_model_past_the_limit_opens_from_a_temporary_copy_with_external_data() -> None:
+    model = _matmul_model()
+    x = np.ones((2, 4), np.float32)
+    with loadable(model) as small:
+        assert isinstance(small, bytes)
+        expected = ort.InferenceSession(small).run(None, {"x": x})[0]
+    with loadable(model, limit=8000) as big:  # 16 000 bytes of weights
+        assert isinstance(big, str)
+        assert [p.name for p in model_files(big)] == ["model.onnx", "model.onnx.data"]
+        onnx.checker.check_model(big)
+        session = ort.InferenceSession(big)
+    assert not Path(big).parent.exists()
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], expected)
 
 
 def test_the_model_hash_covers_the_data_file(pair: dict[str, Path]) -> None:

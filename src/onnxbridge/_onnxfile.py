@@ -30,6 +30,7 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "data_file_name",
     "external_data_files",
+    "loadable",
     "model_files",
     "model_sha256",
     "needs_external_data",
@@ -150,16 +151,20 @@ def _scratch_folder(path: Path) -> Iterator[Path]:
 
 
 def _serialized(model: onnx.ModelProto, *, allow_over: bool) -> bytes | None:
-    """The model's bytes; None when it is over the protobuf limit and ``allow_over`` (the
-    caller then writes it with external data)."""
+    """The model's bytes; None when they pass the protobuf limit and ``allow_over`` (the caller
+    then writes it with external data). Protobuf writes such a message but cannot read it back."""
     try:
-        return model.SerializeToString()
-    except ValueError:  # protobuf: "Message onnx.ModelProto exceeds maximum protobuf size"
-        if allow_over:
-            return None
-        raise OnnxModelError(
-            "the model is over the 2 GiB protobuf limit; write it with external data"
-        ) from None
+        data = model.SerializeToString()
+    except ValueError:  # some protobuf builds refuse to write it at all
+        data = None
+    if data is not None and len(data) <= PROTOBUF_LIMIT:
+        return data
+    if allow_over:
+        return None
+    raise OnnxModelError(
+        "the model is over the 2 GiB protobuf limit; write it with external data "
+        "(`convert --external-data`, or external_data=True)"
+    )
 
 
 def _externalized(model: onnx.ModelProto, data_path: Path) -> bytes:
@@ -176,7 +181,10 @@ def _externalized(model: onnx.ModelProto, data_path: Path) -> bytes:
         external_data_helper.set_external_data(tensor, data_path.name)
         moved.append(tensor)
     if not moved:
-        return model.SerializeToString()
+        graph = _serialized(model, allow_over=True)
+        if graph is None:
+            raise OnnxModelError(_graph_too_big(model, moved))
+        return graph
     data_path.touch()
     saved = 0
     try:
@@ -184,10 +192,9 @@ def _externalized(model: onnx.ModelProto, data_path: Path) -> bytes:
             external_data_helper.save_external_data(tensor, str(data_path.parent))
             tensor.ClearField("raw_data")
             saved += 1
-        try:
-            graph = model.SerializeToString()
-        except ValueError:
-            raise OnnxModelError(_graph_too_big(model, moved)) from None
+        graph = _serialized(model, allow_over=True)
+        if graph is None:
+            raise OnnxModelError(_graph_too_big(model, moved))
     finally:
         for index, tensor in enumerate(moved):
             if index < saved:
@@ -212,6 +219,27 @@ def _graph_too_big(model: onnx.ModelProto, moved: list[onnx.TensorProto]) -> str
         "string attribute values, which cannot be stored outside the graph); make the model "
         "smaller (fewer or shallower trees)"
     )
+
+
+@contextlib.contextmanager
+def loadable(model: onnx.ModelProto, limit: int = PROTOBUF_LIMIT) -> Iterator[bytes | str]:
+    """``model`` as ONNX Runtime and ``onnx.checker`` take it: its bytes, or, when it passes
+    ``limit`` (no one message can hold it), the path of a copy saved with external data in a
+    temporary folder, removed when the block ends."""
+    data = None
+    if not needs_external_data(model, limit):
+        data = _serialized(model, allow_over=True)
+    if data is not None and len(data) <= limit:
+        yield data
+        return
+    del data
+    # (A session opened from the copy keeps what it read; the files may go.)
+    with tempfile.TemporaryDirectory(
+        prefix="onnxbridge-model-", ignore_cleanup_errors=True
+    ) as folder:
+        path = Path(folder) / "model.onnx"
+        save_model(model, path, external_data=True)
+        yield str(path)
 
 
 def _uses_external_data(path: Path) -> bool:

@@ -300,24 +300,26 @@ def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) 
     import onnx
     import onnxruntime as ort
 
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:
-        raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
-    try:
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        head = frame.head(5)
-        session.run(None, {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs})
-    except Exception as exc:
-        raise ConversionError(
-            f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
-            "try another opset=",
-            arguments=("opset",),
-        ) from exc
+    from onnxbridge._onnxfile import loadable
+
+    with loadable(model) as source:  # over 2 GiB: a temporary copy with external data
+        try:
+            onnx.checker.check_model(source)
+        except Exception as exc:
+            raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
+        try:
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            head = frame.head(5)
+            feeds = {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs}
+            session.run(None, feeds)
+        except Exception as exc:
+            raise ConversionError(
+                f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
+                "try another opset=",
+                arguments=("opset",),
+            ) from exc
 
 
 def convert_estimator(
