@@ -242,6 +242,22 @@ def test_validate_and_golden_pass(
         assert "verdict: EQUIVALENT" in out
 
 
+def test_a_model_past_the_reference_limit_is_compared_without_it(
+    pair: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from onnxbridge.validate import runtimes, validate_bundle
+
+    size = sum(p.stat().st_size for p in pair["external"].glob("model.onnx*"))
+    monkeypatch.setattr(runtimes, "REFERENCE_MAX_BYTES", size - 1)
+    report = validate_bundle(pair["external"])
+    assert report.verdict == "EQUIVALENT"
+    assert report.runtimes["reference"]["available"] is False
+    assert (
+        f"the model is {size} bytes with its external data" in report.runtimes["reference"]["error"]
+    )
+    assert report.runtimes["onnxruntime"]["available"] is True
+
+
 def test_bench_counts_both_files(pair: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "bench", pair["external"], "--batch-sizes", "1,10", "--threads",
                        "1", "--repeat", "1", "--min-time", "0.001", "--no-progress")  # fmt: skip
