@@ -332,6 +332,32 @@ def test_serve_answers_as_the_plain_model(pair: dict[str, Path]) -> None:
     )
 
 
+def test_a_repository_serves_the_model_and_refuses_broken_ones(
+    pair: dict[str, Path], tmp_path: Path
+) -> None:
+    from onnxbridge.serve import ModelRepository
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copytree(pair["external"], root / "good" / "1")
+    shutil.copytree(pair["external"], root / "lost")
+    (root / "lost" / "model.onnx.data").unlink()
+    (root / "outside.data").write_bytes(b"\0" * 16000)
+    (root / "escape").mkdir()
+    _pointing_to(root / "escape", "../outside.data")
+    repository = ModelRepository(root)
+    entries = {entry.name: entry for entry in repository.load_all()}
+    assert entries["good"].state == "READY"
+    assert entries["lost"].state == "UNAVAILABLE"
+    assert "'model.onnx.data', which is missing beside it" in entries["lost"].reason
+    assert entries["escape"].state == "UNAVAILABLE"
+    assert "refers to external data at '../outside.data'" in entries["escape"].reason
+    rows, _ = Bundle.open(pair["plain"]).load_holdout()
+    served = repository.get_model("good").predictor.predict(rows)
+    expected = Predictor(pair["plain"] / "model.onnx").predict(rows)
+    np.testing.assert_array_equal(served.probabilities, expected.probabilities)
+
+
 def test_the_dask_engine_scores_it(pair: dict[str, Path], tmp_path: Path) -> None:
     holdout = pair["plain"] / "holdout.parquet"
     for name in ("external", "plain"):

@@ -213,11 +213,12 @@ def _graph_too_big(model: onnx.ModelProto, moved: list[onnx.TensorProto]) -> str
     ]
     values, op_type = max(counts, default=(0, "?"))
     return (
-        "the model is over the 2 GiB protobuf limit even with its "
+        f"the model is over the 2 GiB protobuf limit even with its "
         f"{sum(_data_bytes(t) for t in moved)} bytes of tensors in external data: its graph "
-        f"alone passes 2 GiB (its largest node, a {op_type}, has {values} integer, float and "
-        "string attribute values, which cannot be stored outside the graph); make the model "
-        "smaller (fewer or shallower trees)"
+        f"alone is {model.ByteSize()} bytes, over the {PROTOBUF_LIMIT} a protobuf message can "
+        f"be (its largest node, {op_type}, has {values} integer, float and string attribute "
+        "values, which cannot be stored outside the graph); make the model smaller (fewer or "
+        "shallower trees)"
     )
 
 
