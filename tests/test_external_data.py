@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -26,6 +27,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
 
+import onnxbridge
 from cli_support import assert_one_line_error, run
 from onnxbridge import Bundle, OnnxModelError, Predictor, inspect_model, score, train_bundle
 from onnxbridge._onnxfile import (
@@ -148,6 +150,33 @@ def test_save_model_keeps_the_model_and_writes_what_onnxruntime_reads(tmp_path: 
     assert save_model(model, tmp_path / "m.onnx") == [tmp_path / "m.onnx"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
     assert (tmp_path / "m.onnx").read_bytes() == before
+
+
+def _file_size_limit(limit: int) -> None:
+    # Without this, the kernel kills the process with SIGXFSZ instead of failing the write.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_a_full_disk_names_the_data_file_and_changes_nothing(pair: dict[str, Path]) -> None:
+    plain = pair["plain"]
+    before = {p.name: _sha(p) for p in plain.iterdir() if p.is_file()}
+    package = str(Path(onnxbridge.__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-m", "onnxbridge._cli.main", "convert", str(plain), "--precision",
+         "double", "--external-data"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": package},
+        preexec_fn=lambda: _file_size_limit(2048),  # the data file is 3 320 bytes
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"error: cannot write '{plain / 'model.onnx.data'}': File too large"
+    ), result.stderr
+    assert "Traceback" not in result.stderr
+    assert {p.name: _sha(p) for p in plain.iterdir()} == before  # no leftovers either
 
 
 def test_external_data_is_chosen_by_size() -> None:

@@ -120,15 +120,20 @@ def save_model(
     data_path = path.with_name(data_file_name(path))
     external = needs_external_data(model) if external_data is None else external_data
     with _scratch_folder(path) as scratch:
-        graph = None
-        if not external:
-            graph = _serialized(model, allow_over=external_data is None)
-        if graph is None:
-            graph = _externalized(model, scratch / data_path.name)
-            # A model with no tensor of 1 KiB or more has nothing to move out.
-            external = (scratch / data_path.name).exists()
-        (scratch / path.name).write_bytes(graph)
-        del graph
+        writing = data_path  # the file a failed write is about, named as the user knows it
+        try:
+            graph = None
+            if not external:
+                graph = _serialized(model, allow_over=external_data is None)
+            if graph is None:
+                graph = _externalized(model, scratch / data_path.name)
+                # A model with no tensor of 1 KiB or more has nothing to move out.
+                external = (scratch / data_path.name).exists()
+            writing = path
+            (scratch / path.name).write_bytes(graph)
+            del graph
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
         if external:
             os.replace(scratch / data_path.name, data_path)
         os.replace(scratch / path.name, path)
