@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -224,6 +225,8 @@ def test_inspect_reads_the_graph_and_lists_the_data_file(
     assert external.valid and external.loads_in_onnxruntime
     assert external.tree_ensembles == plain.tree_ensembles
     assert external.operators == plain.operators
+    page = re.sub(r"<td[^>]*>", "<td>", external._repr_html_())
+    assert f"<td>external data model.onnx.data</td><td>{size} bytes</td>" in page
     code, out, _ = run(capsys, "inspect", pair["external"])
     assert code == 0
     assert f"model.onnx.data, {size / 1024:.1f} KiB ({size} bytes)" in out
