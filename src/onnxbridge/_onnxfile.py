@@ -276,7 +276,9 @@ def external_data_files(
         if not _uses_external_data(path):
             return []
         model = _load_graph(path)
-    folder = path.resolve().parent
+    # ONNX Runtime looks for the data beside the path it was given (a link to the .onnx is not
+    # followed for that), so that folder is the one the data must be in.
+    folder = path.parent.resolve()
     ends: dict[Path, int] = {}
     for tensor in _tensors(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
