@@ -183,7 +183,9 @@ def test_to_dict_round_trips_through_json(forest_summary: ModelSummary) -> None:
         "operators",
         "metadata",
         "tree_ensembles",
+        "external_data",
     ]
+    assert as_dict["external_data"] == {}
     assert as_dict["inputs"] == [{"name": "input", "type": "float32[N,4]"}]
     assert as_dict["tree_ensembles"][0]["n_trees"] == 10
 

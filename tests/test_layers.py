@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "onnxbridge"
 # (it trains, converts, runs and compares every estimator).
 LAYERS = [
     {"errors"},
-    {"_files", "_html", "_values"},
+    {"_files", "_html", "_onnxfile", "_values"},
     {"data"},
     {"_meta"},
     {"train", "_labels"},

@@ -46,6 +46,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from onnxbridge._html import Html, badge, escape, heading, paragraph, table
+from onnxbridge._onnxfile import external_data_files
 from onnxbridge.errors import OnnxModelError
 
 __all__ = ["ModelSummary", "TreeEnsembleInfo", "ValueInfo", "format_type", "inspect_model"]
@@ -136,6 +137,8 @@ class ModelSummary:
         operators: Operator → number of nodes, most frequent first.
         metadata: ``metadata_props`` as a dict; values are kept as the strings stored.
         tree_ensembles: One entry per tree-ensemble node, in graph order.
+        external_data: The external data files the model keeps its tensors in (file name beside
+            the .onnx → size in bytes); empty when every tensor is inside the .onnx.
     """
 
     path: str
@@ -158,6 +161,7 @@ class ModelSummary:
     operators: dict[str, int]
     metadata: dict[str, str] = field(default_factory=dict)
     tree_ensembles: list[TreeEnsembleInfo] = field(default_factory=list)
+    external_data: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the summary as plain dicts, lists, strings and numbers (JSON-serialisable).
@@ -178,7 +182,9 @@ def inspect_model(path: str | os.PathLike[str]) -> ModelSummary:
     """Summarise one ONNX file.
 
     The model is read without its external data; the checker and ONNX Runtime read the file
-    themselves, so external data next to it is still checked and loaded.
+    themselves, so external data next to it is still checked and loaded. Its external data
+    files are listed with their sizes; a reference to a file outside the model's folder is
+    refused before anything opens it.
 
     Args:
         path: Path of a binary ``.onnx`` file.
@@ -189,12 +195,14 @@ def inspect_model(path: str | os.PathLike[str]) -> ModelSummary:
 
     Raises:
         OnnxModelError: The path does not exist, is a directory, is empty, cannot be read, or does
-            not hold a binary ONNX model (truncated file, other format), or a tree-ensemble node's
-            attributes cannot be read as trees.
+            not hold a binary ONNX model (truncated file, other format), a tree-ensemble node's
+            attributes cannot be read as trees, or its external data is outside its folder,
+            missing or shorter than its tensors.
     """
     file_path = Path(path)
     size, digest = _hash_file(file_path)
     model = _load_model(file_path, size)
+    data_files = external_data_files(file_path, model)
     valid, checker_message = _check(file_path)
     loads, ort_error = _try_onnxruntime(file_path)
 
@@ -230,6 +238,7 @@ def inspect_model(path: str | os.PathLike[str]) -> ModelSummary:
         tree_ensembles=[
             _tree_ensemble_info(node, file_path) for node in nodes if _is_tree_ensemble(node)
         ],
+        external_data={data.name: data.stat().st_size for data in data_files},
     )
 
 
@@ -253,6 +262,10 @@ def _summary_html(summary: ModelSummary) -> str:
     facts: list[list[Any]] = [
         ["file", summary.path],
         ["size", f"{summary.file_size_bytes} bytes"],
+        *(
+            [f"external data {name}", f"{bytes_} bytes"]
+            for name, bytes_ in summary.external_data.items()
+        ),
         ["SHA-256", summary.sha256],
         ["onnx.checker", _status_html(summary.valid, "valid", "invalid", summary.checker_message)],
         [

@@ -840,11 +840,37 @@ class Bundle:
         _write_json(self.card_path, self.card)
 
     def record_file(self, name: str) -> None:
-        """Record the content hash of a file in the bundle (call :meth:`save_card` after)."""
-        self.card.setdefault("files", {})[name] = file_sha256(self.path / name)
+        """Record the content hash of a file in the bundle (call :meth:`save_card` after).
+
+        For an ONNX model (``model.onnx``), the external data files it refers to are recorded
+        too, and a data file recorded for an earlier version of it that it no longer uses is
+        forgotten.
+        """
+        files = self.card.setdefault("files", {})
+        files[name] = file_sha256(self.path / name)
+        if name.endswith(".onnx"):
+            from onnxbridge._onnxfile import data_file_name
+
+            files.pop(data_file_name(name), None)
+            for data in self._onnx_data(name):
+                files[data.name] = file_sha256(data)
+
+    def _onnx_data(self, name: str) -> list[Path]:
+        """The external data files of the bundle's ONNX file ``name``, checked."""
+        from onnxbridge._onnxfile import external_data_files
+        from onnxbridge.errors import OnnxModelError
+
+        try:
+            return external_data_files(self.path / name)
+        except OnnxModelError as exc:
+            raise BundleError(f"{exc}, or re-run `onnxbridge convert` on the bundle") from exc
 
     def check_file(self, name: str) -> None:
-        """Raise BundleError if a file is missing or its hash differs from the card's."""
+        """Raise BundleError if a file is missing or its hash differs from the card's.
+
+        For an ONNX model, its external data files are checked the same way: present beside
+        it, inside the bundle, and with the hashes the card records.
+        """
         target = self.path / name
         if not target.is_file():
             raise BundleError(
@@ -855,8 +881,14 @@ class Bundle:
                     else "re-create it with `onnxbridge train`"
                 )
             )
+        self._check_hash(name)
+        if name.endswith(".onnx"):
+            for data in self._onnx_data(name):
+                self._check_hash(data.name)
+
+    def _check_hash(self, name: str) -> None:
         expected = self.card.get("files", {}).get(name)
-        if expected is not None and file_sha256(target) != expected:
+        if expected is not None and file_sha256(self.path / name) != expected:
             raise BundleError(
                 f"{name} in {str(self.path)!r} changed since it was recorded in {CARD_NAME} "
                 "(sha256 differs); re-create the bundle or re-run the step that writes it"

@@ -87,6 +87,9 @@ def _header_table(summary: ModelSummary) -> Table:
     ]
     if summary.graph_name:
         rows.insert(7, ("Graph", Text(summary.graph_name)))
+    for offset, (name, size) in enumerate(summary.external_data.items()):
+        # Right below the .onnx's own size: the tensors' bytes are in this file.
+        rows.insert(2 + offset, ("External data", Text(f"{name}, {_human_size(size)}")))
     if summary.doc_string:
         rows.append(("Doc string", Text(_truncate(summary.doc_string))))
     for label, value in rows:

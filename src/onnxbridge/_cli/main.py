@@ -370,6 +370,14 @@ def convert(
             "the bundle records it as unchecked).",
         ),
     ] = False,
+    external_data: Annotated[
+        bool,
+        typer.Option(
+            "--external-data",
+            help="Write the tensors to MODEL.onnx.data beside the .onnx (ONNX external data); "
+            "done by itself for a model over the 2 GiB protobuf limit.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
@@ -400,6 +408,7 @@ def convert(
             fold=fold,
             trusted=trusted,
             allow_divergent=allow_divergent,
+            external_data=external_data or None,
         )
         golden_path = write_golden(source, trusted=trusted)
     else:
@@ -430,11 +439,15 @@ def convert(
             fold=fold,
             allow_divergent=allow_divergent,
         )
-        result.save(out or source.with_suffix(".onnx"))
+        result.save(out or source.with_suffix(".onnx"), external_data=external_data or None)
+    from onnxbridge._onnxfile import external_data_files
+
+    data_files = external_data_files(result.path) if result.path is not None else []
     if as_json:
         _print_json(
             {
                 "path": str(result.path),
+                "external_data": [str(path) for path in data_files],
                 "opsets": result.metadata.opsets,
                 "target_opsets": result.opsets.as_target(),
                 "zipmap": result.zipmap,
@@ -453,6 +466,8 @@ def convert(
     )
     opsets = format_opsets(result.metadata.opsets)
     console.print(f"wrote {result.path}")
+    for path in data_files:
+        console.print(f"wrote {path} (external data: {path.stat().st_size} bytes of tensors)")
     outputs = ", ".join(
         name if role == name else f"{name} ({role})"
         for role, name in result.metadata.outputs.items()

@@ -32,8 +32,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from onnxbridge._files import file_sha256
 from onnxbridge._inspection import MAX_ONNX_BYTES
+from onnxbridge._onnxfile import model_sha256, read_model_bytes
 from onnxbridge._score.batch import Predicts, ScoredBatch, empty_table, score_batch
 from onnxbridge._score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge._score.memory import PeakMemory
@@ -231,11 +231,24 @@ class ScoreJob:
         return self.model_bytes
 
     def read_model_bytes(self) -> bytes:
-        """The model's bytes (read from its file when it was given as a path)."""
+        """The model's bytes (read from its file when it was given as a path), as one
+        message: a model that keeps its tensors in external data gets them read in.
+
+        Raises:
+            OnnxModelError: the model keeps over 2 GiB in external data, so it cannot be one
+                message.
+        """
         if self.model_bytes is not None:
             return self.model_bytes
         assert self.model_path is not None  # one of the two is always set (_read_model)
-        return self.model_path.read_bytes()
+        whole = read_model_bytes(self.model_path)
+        if whole is None:
+            raise OnnxModelError(
+                f"{str(self.model_path)!r} keeps over 2 GiB of tensors in external data, and "
+                "the Dask engine sends the model to its workers as one message; score it with "
+                "engine='local'"
+            )
+        return whole
 
     def total_rows(self) -> int | None:
         """Rows to score when cheap to know (all inputs Parquet), else None (also when a
@@ -283,10 +296,12 @@ class ScoreJob:
 
 
 def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Path | None, str]:
-    """``(bytes or None, file or None, sha256)``; a file is hashed in chunks, never held whole.
+    """``(bytes or None, file or None, sha256)``; a file is hashed in chunks, never held whole
+    (with its external data files, if it has any: see :func:`onnxbridge._onnxfile.model_sha256`).
 
     Raises:
-        OnnxModelError: no such file, or a file larger than :data:`MAX_MODEL_BYTES`.
+        OnnxModelError: no such file, a file larger than :data:`MAX_MODEL_BYTES`, or external
+            data outside its folder, missing or damaged.
     """
     if isinstance(model, bytes):
         return model, None, hashlib.sha256(model).hexdigest()
@@ -305,7 +320,7 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Pa
             f"{MAX_MODEL_BYTES:,} bytes (2 GiB, the protobuf limit): check that this is the "
             "model you meant (larger models keep their weights in external data files)"
         )
-    return None, path, file_sha256(path)
+    return None, path, model_sha256(path)
 
 
 def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:

@@ -108,7 +108,7 @@ class ModelFacts:
     """Size and one-off costs of a model.
 
     Attributes:
-        onnx_bytes: size of the ``.onnx`` file.
+        onnx_bytes: size of the ``.onnx`` file, with its external data files.
         load: seconds to open an ONNX Runtime session on it.
         skops_bytes: size of ``model.skops`` (None without it).
         sklearn_load: seconds to load ``model.skops`` (None without it).
@@ -268,8 +268,10 @@ def model_facts(
         )
     if estimator is not None and sample is not None:
         conversion = _time_conversion(estimator, sample, onnx_path, repeat=repeat)
+    from onnxbridge._onnxfile import total_bytes
+
     return ModelFacts(
-        onnx_bytes=onnx_path.stat().st_size,
+        onnx_bytes=total_bytes(onnx_path),  # with its external data files, if any
         load=load,
         skops_bytes=skops_bytes,
         sklearn_load=sklearn_load,

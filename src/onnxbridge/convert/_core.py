@@ -24,8 +24,6 @@ from onnxbridge._meta import ModelMetadata, input_block, write_metadata
 from onnxbridge.bundle import (
     ONNX_NAME,
     Bundle,
-    atomic_write_path,
-    file_sha256,
     library_versions,
     now_iso,
 )
@@ -85,11 +83,18 @@ class ConversionResult:
     path: Path | None = None
     check: ConversionCheck | None = None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the model atomically to ``path``; returns the path."""
+    def save(self, path: str | Path, *, external_data: bool | None = None) -> Path:
+        """Write the model atomically to ``path``; returns the path.
+
+        Args:
+            path: the ``.onnx`` file.
+            external_data: True writes the tensors to ``<name>.data`` beside ``path``; None
+                (default) does so only when the model would pass the 2 GiB protobuf limit.
+        """
+        from onnxbridge._onnxfile import save_model
+
         path = Path(path)
-        with atomic_write_path(path) as tmp:
-            tmp.write_bytes(self.model.SerializeToString())
+        save_model(self.model, path, external_data=external_data)
         self.path = path
         return path
 
@@ -295,24 +300,26 @@ def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) 
     import onnx
     import onnxruntime as ort
 
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:
-        raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
-    try:
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        head = frame.head(5)
-        session.run(None, {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs})
-    except Exception as exc:
-        raise ConversionError(
-            f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
-            "try another opset=",
-            arguments=("opset",),
-        ) from exc
+    from onnxbridge._onnxfile import loadable
+
+    with loadable(model) as source:  # over 2 GiB: a temporary copy with external data
+        try:
+            onnx.checker.check_model(source)
+        except Exception as exc:
+            raise ConversionError(f"the converted graph fails onnx.checker: {exc}") from exc
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
+        try:
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            head = frame.head(5)
+            feeds = {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs}
+            session.run(None, feeds)
+        except Exception as exc:
+            raise ConversionError(
+                f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
+                "try another opset=",
+                arguments=("opset",),
+            ) from exc
 
 
 def convert_estimator(
@@ -819,13 +826,15 @@ def convert_bundle(
     fold: bool = True,
     trusted: Sequence[str] = (),
     allow_divergent: bool = False,
+    external_data: bool | None = None,
 ) -> ConversionResult:
     """Convert a bundle's ``model.skops`` and write ``model.onnx`` beside it, updating the card.
 
     ``fold``, ``allow_divergent``: as in :func:`convert_estimator` (a divergent model written
     with ``allow_divergent`` is recorded in card.json as ``"checked": false``). ``trusted``:
     extra names to trust in ``model.skops`` for this call (see
-    :func:`onnxbridge.bundle.load_estimator`); never stored.
+    :func:`onnxbridge.bundle.load_estimator`); never stored. ``external_data``: as in
+    :meth:`ConversionResult.save` (``model.onnx.data`` beside ``model.onnx``, hashed too).
 
     Raises:
         BundleError, ConversionError, ...: the bundle is left as it was on any error.
@@ -848,8 +857,8 @@ def convert_bundle(
         categories=bundle.categories,
         allow_divergent=allow_divergent,
     )
-    result.save(bundle.onnx_path)
-    bundle.card.setdefault("files", {})[ONNX_NAME] = file_sha256(bundle.onnx_path)
+    result.save(bundle.onnx_path, external_data=external_data)
+    bundle.record_file(ONNX_NAME)
     # A verdict about the previous model.onnx no longer applies: drop it and its report.
     bundle.card.pop("validation", None)
     for stale in ("validation.json", "validation.html"):

@@ -87,11 +87,12 @@ def onnx_session(model: Any) -> Any:
     """An ONNX Runtime CPU session for an ``onnx.ModelProto``, logging errors only."""
     import onnxruntime as ort
 
+    from onnxbridge._onnxfile import loadable
+
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    with loadable(model) as source:  # over 2 GiB: a temporary copy with external data
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
 def _as_matrix(raw: Any, classes: list[Any] | None) -> np.ndarray:

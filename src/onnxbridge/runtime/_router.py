@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from onnxbridge._meta import ModelMetadata
+from onnxbridge._onnxfile import external_data_files, read_model_bytes
 from onnxbridge.errors import InferenceError, OnnxModelError, SessionSettingsError, first_line
 from onnxbridge.runtime._fastpath import DEFAULT_MAX_ROWS, BoundRunner, run_options
 from onnxbridge.runtime._inputs import InputSchema
@@ -182,6 +183,9 @@ class Router:
             raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
         self._source: str | bytes = model if isinstance(model, bytes) else str(model)
         self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
+        if not isinstance(model, bytes) and Path(model).is_file():
+            # External data is read only from beside the model (refused before ORT opens it).
+            external_data_files(model)
         self._providers = list(providers or ["CPUExecutionProvider"])
         # Re-entrant: a row-split session opens the sessions of its parts.
         self._lock = threading.RLock()
@@ -363,7 +367,11 @@ class Router:
         effective, rewritten = settings, None
         try:
             if settings.tree_block_nodes or settings.linear_gemv:
-                effective, rewritten = apply_rewrites(self._bytes(), settings)
+                data = _rewritable(self._source)
+                if data is None:
+                    effective = _without_rewrites(settings)
+                else:
+                    effective, rewritten = apply_rewrites(data, settings)
             session = self._opened.get(effective)
             if session is None:
                 session, runs = _open_graph(self._source, rewritten, effective, self._providers)
@@ -393,9 +401,21 @@ class Router:
             self._runs_as[settings] = replace(self._runs_as[whole], row_split=settings.row_split)
         return split
 
-    def _bytes(self) -> bytes:
-        source = self._source
-        return source if isinstance(source, bytes) else Path(source).read_bytes()
+
+def _rewritable(model: str | os.PathLike[str] | bytes) -> bytes | None:
+    """The whole model as bytes for the rewrite passes (external data read in), or None when
+    it cannot be one protobuf message (over 2 GiB with its tensors): then the graph runs as it
+    is, and the log says why."""
+    if isinstance(model, bytes):
+        return model
+    data = read_model_bytes(model)
+    if data is None:
+        logger.info(
+            "%s keeps over 2 GiB of tensors in external data; the graph rewrites need the whole "
+            "model as one protobuf message, so it runs as it is",
+            model,
+        )
+    return data
 
 
 def _fast_input(session: Any, props: dict[str, str]) -> tuple[str, Any, int, bool] | None:
@@ -485,8 +505,13 @@ def open_ort_session(
     wrapped in a :class:`RowSplitSession` whose parts run on a one-thread twin (the same session
     when it has one thread already). Should a rewrite fail or not load, the failure is logged and
     the graph as it is runs instead. ONNX Runtime's own errors propagate (callers wrap them).
+
+    Raises:
+        OnnxModelError: the model's external data is outside its folder, missing or damaged.
     """
     chosen = list(providers or ["CPUExecutionProvider"])
+    if not isinstance(model, bytes):
+        external_data_files(model)
     session = _open_one(model, settings, chosen)
     if settings.row_split < 2:
         return session
@@ -501,8 +526,8 @@ def _open_one(
     model: str | os.PathLike[str] | bytes, settings: SessionSettings, chosen: list[str]
 ) -> Any:
     rewritten = None
-    if settings.tree_block_nodes or settings.linear_gemv:
-        data = model if isinstance(model, bytes) else Path(model).read_bytes()
+    data = _rewritable(model) if settings.tree_block_nodes or settings.linear_gemv else None
+    if data is not None:
         _, rewritten = apply_rewrites(data, settings)
     return _open_graph(model, rewritten, settings, chosen)[0]
 

@@ -26,6 +26,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from onnxbridge._onnxfile import read_model_bytes
 from onnxbridge.bench._run import ProgressFn, machine_info
 from onnxbridge.bench._source import BenchSource, open_source, tile_rows
 from onnxbridge.bundle import now_iso
@@ -98,8 +99,9 @@ def tune_model(
     previous = read_tuning(source.onnx_path)
     cores = available_cores()
     feeds_for = _feeds_maker(source)
-    model = source.onnx_path.read_bytes()
-    plans = _plans(model, regime, latency_rows, throughput_rows, feeds_for)
+    whole = read_model_bytes(source.onnx_path)
+    model = whole if whole is not None else str(source.onnx_path)
+    plans = _plans(whole, regime, latency_rows, throughput_rows, feeds_for)
     ticks = _Ticks(progress, _total(plans, regime, engines, cores, repeat))
     measure = Measure(model, latency_rows, repeat, min_time, margin, ticks.step(""))
     results: dict[str, RegimeResult] = {p.regime: _search(p, measure, ticks, cores) for p in plans}
@@ -205,7 +207,9 @@ def _feeds_maker(source: BenchSource) -> Callable[[int], dict[str, Any]]:
 
 
 def _plans(
-    model: bytes,
+    # One message with its external data read in; None over 2 GiB: then the routers open the
+    # path, and the graph rewrites, which need the whole message, are not tried.
+    model: bytes | None,
     regime: Regime,
     latency_rows: int,
     throughput_rows: int,
@@ -234,8 +238,10 @@ def _plans(
     return plans
 
 
-def _throughput_variants(model: bytes) -> Variants:
+def _throughput_variants(model: bytes | None) -> Variants:
     variants = Variants.ROW_SPLIT
+    if model is None:  # over 2 GiB: no rewrite can hold it
+        return variants
     if blocked_model(model, ONE_THREAD_TREE_BLOCK_NODES) is not None:
         variants |= Variants.TREE_BLOCKS
     if linear_model(model) is not None:

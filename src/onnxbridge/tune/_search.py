@@ -40,7 +40,8 @@ class Measure:
     """How candidates are timed and judged.
 
     Attributes:
-        model: the model's bytes (read once for every router).
+        model: the model's bytes (read once for every router), or its path when it keeps over
+            2 GiB in external data.
         latency_rows: the latency regime's rows per call: calls of more rows run on the
             throughput settings while the search runs.
         repeat: interleaved repeats per candidate.
@@ -49,7 +50,7 @@ class Measure:
         progress: called after each calibration and repeat.
     """
 
-    model: bytes
+    model: bytes | str
     latency_rows: int
     repeat: int
     min_time: float

@@ -45,11 +45,13 @@ def store_tuning(source: BenchSource, spec: TuningSpec, report: dict[str, Any] |
     """Write ``spec`` into the model's metadata (and the bundle's card), atomically.
 
     The model file is rewritten to a temporary name and renamed into place; for a bundle the
-    card then records the new hash of ``model.onnx`` and the spec under ``tuning``.
+    card then records the new hash of ``model.onnx`` and the spec under ``tuning``. A model that
+    keeps its tensors in external data keeps them there, untouched: only the ``.onnx`` (the
+    graph and its metadata) is rewritten.
     """
     import onnx
 
-    model = onnx.load(str(source.onnx_path))
+    model = onnx.load(str(source.onnx_path), load_external_data=False)
     keep = [p for p in model.metadata_props if p.key != SESSION_KEY]
     del model.metadata_props[:]
     for prop in keep:

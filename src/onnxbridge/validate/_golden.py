@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge._meta import role_parts
+from onnxbridge._onnxfile import model_sha256
 from onnxbridge.bundle import Bundle, atomic_write_path, file_sha256, library_versions, now_iso
 from onnxbridge.errors import BundleError
 from onnxbridge.runtime import Predictor
@@ -153,7 +154,8 @@ def write_golden(
         "rows": len(frame),
         "probe_sets": sorted(set(frame["probe"]), key=GOLDEN_PROBES.index),
         "seed": spec.seed,
-        "model_sha256": file_sha256(bundle.onnx_path),
+        # With external data, the hash covers the data file too.
+        "model_sha256": model_sha256(bundle.onnx_path),
         "stored_at": now_iso(),
         "versions": library_versions(),
     }

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onnxbridge._onnxfile import total_bytes
 from onnxbridge.convert._roles import expected_outputs
 from onnxbridge.data import normalize_features
 from onnxbridge.errors import InferenceError, first_line
@@ -35,6 +36,7 @@ from onnxbridge.runtime._predictor import check_output_rows
 
 __all__ = [
     "ONNX_RUNTIMES",
+    "REFERENCE_MAX_BYTES",
     "RUNTIME_NAMES",
     "OnnxRuntime",
     "ReferenceRuntime",
@@ -45,6 +47,9 @@ __all__ = [
 SKLEARN, ONNXRUNTIME, REFERENCE = "sklearn", "onnxruntime", "reference"
 RUNTIME_NAMES = (SKLEARN, ONNXRUNTIME, REFERENCE)
 ONNX_RUNTIMES = (ONNXRUNTIME, REFERENCE)
+# onnx.reference is pure Python and reads a tree ensemble's node attributes into Python lists:
+# a model past this size (its .onnx and external data together) is compared without it.
+REFERENCE_MAX_BYTES = 2**31 - 1
 
 
 def output_roles_of(predictor: Predictor) -> dict[str, str]:
@@ -132,7 +137,8 @@ class ReferenceRuntime:
             runtimes see identical inputs).
 
     Raises:
-        InferenceError: the evaluator cannot load the model (an operator it does not implement).
+        InferenceError: the evaluator cannot load the model (an operator it does not implement),
+            or the model is over :data:`REFERENCE_MAX_BYTES` with its external data.
     """
 
     name = REFERENCE
@@ -144,6 +150,14 @@ class ReferenceRuntime:
         from onnxbridge.validate._reference_ops import reference_kernels
 
         self.feeder = feeder
+        size = len(model) if isinstance(model, bytes) else total_bytes(model)
+        if size > REFERENCE_MAX_BYTES:
+            raise InferenceError(
+                f"the model is {size} bytes with its external data, over the "
+                f"{REFERENCE_MAX_BYTES} bytes onnx.reference (pure Python) is run on; compared "
+                "with onnxruntime only",
+                arguments=("runtimes",),
+            )
         try:
             proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(model)
             with warnings.catch_warnings():

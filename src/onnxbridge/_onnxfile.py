@@ -1,0 +1,381 @@
+"""ONNX model files: how a model is saved (with its tensors in an external data file when it
+passes the protobuf limit) and which files on disk make up one model.
+
+A model whose tensors do not fit in one protobuf message (2 GiB) is written as ``model.onnx``
+(the graph, with references to its tensors) and ``model.onnx.data`` (the tensors' bytes) side
+by side; ``--external-data`` on ``convert`` writes a small model that way too. Every command that
+reads a model from a path asks this module which files belong to it and whether the external data
+references are safe to follow: a reference that leaves the model's folder (``../..``, an absolute
+path, a symbolic link out) is refused before any other code opens it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import mmap
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import external_data_helper, helper, numpy_helper
+
+from onnxbridge.errors import OnnxModelError
+
+__all__ = [
+    "PROTOBUF_LIMIT",
+    "data_file_name",
+    "external_data_files",
+    "loadable",
+    "model_files",
+    "model_sha256",
+    "needs_external_data",
+    "read_model_bytes",
+    "save_model",
+    "tensor_bytes",
+    "total_bytes",
+]
+
+# Protobuf refuses a message of 2 GiB or more: no .onnx file (without its external data) is.
+PROTOBUF_LIMIT = 2**31 - 1
+# Room left for the graph's other fields (names, attributes, metadata) when deciding from the
+# tensors' size alone whether a model fits: beyond it, saving tries the whole model first.
+_HEADROOM = 256 * 2**20
+# Tensors smaller than this stay in the .onnx (as ONNX's own tools do): shapes, small constants.
+_EXTERNAL_MIN_BYTES = 1024
+# The key of an external data reference as it appears in the serialized file (field 1, 8 bytes):
+# a file without it has no external data, found without parsing the whole model.
+_LOCATION_KEY = b"\n\x08location"
+
+
+def data_file_name(path: str | os.PathLike[str]) -> str:
+    """The external data file ``save_model`` writes beside ``path``: its name plus ``.data``."""
+    return Path(path).name + ".data"
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs: initializers and attribute values."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _tensors(attribute.g)
+            for sub in attribute.graphs:
+                yield from _tensors(sub)
+
+
+def _data_bytes(tensor: onnx.TensorProto) -> int:
+    """Bytes of a tensor's values (0 for strings, which cannot be stored externally)."""
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return 0
+    itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return math.prod(tensor.dims) * itemsize
+
+
+def tensor_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of every numeric tensor value in ``model`` (counted from shapes, nothing copied)."""
+    return sum(_data_bytes(tensor) for tensor in _tensors(model.graph))
+
+
+def needs_external_data(model: onnx.ModelProto, limit: int = PROTOBUF_LIMIT) -> bool:
+    """Whether ``model``'s tensors alone come near ``limit`` bytes, so it must be written with
+    external data (the graph's other fields are checked when it is serialized)."""
+    return tensor_bytes(model) > max(limit - _HEADROOM, limit // 2)
+
+
+def save_model(
+    model: onnx.ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    external_data: bool | None = None,
+) -> list[Path]:
+    """Write ``model`` to ``path`` atomically; returns the files written (``path`` first).
+
+    Args:
+        model: the model. It keeps its tensors (those moved out to the data file are read
+            back in), as raw bytes.
+        path: the ``.onnx`` file.
+        external_data: True writes the tensors of 1 KiB or more to ``<name>.data`` beside
+            ``path`` (no data file for a model without any); False never does; None (default)
+            does when the model would pass the 2 GiB protobuf limit.
+
+    Both files are written under temporary names in the same folder and renamed into place,
+    the data file first; an external data file a previous save left beside ``path`` and that the
+    new model does not use is removed.
+
+    Raises:
+        OnnxModelError: the model is over the protobuf limit even without its tensors (its graph
+            alone: say, integer attributes of a very large tree ensemble).
+        OSError: the folder cannot be written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data_path = path.with_name(data_file_name(path))
+    external = needs_external_data(model) if external_data is None else external_data
+    with _scratch_folder(path) as scratch:
+        writing = data_path  # the file a failed write is about, named as the user knows it
+        try:
+            graph = None
+            if not external:
+                graph = _serialized(model, allow_over=external_data is None)
+            if graph is None:
+                graph = _externalized(model, scratch / data_path.name)
+                # A model with no tensor of 1 KiB or more has nothing to move out.
+                external = (scratch / data_path.name).exists()
+            writing = path
+            (scratch / path.name).write_bytes(graph)
+            del graph
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
+        if external:
+            os.replace(scratch / data_path.name, data_path)
+        os.replace(scratch / path.name, path)
+    if not external:
+        with contextlib.suppress(FileNotFoundError):
+            data_path.unlink()
+    return [path, data_path] if external else [path]
+
+
+@contextlib.contextmanager
+def _scratch_folder(path: Path) -> Iterator[Path]:
+    """A private folder beside ``path`` (same file system, so renames out of it are atomic)."""
+    scratch = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield scratch
+    finally:
+        for leftover in scratch.iterdir():
+            leftover.unlink()
+        scratch.rmdir()
+
+
+def _serialized(model: onnx.ModelProto, *, allow_over: bool) -> bytes | None:
+    """The model's bytes; None when they pass the protobuf limit and ``allow_over`` (the caller
+    then writes it with external data). Protobuf writes such a message but cannot read it back."""
+    try:
+        data = model.SerializeToString()
+    except ValueError:  # some protobuf builds refuse to write it at all
+        data = None
+    if data is not None and len(data) <= PROTOBUF_LIMIT:
+        return data
+    if allow_over:
+        return None
+    raise OnnxModelError(
+        "the model is over the 2 GiB protobuf limit; write it with external data "
+        "(`convert --external-data`, or external_data=True)"
+    )
+
+
+def _externalized(model: onnx.ModelProto, data_path: Path) -> bytes:
+    """Write the tensors of ``model`` to ``data_path`` and return the graph that refers to them;
+    ``model`` gets its tensors back afterwards."""
+    moved = []
+    for tensor in _tensors(model.graph):
+        if _data_bytes(tensor) < _EXTERNAL_MIN_BYTES:
+            continue
+        if not tensor.HasField("raw_data"):
+            values = numpy_helper.to_array(tensor)
+            tensor.ClearField(helper.tensor_dtype_to_field(tensor.data_type))
+            tensor.raw_data = values.tobytes()
+        external_data_helper.set_external_data(tensor, data_path.name)
+        moved.append(tensor)
+    if not moved:
+        graph = _serialized(model, allow_over=True)
+        if graph is None:
+            raise OnnxModelError(_graph_too_big(model, moved))
+        return graph
+    data_path.touch()
+    saved = 0
+    try:
+        for tensor in moved:
+            external_data_helper.save_external_data(tensor, str(data_path.parent))
+            tensor.ClearField("raw_data")
+            saved += 1
+        graph = _serialized(model, allow_over=True)
+        if graph is None:
+            raise OnnxModelError(_graph_too_big(model, moved))
+    finally:
+        for index, tensor in enumerate(moved):
+            if index < saved:
+                external_data_helper.load_external_data_for_tensor(tensor, str(data_path.parent))
+            # As it was: no location field at all (ONNX's helper sets it to DEFAULT).
+            tensor.ClearField("data_location")
+            tensor.ClearField("external_data")
+    return graph
+
+
+def _graph_too_big(model: onnx.ModelProto, moved: list[onnx.TensorProto]) -> str:
+    """Why a model stays over the limit with its tensors out: its largest node's values."""
+    counts = [
+        (sum(len(a.ints) + len(a.floats) + len(a.strings) for a in node.attribute), node.op_type)
+        for node in model.graph.node
+    ]
+    values, op_type = max(counts, default=(0, "?"))
+    return (
+        f"the model is over the 2 GiB protobuf limit even with its "
+        f"{sum(_data_bytes(t) for t in moved)} bytes of tensors in external data: its graph "
+        f"alone is {model.ByteSize()} bytes, over the {PROTOBUF_LIMIT} a protobuf message can "
+        f"be (its largest node, {op_type}, has {values} integer, float and string attribute "
+        "values, which cannot be stored outside the graph); make the model smaller (fewer or "
+        "shallower trees)"
+    )
+
+
+@contextlib.contextmanager
+def loadable(model: onnx.ModelProto, limit: int = PROTOBUF_LIMIT) -> Iterator[bytes | str]:
+    """``model`` as ONNX Runtime and ``onnx.checker`` take it: its bytes, or, when it passes
+    ``limit`` (no one message can hold it), the path of a copy saved with external data in a
+    temporary folder, removed when the block ends."""
+    data = None
+    if not needs_external_data(model, limit):
+        data = _serialized(model, allow_over=True)
+    if data is not None and len(data) <= limit:
+        yield data
+        return
+    del data
+    # (A session opened from the copy keeps what it read; the files may go.)
+    with tempfile.TemporaryDirectory(
+        prefix="onnxbridge-model-", ignore_cleanup_errors=True
+    ) as folder:
+        path = Path(folder) / "model.onnx"
+        save_model(model, path, external_data=True)
+        yield str(path)
+
+
+def _uses_external_data(path: Path) -> bool:
+    """Whether the file may hold an external data reference (a fast byte scan, no parse)."""
+    with path.open("rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return view.find(_LOCATION_KEY) >= 0
+
+
+def external_data_files(
+    path: str | os.PathLike[str], model: onnx.ModelProto | None = None
+) -> list[Path]:
+    """The external data files the model at ``path`` refers to, checked; [] for none.
+
+    Args:
+        path: the ``.onnx`` file.
+        model: the model already read from ``path`` (without external data), to skip reading
+            it again.
+
+    Raises:
+        OnnxModelError: a reference leaves the model's folder (absolute, ``..``, a link out of
+            it), names a file that is missing, or reaches past the end of its file.
+    """
+    path = Path(path)
+    if model is None:
+        if not _uses_external_data(path):
+            return []
+        model = _load_graph(path)
+    # ONNX Runtime looks for the data beside the path it was given (a link to the .onnx is not
+    # followed for that), so that folder is the one the data must be in.
+    folder = path.parent.resolve()
+    ends: dict[Path, int] = {}
+    for tensor in _tensors(model.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        file = _inside(path, folder, info.get("location", ""), tensor.name)
+        end = int(info.get("offset") or 0) + int(info.get("length") or _data_bytes(tensor))
+        ends[file] = max(ends.get(file, 0), end)
+    for file, end in ends.items():
+        _check_data_file(path, file, end)
+    return [path.parent / file.name for file in ends]
+
+
+def _load_graph(path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.load(str(path), format="protobuf", load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and onnx's own errors
+        raise OnnxModelError(
+            f"{str(path)!r} is not an ONNX model ({str(exc).splitlines()[0] if str(exc) else exc!r}"
+            "); pass a .onnx file written by `onnxbridge convert` or another exporter"
+        ) from exc
+
+
+def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
+    """The resolved file of an external data ``location``, refused unless it is a plain file
+    name in the model's own folder."""
+    where = Path(location)
+    resolved = (folder / where).resolve()
+    if (
+        not location
+        or where.is_absolute()
+        or ".." in where.parts
+        or len(where.parts) != 1
+        or resolved.parent != folder
+    ):
+        raise OnnxModelError(
+            f"{str(path)!r} refers to external data at {location!r} (tensor {tensor!r}), "
+            "outside the model's folder; onnxbridge reads external data only from a file beside "
+            "the .onnx: re-save the model with its data file next to it"
+        )
+    return resolved
+
+
+def _check_data_file(path: Path, file: Path, end: int) -> None:
+    if not file.is_file():
+        raise OnnxModelError(
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which is missing beside it; "
+            f"copy {file.name} together with {path.name} (they are one model)"
+        )
+    size = file.stat().st_size
+    if size < end:
+        raise OnnxModelError(
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which is damaged: {size} bytes, "
+            f"its tensors reach byte {end}; copy {file.name} again together with {path.name}"
+        )
+
+
+def model_files(path: str | os.PathLike[str], model: onnx.ModelProto | None = None) -> list[Path]:
+    """The files of the model at ``path``: the ``.onnx`` first, then its external data files
+    (checked as :func:`external_data_files` does)."""
+    path = Path(path)
+    return [path, *external_data_files(path, model)]
+
+
+def total_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes of the model at ``path`` with its external data files."""
+    return sum(file.stat().st_size for file in model_files(path))
+
+
+def read_model_bytes(path: str | os.PathLike[str], limit: int = PROTOBUF_LIMIT) -> bytes | None:
+    """The model at ``path`` as one serialized message, its external data read in; None when
+    that message would pass ``limit`` bytes (it could not be parsed back).
+
+    Raises:
+        OnnxModelError: its external data is outside its folder, missing or damaged.
+    """
+    path = Path(path)
+    files = model_files(path)
+    if len(files) == 1:
+        return path.read_bytes()
+    if sum(file.stat().st_size for file in files) >= limit:
+        return None
+    model: Any = _load_graph(path)
+    external_data_helper.load_external_data_for_model(model, str(path.parent))
+    return bytes(model.SerializeToString())
+
+
+def model_sha256(path: str | os.PathLike[str]) -> str:
+    """The content hash of the model at ``path``: the sha256 of the ``.onnx`` file when it has
+    no external data; else a sha256 over each of its files' names and sha256s, so a changed
+    data file changes it too."""
+    from onnxbridge._files import file_sha256
+
+    files = model_files(path)
+    if len(files) == 1:
+        return file_sha256(files[0])
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
+    return digest.hexdigest()
