@@ -5,8 +5,8 @@ for a folder output, one for a single output file) → record batches of ``batch
 :func:`~onnxbridge._score.batch.score_batch` → Parquet, written under temporary names and renamed
 into place (:mod:`onnxbridge._score.output`). The local engine runs batches on a thread pool
 (ONNX Runtime releases the GIL while it computes); the Dask engine
-(:mod:`onnxbridge._score.dask_engine`) runs one task per part on a cluster. Both go through the
-same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
+(:mod:`onnxbridge._score.dask_engine`) runs one task per input file on a cluster. Both go
+through the same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
 
 Nothing is lost: every refusal (bad options, a model that does not load, an output that is an
 input or not score's own, a resume of another job) is decided before anything on disk changes,
@@ -452,7 +452,7 @@ def score(
         model: a ``.onnx`` file, a bundle folder (its ``model.onnx``) or the model's bytes.
         inputs: files, folders or globs of ``.csv`` / ``.tsv`` / ``.parquet`` files.
         output: a ``.parquet`` file (all inputs in one file), or a folder that gets one
-            ``part-NNNNN.parquet`` per input file.
+            ``part-NNNNN.parquet`` per input file (either engine).
         engine: ``"local"`` (a thread pool) or ``"dask"`` (a Dask cluster).
         keep: input columns copied to the output before the predictions (row keys).
         batch_size: rows per record batch; memory grows with it.
@@ -461,8 +461,9 @@ def score(
         allow_missing: score rows with missing values even if the source model refused them.
         resume: keep the parts a previous run of the same job completed; write the rest.
         overwrite: replace an existing output (only one that score wrote).
-        workers: local: threads in the pool [default: cores]; dask: workers of the
-            LocalCluster started when no ``scheduler`` is given [default: cores].
+        workers: local: threads in the pool [default: cores]; dask: threads of the
+            LocalCluster's worker process, started when no ``scheduler`` is given [default:
+            cores].
         session_threads: ONNX Runtime intra-op threads per session [default: 1: parallelism
             comes from ``workers``, and results then do not depend on ``batch_size``].
         scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
@@ -494,12 +495,6 @@ def score(
         raise DataError(
             "scheduler= is for engine='dask'; add engine='dask' or drop it",
             arguments=("scheduler", "engine"),
-        )
-    if engine == "dask" and OutputLayout.for_output(os.fspath(output)).single_file:
-        raise DataError(
-            f"with engine='dask', score writes a folder of part files, one per input, but "
-            f"output={os.fspath(output)!r} names one file; pass a folder name (without .parquet)",
-            arguments=("engine", "output"),
         )
     started = time.perf_counter()
     options: dict[str, Any] = {

@@ -53,6 +53,7 @@ __all__ = [
     "open_part",
     "output_lock",
     "part_identity",
+    "parts_folder",
     "read_part",
 ]
 
@@ -237,7 +238,7 @@ class OutputLayout:
                 for entry in self.path.parent.iterdir():
                     match = _SINGLE_TEMP.match(entry.name)
                     if match and match.group(1) in names:
-                        entry.unlink(missing_ok=True)
+                        _remove(entry)
             return
         if not self.path.is_dir():
             return
@@ -261,6 +262,35 @@ class OutputLayout:
         with atomic_write_path(target) as tmp:
             tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
         return target
+
+
+@contextlib.contextmanager
+def parts_folder(layout: OutputLayout) -> Iterator[Path]:
+    """A hidden temporary folder beside a single output file, for the parts it is assembled
+    from (the Dask engine); removed on leaving the block, and by :meth:`OutputLayout.clear`
+    if a killed run left it."""
+    import tempfile
+
+    parent = layout.path.parent
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f".{layout.path.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise DataError(
+            f"cannot write output={str(layout.path)!r}: {exc.strerror or first_line(exc)}; "
+            "choose an output= in a folder you can write to",
+            arguments=("output",),
+        ) from exc
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def _ours(entry: Path) -> bool:
