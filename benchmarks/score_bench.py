@@ -1,5 +1,6 @@
-"""Benchmark of ``onnxbridge score``: the local engine, the Dask engine on a 2-worker LocalCluster
-and the baseline a user writes today (pandas chunks + scikit-learn ``predict_proba``), same run.
+"""Benchmark of ``onnxbridge score``: the local engine, the Dask engine (the LocalCluster it starts:
+one worker process of 2 threads) and the baseline a user writes today (pandas chunks +
+scikit-learn ``predict_proba``), same run.
 
 Model: the benchmark forest of docs/benchmarks.md (``RandomForestClassifier(n_estimators=100,
 random_state=0)`` fitted on the first 10 000 rows of ``make_classification(n_samples=20000,
@@ -8,7 +9,8 @@ n_features=28, n_informative=15, n_classes=2, random_state=0)``); ``--kind mixed
 ``benchmarks/make_score_data.py`` (the other 10 000 rows, tiled), or its first ``--files`` files.
 
 Every run is a fresh child process; this script samples the child's process tree (psutil, every
-50 ms, Dask workers included) for the peak RSS. Runs are interleaved round by round so machine
+50 ms, Dask workers included) for the peak RSS: the sum over the processes at each sample, and
+each side's own peak (the child, its child processes). Runs are interleaved round by round so machine
 noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with their
 range, and the ratios against the baseline of the same rounds.
 
@@ -162,14 +164,16 @@ def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
 
 
 # ------------------------------------------------------------------------------- parent: timing
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+def tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """Resident memory of ``proc`` and of its descendants (Dask's worker processes)."""
+    own = proc.memory_info().rss
+    others = 0
+    for p in proc.children(recursive=True):
         try:
-            total += p.memory_info().rss
+            others += p.memory_info().rss
         except psutil.Error:
             continue
-    return total
+    return own, others
 
 
 def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict[str, float]:
@@ -186,12 +190,17 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
         command += ["--files", str(args.files)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched = psutil.Process(proc.pid)
-    peak = 0
+    peak = peak_own = peak_others = 0
     while proc.poll() is None:
         try:
-            peak = max(peak, tree_rss(watched))
+            own, others = tree_rss(watched)
         except psutil.Error:
-            pass
+            continue
+        peak, peak_own, peak_others = (
+            max(peak, own + others),
+            max(peak_own, own),
+            max(peak_others, others),
+        )
         time.sleep(0.05)
     stdout, stderr = proc.communicate()
     if proc.returncode != 0:
@@ -199,6 +208,7 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
     summary = json.loads(stdout.strip().splitlines()[-1])
     summary["rows_per_second"] = summary["rows"] / summary["seconds"]
     summary["peak_rss_mib"] = peak / 2**20
+    summary["own_rss_mib"], summary["children_rss_mib"] = peak_own / 2**20, peak_others / 2**20
     return summary
 
 
@@ -250,7 +260,8 @@ def main() -> None:
             print(
                 f"round {rnd}  {run:<9} {summary['rows_per_second']:>10,.0f} rows/s  "
                 f"{summary['seconds']:7.1f} s  peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
-                f"(load {os.getloadavg()[0]:.1f})",
+                f"(its own {summary['own_rss_mib']:.0f}, child processes "
+                f"{summary['children_rss_mib']:.0f}; load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     print("median [min-max] over rounds:")
@@ -279,6 +290,14 @@ def main() -> None:
         ]
         print(
             f"  dask/local time: {statistics.median(ratios):.2f}x median "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+        )
+        ratios = [
+            d["peak_rss_mib"] / loc["peak_rss_mib"]
+            for d, loc in zip(results["dask"], results["local"], strict=True)
+        ]
+        print(
+            f"  dask/local peak RSS (all processes): {statistics.median(ratios):.2f}x median "
             f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
         )
 

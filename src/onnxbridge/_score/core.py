@@ -751,9 +751,7 @@ def keep_schema(part: PartSpec, plan: RowPlan) -> pa.Schema:
         return pa.schema([])
     source = part.sources[0]
     if source.fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(source.path)
+        schema = source.parquet_schema()
         return pa.schema([schema.field(name) for name in plan.keep])
     return pa.schema([pa.field(name, pa.string()) for name in plan.keep])
 

@@ -186,6 +186,8 @@ class OutputLayout:
         ids: dict[tuple[int, int], Path] = {}
         resolved: dict[Path, Path] = {}
         for source in inputs:
+            if not isinstance(source.path, Path):  # a remote store's file: never an output
+                continue
             stat = source.path.stat()
             ids[(stat.st_dev, stat.st_ino)] = source.path
             resolved[source.path.resolve()] = source.path
