@@ -10,9 +10,9 @@ n_features=28, n_informative=15, n_classes=2, random_state=0)``); ``--kind mixed
 
 Every run is a fresh child process; this script samples the child's process tree (psutil, every
 50 ms, Dask workers included) for the peak RSS: the sum over the processes at each sample, and
-each side's own peak (the child, its child processes). Runs are interleaved round by round so machine
-noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with their
-range, and the ratios against the baseline of the same rounds.
+each side's own peak (the child, its child processes). Runs are interleaved round by round so
+machine noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with
+their range, and the ratios against the baseline of the same rounds.
 
     python benchmarks/make_score_data.py --rows 10000000 --files 20
     python benchmarks/score_bench.py --data benchmarks/data/score-numeric-10000000 --rounds 3
