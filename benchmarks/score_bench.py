@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -188,6 +189,7 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
     ]  # fmt: skip
     if args.files is not None:
         command += ["--files", str(args.files)]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched = psutil.Process(proc.pid)
     peak = peak_own = peak_others = 0
@@ -203,10 +205,16 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
         )
         time.sleep(0.05)
     stdout, stderr = proc.communicate()
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{run} failed ({proc.returncode}):\n{stderr[-3000:]}")
     summary = json.loads(stdout.strip().splitlines()[-1])
     summary["rows_per_second"] = summary["rows"] / summary["seconds"]
+    # CPU time of the run's whole process tree (every process waited for, Dask's included):
+    # what the work costs, whatever share of the machine other programs took meanwhile.
+    summary["cpu_seconds"] = sum(
+        getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime")
+    )
     summary["peak_rss_mib"] = peak / 2**20
     summary["own_rss_mib"], summary["children_rss_mib"] = peak_own / 2**20, peak_others / 2**20
     return summary
@@ -259,7 +267,8 @@ def main() -> None:
             results[run].append(summary)
             print(
                 f"round {rnd}  {run:<9} {summary['rows_per_second']:>10,.0f} rows/s  "
-                f"{summary['seconds']:7.1f} s  peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
+                f"{summary['seconds']:7.1f} s  CPU {summary['cpu_seconds']:6.1f} s  "
+                f"peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
                 f"(its own {summary['own_rss_mib']:.0f}, child processes "
                 f"{summary['children_rss_mib']:.0f}; load {os.getloadavg()[0]:.1f})",
                 flush=True,
@@ -298,6 +307,14 @@ def main() -> None:
         ]
         print(
             f"  dask/local peak RSS (all processes): {statistics.median(ratios):.2f}x median "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+        )
+        ratios = [
+            d["cpu_seconds"] / loc["cpu_seconds"]
+            for d, loc in zip(results["dask"], results["local"], strict=True)
+        ]
+        print(
+            f"  dask/local CPU time (all processes): {statistics.median(ratios):.2f}x median "
             f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
         )
 
