@@ -405,3 +405,23 @@ def test_dask_scores_inputs_from_a_remote_store(
     assert again.rows == 0 and again.rows_resumed == 1500
     with pytest.raises(DataError, match=r"input 's3://data/nothing.parquet' does not exist"):
         score(iris_model, f"{s3_store}/nothing.parquet", tmp_path / "none", **options)
+
+
+@pytest.mark.parametrize("keep", [[], ["id"]])
+def test_dask_writes_an_empty_input_as_the_local_engine(
+    rows, tmp_path: Path, iris_model: Path, cluster: str, keep: list[str]
+) -> None:
+    """A part without rows gets the output columns (and types) from the client's model check."""
+    paths = [tmp_path / "empty.parquet", tmp_path / "some.parquet"]
+    rows(0).to_parquet(paths[0], index=False)
+    rows(30).to_parquet(paths[1], index=False)
+    for output in ("folder", "one.parquet"):
+        local = score(iris_model, paths, tmp_path / f"local-{output}", keep=keep)
+        dask = score(
+            iris_model, paths, tmp_path / f"dask-{output}", engine="dask", scheduler=cluster,
+            keep=keep,
+        )  # fmt: skip
+        assert [p.rows for p in dask.parts] == [p.rows for p in local.parts]
+        for a, b in zip(local.parts, dask.parts, strict=True):
+            want, got = pq.read_table(a.path), pq.read_table(b.path)
+            assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)

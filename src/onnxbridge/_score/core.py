@@ -509,6 +509,8 @@ def score(
         # Every refusal comes before the lock and before anything on disk changes: the job's
         # inputs, model and output, then the model loads and the --keep columns are checked.
         job = prepare_job(model, inputs, output, **options)
+        predictor: Predictor | None = None
+        runner: Predicts | None = None
         if engine == "local":
             predictor = Predictor(
                 job.model,
@@ -517,16 +519,16 @@ def score(
                 intra_op_num_threads=session_threads or 1,
                 regime="throughput",  # one session for every batch, also a file's last one
             )
-        else:
-            predictor = Predictor(job.model, intra_op_num_threads=1)
-        runner: Predicts = predictor
-        if accelerator:
-            from onnxbridge.engines import AcceleratedPredictor
+            runner = predictor
+            if accelerator:
+                from onnxbridge.engines import AcceleratedPredictor
 
-            # Refuses a bundle without a compiled engine, then one the caller has not trusted,
-            # before any file of it is opened and before the output is touched.
-            runner = AcceleratedPredictor.load(predictor, trust_native=trust_native)
-        plan = job.plan(predictor)
+                # Refuses a bundle without a compiled engine, then one the caller has not
+                # trusted, before any file of it is opened and before the output is touched.
+                runner = AcceleratedPredictor.load(predictor, trust_native=trust_native)
+            plan = job.plan(predictor)
+        else:
+            plan, outputs = _check_model(job)
         with contextlib.ExitStack() as stack:
             client = None
             if engine != "local":
@@ -539,6 +541,7 @@ def score(
                 job = prepare_job(model, inputs, output, **options, locked=True)
                 job.layout.clear(resume=resume, overwrite=overwrite)
                 if client is None:
+                    assert predictor is not None and runner is not None  # engine="local"
                     n_workers = workers or available_cores()
                     written = _run_local(job, predictor, runner, plan, n_workers, progress)
                     extra: dict[str, Any] = {}
@@ -547,7 +550,7 @@ def score(
 
                     written, n_workers, extra = run_dask(
                         job,
-                        predictor,
+                        outputs,
                         plan,
                         client,
                         session_threads=session_threads,
@@ -556,6 +559,19 @@ def score(
                 result = _finish(job, written, engine, n_workers, batch_size, extra, started)
     result.peak_rss_bytes = memory.peak_bytes
     return result
+
+
+def _check_model(job: ScoreJob) -> tuple[RowPlan, pa.Table]:
+    """The Dask engine's checks on the client: the model loads, and the row plan and the output
+    columns (a zero-row table) it gives. The workers score with their own sessions, so this
+    one is dropped before they start.
+
+    Raises:
+        OnnxModelError: the model does not load. DataError: bad ``--keep`` columns.
+    """
+    predictor = Predictor(job.model, intra_op_num_threads=1)
+    plan = job.plan(predictor)
+    return plan, empty_table(predictor, plan, pa.schema([]))
 
 
 def _finish(

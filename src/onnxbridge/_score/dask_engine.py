@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 from distributed import Client, Future, LocalCluster, Variable, as_completed
 
-from onnxbridge._score.batch import empty_table, score_batch
+from onnxbridge._score.batch import _join, score_batch
 from onnxbridge._score.core import (
     PartResult,
     PartSpec,
@@ -235,7 +235,7 @@ def _run_pieces(
     client: Client,
     job: ScoreJob,
     pieces: list[PartSpec],
-    local: Predictor,
+    outputs: pa.Table,
     plan: RowPlan,
     session_threads: int,
     progress: ProgressCallback | None,
@@ -259,7 +259,7 @@ def _run_pieces(
         flag.set(count)
         try:
             for i, piece in enumerate(pieces[:count]):
-                empty = empty_table(local, plan, keep_schema(piece, plan))
+                empty = _join(keep_schema(piece, plan).empty_table(), outputs)
                 args = (model, job.model_sha256, session_threads, piece, i, plan, empty, options)
                 futures.append(client.submit(_score_part, *args, flag, pure=False))
             index = {future.key: i for i, future in enumerate(futures)}
@@ -320,7 +320,7 @@ def _concatenate(part: PartSpec, pieces: list[PartSpec], empty: pa.Table) -> tup
 
 def run_dask(
     job: ScoreJob,
-    local: Predictor,
+    outputs: pa.Table,
     plan: RowPlan,
     client: Client,
     *,
@@ -330,10 +330,10 @@ def run_dask(
     """Run ``job``'s parts as Dask tasks on ``client`` (from :func:`connect`); returns the parts
     written, the worker threads and extra summary fields (the scheduler address).
 
-    ``local`` is the client's session of the model (for the output columns), ``plan`` the row
-    checks. An input that cannot be read (a corrupt file) stops the job after the parts before
-    it are written, as on the local engine; a single output file is written only if every input
-    is scored.
+    ``outputs`` holds the prediction columns a part gets (zero rows, for a part without any),
+    ``plan`` the row checks. An input that cannot be read (a corrupt file) stops the job after
+    the parts before it are written, as on the local engine; a single output file is written
+    only if every input is scored.
     """
     try:
         n_threads = sum(client.nthreads().values())
@@ -345,13 +345,14 @@ def run_dask(
     if not job.parts:
         return [], n_threads, extra
     if not job.layout.single_file:
-        stats = _run_pieces(client, job, job.parts, local, plan, threads, progress)
+        stats = _run_pieces(client, job, job.parts, outputs, plan, threads, progress)
         return [_result(job.parts[i], stats[i]) for i in sorted(stats)], n_threads, extra
     (part,) = job.parts
     started = time.perf_counter()
     with parts_folder(job.layout) as folder:
         pieces = _pieces(part, folder)
-        _run_pieces(client, job, pieces, local, plan, threads, progress)
-        rows, bad = _concatenate(part, pieces, empty_table(local, plan, keep_schema(part, plan)))
+        _run_pieces(client, job, pieces, outputs, plan, threads, progress)
+        empty = _join(keep_schema(part, plan).empty_table(), outputs)
+        rows, bad = _concatenate(part, pieces, empty)
     joined = {"rows": rows, "bad_rows": bad, "seconds": time.perf_counter() - started}
     return [_result(part, joined)], n_threads, extra
