@@ -1,5 +1,6 @@
-"""Benchmark of ``onnxbridge score``: the local engine, the Dask engine on a 2-worker LocalCluster
-and the baseline a user writes today (pandas chunks + scikit-learn ``predict_proba``), same run.
+"""Benchmark of ``onnxbridge score``: the local engine, the Dask engine (the LocalCluster it starts:
+one worker process of 2 threads) and the baseline a user writes today (pandas chunks +
+scikit-learn ``predict_proba``), same run.
 
 Model: the benchmark forest of docs/benchmarks.md (``RandomForestClassifier(n_estimators=100,
 random_state=0)`` fitted on the first 10 000 rows of ``make_classification(n_samples=20000,
@@ -8,9 +9,10 @@ n_features=28, n_informative=15, n_classes=2, random_state=0)``); ``--kind mixed
 ``benchmarks/make_score_data.py`` (the other 10 000 rows, tiled), or its first ``--files`` files.
 
 Every run is a fresh child process; this script samples the child's process tree (psutil, every
-50 ms, Dask workers included) for the peak RSS. Runs are interleaved round by round so machine
-noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with their
-range, and the ratios against the baseline of the same rounds.
+50 ms, Dask workers included) for the peak RSS: the sum over the processes at each sample, and
+each side's own peak (the child, its child processes). Runs are interleaved round by round so
+machine noise hits all of them alike; it prints per-run rows/s and peak RSS, the medians with
+their range, and the ratios against the baseline of the same rounds.
 
     python benchmarks/make_score_data.py --rows 10000000 --files 20
     python benchmarks/score_bench.py --data benchmarks/data/score-numeric-10000000 --rounds 3
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -162,14 +165,16 @@ def kernel_efficiency(skops: Path, onnx: Path, data: Path, repeat: int) -> None:
 
 
 # ------------------------------------------------------------------------------- parent: timing
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+def tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """Resident memory of ``proc`` and of its descendants (Dask's worker processes)."""
+    own = proc.memory_info().rss
+    others = 0
+    for p in proc.children(recursive=True):
         try:
-            total += p.memory_info().rss
+            others += p.memory_info().rss
         except psutil.Error:
             continue
-    return total
+    return own, others
 
 
 def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict[str, float]:
@@ -184,21 +189,34 @@ def measure(run: str, args: argparse.Namespace, skops: Path, onnx: Path) -> dict
     ]  # fmt: skip
     if args.files is not None:
         command += ["--files", str(args.files)]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched = psutil.Process(proc.pid)
-    peak = 0
+    peak = peak_own = peak_others = 0
     while proc.poll() is None:
         try:
-            peak = max(peak, tree_rss(watched))
+            own, others = tree_rss(watched)
         except psutil.Error:
-            pass
+            continue
+        peak, peak_own, peak_others = (
+            max(peak, own + others),
+            max(peak_own, own),
+            max(peak_others, others),
+        )
         time.sleep(0.05)
     stdout, stderr = proc.communicate()
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{run} failed ({proc.returncode}):\n{stderr[-3000:]}")
     summary = json.loads(stdout.strip().splitlines()[-1])
     summary["rows_per_second"] = summary["rows"] / summary["seconds"]
+    # CPU time of the run's whole process tree (every process waited for, Dask's included):
+    # what the work costs, whatever share of the machine other programs took meanwhile.
+    summary["cpu_seconds"] = sum(
+        getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime")
+    )
     summary["peak_rss_mib"] = peak / 2**20
+    summary["own_rss_mib"], summary["children_rss_mib"] = peak_own / 2**20, peak_others / 2**20
     return summary
 
 
@@ -249,8 +267,10 @@ def main() -> None:
             results[run].append(summary)
             print(
                 f"round {rnd}  {run:<9} {summary['rows_per_second']:>10,.0f} rows/s  "
-                f"{summary['seconds']:7.1f} s  peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
-                f"(load {os.getloadavg()[0]:.1f})",
+                f"{summary['seconds']:7.1f} s  CPU {summary['cpu_seconds']:6.1f} s  "
+                f"peak RSS {summary['peak_rss_mib']:7.0f} MiB  "
+                f"(its own {summary['own_rss_mib']:.0f}, child processes "
+                f"{summary['children_rss_mib']:.0f}; load {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     print("median [min-max] over rounds:")
@@ -279,6 +299,22 @@ def main() -> None:
         ]
         print(
             f"  dask/local time: {statistics.median(ratios):.2f}x median "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+        )
+        ratios = [
+            d["peak_rss_mib"] / loc["peak_rss_mib"]
+            for d, loc in zip(results["dask"], results["local"], strict=True)
+        ]
+        print(
+            f"  dask/local peak RSS (all processes): {statistics.median(ratios):.2f}x median "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+        )
+        ratios = [
+            d["cpu_seconds"] / loc["cpu_seconds"]
+            for d, loc in zip(results["dask"], results["local"], strict=True)
+        ]
+        print(
+            f"  dask/local CPU time (all processes): {statistics.median(ratios):.2f}x median "
             f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
         )
 

@@ -70,10 +70,6 @@ def test_bad_rows_exit_2_with_one_line_or_skip_with_a_count(
         (["--on-error", "ignore"], r"--on-error 'ignore' is not supported; use raise or skip"),
         (["--scheduler", "tcp://127.0.0.1:1"], r"--scheduler is for --engine dask"),
         (
-            ["--engine", "dask", "-o", "x.parquet"],
-            r"with --engine dask, score writes a folder of part files",
-        ),
-        (
             ["--batch-size", "0"],
             r"--batch-size 0 is not allowed: it must be a positive number of rows",
         ),
@@ -85,8 +81,6 @@ def test_bad_options_exit_2_with_one_line(
 ) -> None:
     rows(5).to_parquet(tmp_path / "in.parquet")
     base = ["score", iris_model, tmp_path / "in.parquet", "-o", tmp_path / "out"]
-    if "-o" in args:
-        base = base[:3]
     code, _, err = run(capsys, *base, *args)
     assert_one_line_error(code, err, pattern)
 

@@ -5,8 +5,8 @@ for a folder output, one for a single output file) → record batches of ``batch
 :func:`~onnxbridge._score.batch.score_batch` → Parquet, written under temporary names and renamed
 into place (:mod:`onnxbridge._score.output`). The local engine runs batches on a thread pool
 (ONNX Runtime releases the GIL while it computes); the Dask engine
-(:mod:`onnxbridge._score.dask_engine`) runs one task per part on a cluster. Both go through the
-same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
+(:mod:`onnxbridge._score.dask_engine`) runs one task per input file on a cluster. Both go
+through the same :class:`~onnxbridge.runtime.Predictor` code, so they write identical predictions.
 
 Nothing is lost: every refusal (bad options, a model that does not load, an output that is an
 input or not score's own, a resume of another job) is decided before anything on disk changes,
@@ -467,7 +467,7 @@ def score(
         model: a ``.onnx`` file, a bundle folder (its ``model.onnx``) or the model's bytes.
         inputs: files, folders or globs of ``.csv`` / ``.tsv`` / ``.parquet`` files.
         output: a ``.parquet`` file (all inputs in one file), or a folder that gets one
-            ``part-NNNNN.parquet`` per input file.
+            ``part-NNNNN.parquet`` per input file (either engine).
         engine: ``"local"`` (a thread pool) or ``"dask"`` (a Dask cluster).
         keep: input columns copied to the output before the predictions (row keys).
         batch_size: rows per record batch; memory grows with it.
@@ -476,8 +476,9 @@ def score(
         allow_missing: score rows with missing values even if the source model refused them.
         resume: keep the parts a previous run of the same job completed; write the rest.
         overwrite: replace an existing output (only one that score wrote).
-        workers: local: threads in the pool [default: cores]; dask: workers of the
-            LocalCluster started when no ``scheduler`` is given [default: cores].
+        workers: local: threads in the pool [default: cores]; dask: threads of the
+            LocalCluster's worker process, started when no ``scheduler`` is given [default:
+            cores].
         session_threads: ONNX Runtime intra-op threads per session [default: 1: parallelism
             comes from ``workers``, and results then do not depend on ``batch_size``].
         scheduler: the address of a running Dask scheduler (``tcp://host:8786``); without it
@@ -510,12 +511,6 @@ def score(
             "scheduler= is for engine='dask'; add engine='dask' or drop it",
             arguments=("scheduler", "engine"),
         )
-    if engine == "dask" and OutputLayout.for_output(os.fspath(output)).single_file:
-        raise DataError(
-            f"with engine='dask', score writes a folder of part files, one per input, but "
-            f"output={os.fspath(output)!r} names one file; pass a folder name (without .parquet)",
-            arguments=("engine", "output"),
-        )
     started = time.perf_counter()
     options: dict[str, Any] = {
         "keep": keep,
@@ -529,6 +524,8 @@ def score(
         # Every refusal comes before the lock and before anything on disk changes: the job's
         # inputs, model and output, then the model loads and the --keep columns are checked.
         job = prepare_job(model, inputs, output, **options)
+        predictor: Predictor | None = None
+        runner: Predicts | None = None
         if engine == "local":
             predictor = Predictor(
                 job.model,
@@ -537,16 +534,16 @@ def score(
                 intra_op_num_threads=session_threads or 1,
                 regime="throughput",  # one session for every batch, also a file's last one
             )
-        else:
-            predictor = Predictor(job.model, intra_op_num_threads=1)
-        runner: Predicts = predictor
-        if accelerator:
-            from onnxbridge.engines import AcceleratedPredictor
+            runner = predictor
+            if accelerator:
+                from onnxbridge.engines import AcceleratedPredictor
 
-            # Refuses a bundle without a compiled engine, then one the caller has not trusted,
-            # before any file of it is opened and before the output is touched.
-            runner = AcceleratedPredictor.load(predictor, trust_native=trust_native)
-        plan = job.plan(predictor)
+                # Refuses a bundle without a compiled engine, then one the caller has not
+                # trusted, before any file of it is opened and before the output is touched.
+                runner = AcceleratedPredictor.load(predictor, trust_native=trust_native)
+            plan = job.plan(predictor)
+        else:
+            plan, outputs = _check_model(job)
         with contextlib.ExitStack() as stack:
             client = None
             if engine != "local":
@@ -559,6 +556,7 @@ def score(
                 job = prepare_job(model, inputs, output, **options, locked=True)
                 job.layout.clear(resume=resume, overwrite=overwrite)
                 if client is None:
+                    assert predictor is not None and runner is not None  # engine="local"
                     n_workers = workers or available_cores()
                     written = _run_local(job, predictor, runner, plan, n_workers, progress)
                     extra: dict[str, Any] = {}
@@ -567,7 +565,7 @@ def score(
 
                     written, n_workers, extra = run_dask(
                         job,
-                        predictor,
+                        outputs,
                         plan,
                         client,
                         session_threads=session_threads,
@@ -576,6 +574,19 @@ def score(
                 result = _finish(job, written, engine, n_workers, batch_size, extra, started)
     result.peak_rss_bytes = memory.peak_bytes
     return result
+
+
+def _check_model(job: ScoreJob) -> tuple[RowPlan, pa.Table]:
+    """The Dask engine's checks on the client: the model loads, and the row plan and the output
+    columns (a zero-row table) it gives. The workers score with their own sessions, so this
+    one is dropped before they start.
+
+    Raises:
+        OnnxModelError: the model does not load. DataError: bad ``--keep`` columns.
+    """
+    predictor = Predictor(job.model, intra_op_num_threads=1)
+    plan = job.plan(predictor)
+    return plan, empty_table(predictor, plan, pa.schema([]))
 
 
 def _finish(
@@ -771,9 +782,7 @@ def keep_schema(part: PartSpec, plan: RowPlan) -> pa.Schema:
         return pa.schema([])
     source = part.sources[0]
     if source.fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        schema = pq.read_schema(source.path)
+        schema = source.parquet_schema()
         return pa.schema([schema.field(name) for name in plan.keep])
     return pa.schema([pa.field(name, pa.string()) for name in plan.keep])
 

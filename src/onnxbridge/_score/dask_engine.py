@@ -1,16 +1,19 @@
 """The Dask engine of ``score``: the same job on a Dask distributed cluster.
 
-Each input file is read by ``dask.dataframe`` as one partition (``dd.read_parquet`` /
-``dd.read_csv``); one task per partition scores it in record batches of ``batch_size`` rows with
-:func:`~onnxbridge._score.batch.score_batch` — the local engine's code — and writes its part file
-itself, under a temporary name renamed into place, so the output never travels back through the
-client. The model travels once per worker, as bytes: a worker plugin loads one ONNX Runtime
-session per worker process when the worker joins (workers need not see the client's files, only
-the input and output paths).
+One task per input file. A task streams its file in record batches of ``batch_size`` rows with
+the local engine's reader (:func:`~onnxbridge._score.core.part_batches`), scores them with
+:func:`~onnxbridge._score.batch.score_batch` and writes its part file itself, under a temporary
+name renamed into place: a worker holds a batch per thread, never a whole file, and predictions
+never travel back through the client. A single output file is written the same way, in parts
+inside a hidden folder beside it, then concatenated by the client in input order under a
+temporary name and renamed into place.
 
-Without a scheduler address a LocalCluster (one single-threaded worker process per core) is
-started for the job and closed after it. ``ONNXBRIDGE_DASK_CONNECT_TIMEOUT`` (seconds, default 10)
-bounds the wait for a given scheduler.
+The model travels once per worker, as bytes; each worker process loads one ONNX Runtime session
+per model (cached by the model's hash) that its threads share, each run on one intra-op thread.
+
+Without a scheduler address a LocalCluster is started for the job — one worker process with one
+thread per core (one session, as the local engine) — and closed after it.
+``ONNXBRIDGE_DASK_CONNECT_TIMEOUT`` (seconds, default 10) bounds the wait for a given scheduler.
 """
 
 from __future__ import annotations
@@ -20,15 +23,15 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
-from distributed import Client, LocalCluster, as_completed
-from distributed.diagnostics.plugin import WorkerPlugin
+from distributed import Client, Future, LocalCluster, Variable, as_completed
 
-from onnxbridge._score.batch import empty_table, score_batch
+from onnxbridge._score.batch import _join, score_batch
 from onnxbridge._score.core import (
     PartResult,
     PartSpec,
@@ -36,106 +39,85 @@ from onnxbridge._score.core import (
     ScoreJob,
     available_cores,
     keep_schema,
+    part_batches,
 )
-from onnxbridge._score.inputs import CSV_NULL_VALUES, InputFile, rechunk
-from onnxbridge._score.output import open_part
+from onnxbridge._score.output import BAD_ROWS_DIR, open_part, parts_folder
 from onnxbridge._score.rows import RowPlan
 from onnxbridge.errors import ClusterError, DataError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
 
 __all__ = ["connect", "keep_environ", "run_dask"]
 
-# One Predictor per worker process and model, created by the plugin when the worker starts.
-_PREDICTORS: dict[str, Predictor] = {}
+# The sessions of this worker process, by model hash and intra-op threads; the most recent
+# models only, so a long-lived worker that scores many models does not keep them all.
+_SESSIONS: dict[tuple[str, int], Predictor] = {}
+_SESSIONS_KEPT = 2
 _LOCK = threading.Lock()
 
 
-class SessionPlugin(WorkerPlugin):
-    """Loads the model's ONNX Runtime session once on every worker, from the model's bytes."""
-
-    def __init__(self, key: str, model: bytes, session_threads: int) -> None:
-        self.key = key
-        self.model = model
-        self.session_threads = session_threads
-
-    def setup(self, worker: Any) -> None:
-        """Create the worker's session (worker threads share it: ``run`` is thread-safe)."""
-        with _LOCK:
-            if self.key not in _PREDICTORS:
-                _PREDICTORS[self.key] = Predictor(
-                    self.model, intra_op_num_threads=self.session_threads, regime="throughput"
-                )
-
-    def teardown(self, worker: Any) -> None:
-        """Drop the session when the plugin is removed or the worker stops."""
-        with _LOCK:
-            _PREDICTORS.pop(self.key, None)
+def _session(sha256: str, model: bytes, threads: int) -> Predictor:
+    """This process's session of the model (created by the first task that needs it)."""
+    key = (sha256, threads)
+    with _LOCK:
+        predictor = _SESSIONS.pop(key, None)
+        if predictor is None:
+            predictor = Predictor(model, intra_op_num_threads=threads, regime="throughput")
+        _SESSIONS[key] = predictor  # most recent last
+        while len(_SESSIONS) > _SESSIONS_KEPT:
+            del _SESSIONS[next(iter(_SESSIONS))]
+        return predictor
 
 
-def _score_partition(
-    frame: pd.DataFrame,
-    key: str,
+class _Stopped(Exception):
+    """A task left before it committed: an input before its own failed, or the job stopped."""
+
+
+@contextlib.contextmanager
+def _stop_flag(client: Client) -> Iterator[Variable]:
+    """A cluster-wide number: tasks of a higher index stop at their next batch."""
+    flag = Variable(f"onnxbridge-score-stop-{uuid.uuid4().hex}", client=client)
+    try:
+        yield flag
+    finally:
+        with contextlib.suppress(Exception):  # the cluster may be gone
+            flag.delete()
+
+
+def _check_stop(flag: Variable, index: int) -> None:
+    if index > flag.get():
+        raise _Stopped(index)
+
+
+def _score_part(
+    model: bytes,
+    sha256: str,
+    threads: int,
     part: PartSpec,
+    index: int,
     plan: RowPlan,
     empty: pa.Table,
-    batch_size: int,
-    on_error: str,
-    allow_missing: bool,
+    options: dict[str, Any],
+    flag: Variable,
 ) -> dict[str, Any]:
-    """Score one partition (one input file) on a worker and write its part file."""
+    """Score one part on a worker, batch by batch, and commit its file (the task)."""
     started = time.perf_counter()
-    predictor = _PREDICTORS.get(key)
-    if predictor is None:
-        raise ClusterError(
-            "this Dask worker has no ONNX Runtime session for the model (the worker plugin did "
-            "not run); restart the workers and run the job again"
-        )
-    source = part.sources[0]
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    missing = plan.check_columns(str(source.path), table.column_names)
-    first = 1
+    _check_stop(flag, index)
+    predictor = _session(sha256, model, threads)
     with open_part(part.path, part.bad_path, part.identity, empty) as sink:
-        for batch in rechunk(table.to_batches(), batch_size):
+        for source, first, batch, missing in part_batches(part, plan, options["batch_size"]):
             scored = score_batch(
                 predictor,
                 batch,
                 plan,
                 file=str(source.path),
                 first_row=first,
-                on_error=on_error,
-                allow_missing=allow_missing,
+                on_error=options["on_error"],
+                allow_missing=options["allow_missing"],
                 missing=missing,
             )
             sink.write(scored.table, scored.bad)
-            first += batch.num_rows
-    return {
-        "rows": sink.rows,
-        "bad_rows": sink.bad_rows,
-        "seconds": time.perf_counter() - started,
-    }
-
-
-def _partition(source: InputFile, plan: RowPlan) -> Any:
-    """The file as a one-partition dask DataFrame, as a Delayed object."""
-    import dask.dataframe as dd
-
-    columns = source.column_names()
-    wanted = plan.read_columns(columns)
-    if source.fmt == "parquet":
-        frame = dd.read_parquet(str(source.path), columns=wanted, split_row_groups=False)
-    else:
-        text = [c for c in plan.text_columns() if c in columns]
-        frame = dd.read_csv(
-            str(source.path),
-            sep="\t" if source.fmt == "tsv" else ",",
-            blocksize=None,
-            usecols=wanted,
-            dtype={c: "str" for c in text},
-            na_values=CSV_NULL_VALUES,
-            keep_default_na=False,
-        )
-    (delayed,) = frame.to_delayed()
-    return delayed
+            _check_stop(flag, index)
+    return {"rows": sink.rows, "bad_rows": sink.bad_rows, "seconds": time.perf_counter() - started}
 
 
 @contextlib.contextmanager
@@ -159,9 +141,11 @@ def keep_environ() -> Iterator[None]:
 def _connect(scheduler: str | None, workers: int | None) -> tuple[Client, LocalCluster | None]:
     if scheduler is None:
         with keep_environ():
+            # One worker process whose threads share one session, like the local engine's
+            # pool: a process per core would hold a runtime and a session each.
             cluster = LocalCluster(
-                n_workers=workers or available_cores(),
-                threads_per_worker=1,
+                n_workers=1,
+                threads_per_worker=workers or available_cores(),
                 processes=True,
                 dashboard_address=":0",
                 # Our own cluster: its shutdown chatter (workers killed after a grace period on
@@ -209,9 +193,134 @@ def connect(scheduler: str | None, workers: int | None) -> Iterator[Client]:
             cluster.close()
 
 
+def _pieces(part: PartSpec, folder: Path) -> list[PartSpec]:
+    """The single output file's part as one piece per input, written inside ``folder``."""
+    return [
+        PartSpec(
+            i,
+            folder / f"part-{i:05d}.parquet",
+            folder / BAD_ROWS_DIR / f"part-{i:05d}.parquet",
+            [source],
+            part.identity,
+        )
+        for i, source in enumerate(part.sources)
+    ]
+
+
+def _readable(pieces: list[PartSpec], plan: RowPlan) -> tuple[int, OnnxbridgeError | None]:
+    """How many pieces, from the first, have a header that reads with the columns the job needs
+    (checked here, so an input that fails this way stops the job after the parts before it),
+    and the error of the first that does not."""
+    for n, piece in enumerate(pieces):
+        source = piece.sources[0]
+        try:
+            plan.check_columns(str(source.path), source.column_names())
+        except OnnxbridgeError as exc:
+            return n, exc
+    return len(pieces), None
+
+
+def _result(part: PartSpec, stats: dict[str, Any]) -> PartResult:
+    return PartResult(
+        part.path,
+        [str(s.path) for s in part.sources],
+        stats["rows"],
+        stats["bad_rows"],
+        bad_rows_path=part.bad_path if stats["bad_rows"] else None,
+        seconds=stats["seconds"],
+    )
+
+
+def _run_pieces(
+    client: Client,
+    job: ScoreJob,
+    pieces: list[PartSpec],
+    outputs: pa.Table,
+    plan: RowPlan,
+    session_threads: int,
+    progress: ProgressCallback | None,
+) -> dict[int, dict[str, Any]]:
+    """Run one task per piece; returns the statistics of each, by index.
+
+    The first failure in input order is raised once every task has ended: the pieces before it
+    are committed, those after it stop at their next batch (pieces already committed stay).
+    """
+    total = job.total_rows()
+    if progress is not None:
+        progress(0, total)
+    count, unreadable = _readable(pieces, plan)
+    options = {"batch_size": job.batch_size, "on_error": job.on_error}
+    options["allow_missing"] = job.allow_missing
+    model = client.scatter(job.read_model_bytes(), broadcast=True)
+    futures: list[Future] = []
+    done: dict[int, dict[str, Any]] = {}
+    failures: dict[int, BaseException] = {}
+    with _stop_flag(client) as flag:
+        flag.set(count)
+        try:
+            for i, piece in enumerate(pieces[:count]):
+                empty = _join(keep_schema(piece, plan).empty_table(), outputs)
+                args = (model, job.model_sha256, session_threads, piece, i, plan, empty, options)
+                futures.append(client.submit(_score_part, *args, flag, pure=False))
+            index = {future.key: i for i, future in enumerate(futures)}
+            done_rows = 0
+            for future in as_completed(futures):
+                i = index[future.key]
+                try:
+                    done[i] = future.result()
+                except _Stopped:
+                    continue
+                except Exception as exc:  # raised once every task has ended
+                    failures[i] = exc
+                    flag.set(min(failures))
+                    continue
+                done_rows += done[i]["rows"] + done[i]["bad_rows"]
+                if progress is not None:
+                    progress(done_rows, total)
+        except BaseException:
+            flag.set(-1)  # interrupted: every task stops at its next batch
+            client.cancel(futures)
+            raise
+        finally:
+            client.cancel(model)
+    if failures:
+        _raise(failures[min(failures)])
+    if unreadable is not None:
+        raise unreadable
+    return done
+
+
+def _raise(error: BaseException) -> None:
+    if isinstance(error, (OnnxbridgeError, OSError)):
+        raise error
+    # KilledWorker, CommClosedError, a worker without onnxbridge...
+    raise ClusterError(
+        f"the Dask job failed: {type(error).__name__}: {first_line(error)}; check the "
+        "workers' logs (they need onnxbridge and onnxruntime installed, and must see "
+        "the input and output paths)"
+    ) from error
+
+
+def _concatenate(part: PartSpec, pieces: list[PartSpec], empty: pa.Table) -> tuple[int, int]:
+    """Write the pieces, in order, into the part's file (and side file), atomically; returns
+    ``(rows, bad rows)``. Row groups are copied one at a time, as the pieces wrote them."""
+    import pyarrow.parquet as pq
+
+    with open_part(part.path, part.bad_path, part.identity, empty) as sink:
+        for piece in pieces:
+            scored = pq.ParquetFile(piece.path)
+            for group in range(scored.num_row_groups):
+                sink.write(scored.read_row_group(group))
+            if piece.bad_path.is_file():
+                bad = pq.ParquetFile(piece.bad_path)
+                for group in range(bad.num_row_groups):
+                    sink.write(None, bad.read_row_group(group))
+    return sink.rows, sink.bad_rows
+
+
 def run_dask(
     job: ScoreJob,
-    local: Predictor,
+    outputs: pa.Table,
     plan: RowPlan,
     client: Client,
     *,
@@ -221,83 +330,29 @@ def run_dask(
     """Run ``job``'s parts as Dask tasks on ``client`` (from :func:`connect`); returns the parts
     written, the worker threads and extra summary fields (the scheduler address).
 
-    ``local`` is the client's session of the model (for the output columns), ``plan`` the row
-    checks. An input that cannot be read (a corrupt file) stops the job after the parts before
-    it are written, as on the local engine.
+    ``outputs`` holds the prediction columns a part gets (zero rows, for a part without any),
+    ``plan`` the row checks. An input that cannot be read (a corrupt file) stops the job after
+    the parts before it are written, as on the local engine; a single output file is written
+    only if every input is scored.
     """
-    import dask
-
-    total = job.total_rows()
-    if progress is not None:
-        progress(0, total)
-    key = f"onnxbridge-score-{job.model_sha256[:16]}"
-    written: list[PartResult] = []
     try:
         n_threads = sum(client.nthreads().values())
         address = client.scheduler.address
-        if not job.parts:
-            return written, n_threads, {"scheduler": address}
-        plugin = SessionPlugin(key, job.read_model_bytes(), session_threads or 1)
-        client.register_plugin(plugin, name=key)
-        tasks = []
-        failure: OnnxbridgeError | None = None
-        for part in job.parts:
-            try:
-                partition = _partition(part.sources[0], plan)
-            except OnnxbridgeError as exc:
-                failure = exc  # raised once the parts before this input are written
-                break
-            empty = empty_table(local, plan, keep_schema(part, plan))
-            tasks.append(
-                dask.delayed(_score_partition, pure=False)(
-                    partition,
-                    key,
-                    part,
-                    plan,
-                    empty,
-                    job.batch_size,
-                    job.on_error,
-                    job.allow_missing,
-                )
-            )
-        futures = client.compute(tasks)
-        by_future = dict(zip(futures, job.parts[: len(tasks)], strict=True))
-        done_rows = 0
-        try:
-            for future in as_completed(futures):
-                stats = future.result()
-                part = by_future[future]
-                written.append(
-                    PartResult(
-                        part.path,
-                        [str(s.path) for s in part.sources],
-                        stats["rows"],
-                        stats["bad_rows"],
-                        bad_rows_path=part.bad_path if stats["bad_rows"] else None,
-                        seconds=stats["seconds"],
-                    )
-                )
-                done_rows += stats["rows"] + stats["bad_rows"]
-                if progress is not None:
-                    progress(done_rows, total)
-        except OnnxbridgeError:
-            client.cancel(futures)
-            raise
-        except OSError:
-            client.cancel(futures)
-            raise
-        except Exception as exc:  # KilledWorker, CommClosedError, a worker without onnxbridge...
-            client.cancel(futures)
-            raise ClusterError(
-                f"the Dask job failed: {type(exc).__name__}: {first_line(exc)}; check the "
-                "workers' logs (they need onnxbridge and onnxruntime installed, and must see "
-                "the input and output paths)"
-            ) from exc
-        if failure is not None:
-            raise failure
-        return written, n_threads, {"scheduler": address}
-    finally:
-        try:
-            client.unregister_worker_plugin(key)
-        except Exception:  # the plugin was never registered, or the cluster is gone
-            pass
+    except Exception as exc:  # the cluster went away after connect
+        raise ClusterError(f"the Dask cluster is gone: {first_line(exc)}") from exc
+    extra = {"scheduler": address}
+    threads = session_threads or 1
+    if not job.parts:
+        return [], n_threads, extra
+    if not job.layout.single_file:
+        stats = _run_pieces(client, job, job.parts, outputs, plan, threads, progress)
+        return [_result(job.parts[i], stats[i]) for i in sorted(stats)], n_threads, extra
+    (part,) = job.parts
+    started = time.perf_counter()
+    with parts_folder(job.layout) as folder:
+        pieces = _pieces(part, folder)
+        _run_pieces(client, job, pieces, outputs, plan, threads, progress)
+        empty = _join(keep_schema(part, plan).empty_table(), outputs)
+        rows, bad = _concatenate(part, pieces, empty)
+    joined = {"rows": rows, "bad_rows": bad, "seconds": time.perf_counter() - started}
+    return [_result(part, joined)], n_threads, extra

@@ -1,6 +1,10 @@
 """Input discovery and streaming for ``score``: files, folders and globs of CSV / TSV / Parquet,
 read as pyarrow record batches of a fixed number of rows so memory stays bounded.
 
+An input may also be a URL of a remote store that fsspec reads (``s3://bucket/day-1.parquet``,
+``s3://bucket/days/``, ``s3://bucket/days/*.csv``; the store's fsspec package installed, e.g.
+``s3fs``, and its credentials set as that package reads them).
+
 Only the columns the job needs are read (the model's features and the ``--keep`` columns). In
 CSV files the model's numeric columns are read as text and cast by :mod:`onnxbridge._score.rows`,
 so one bad value is reported with its row instead of stopping the reader.
@@ -8,18 +12,28 @@ so one bad value is reported with its row instead of stopping the reader.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
+import io
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import pyarrow as pa
 
 from onnxbridge.errors import DataError, first_line
 
-__all__ = ["SUPPORTED_SUFFIXES", "InputFile", "iter_batches", "list_inputs", "rechunk"]
+__all__ = [
+    "SUPPORTED_SUFFIXES",
+    "InputFile",
+    "RemotePath",
+    "iter_batches",
+    "list_inputs",
+    "rechunk",
+]
 
 SUPPORTED_SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 _GLOB_CHARS = set("*?[")
@@ -28,27 +42,78 @@ _GLOB_CHARS = set("*?[")
 CSV_NULL_VALUES = ["", "NA", "N/A", "n/a", "NaN", "nan", "-nan", "NULL", "null", "#N/A", "None"]
 
 
+@dataclass(frozen=True, eq=False)
+class RemotePath:
+    """A file of a remote store, read through its fsspec file system.
+
+    Attributes:
+        url: the file's URL (``s3://bucket/key.parquet``): how messages and part metadata name it.
+        fs: the fsspec file system (it travels to Dask workers with its options).
+        key: the file's path within ``fs``.
+    """
+
+    url: str
+    fs: Any
+    key: str
+
+    def __str__(self) -> str:
+        return self.url
+
+    def resolve(self) -> RemotePath:
+        """Itself: a URL is already absolute."""
+        return self
+
+    @property
+    def suffix(self) -> str:
+        """The file name's extension, as :attr:`pathlib.Path.suffix`."""
+        return Path(self.key).suffix
+
+
 @dataclass(frozen=True)
 class InputFile:
     """One input file of a scoring job.
 
     Attributes:
-        path: the file.
+        path: the file (a local path, or a file of a remote store).
         fmt: ``"csv"``, ``"tsv"`` or ``"parquet"``.
         size: its size in bytes when the job started (resume checks it).
         mtime_ns: its modification time when the job started (resume checks it).
     """
 
-    path: Path
+    path: Path | RemotePath
     fmt: str
     size: int
     mtime_ns: int
 
     @classmethod
-    def of(cls, path: Path) -> InputFile:
+    def of(cls, path: Path | RemotePath) -> InputFile:
         """Describe ``path`` (which must be a supported file)."""
-        stat = path.stat()
-        return cls(path, SUPPORTED_SUFFIXES[path.suffix.lower()], stat.st_size, stat.st_mtime_ns)
+        fmt = SUPPORTED_SUFFIXES[path.suffix.lower()]
+        if isinstance(path, Path):
+            stat = path.stat()
+            return cls(path, fmt, stat.st_size, stat.st_mtime_ns)
+        info = path.fs.info(path.key)
+        try:
+            mtime_ns = int(path.fs.modified(path.key).timestamp() * 1e9)
+        except (NotImplementedError, OSError, AttributeError):  # a store without times
+            mtime_ns = 0
+        return cls(path, fmt, int(info.get("size") or 0), mtime_ns)
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[Path | IO[bytes]]:
+        """What pyarrow reads the file from: its path, or an open remote file."""
+        if isinstance(self.path, Path):
+            yield self.path
+            return
+        with self.path.fs.open(self.path.key, "rb") as fh:
+            yield fh
+
+    def parquet_schema(self) -> pa.Schema:
+        """The Arrow schema of a Parquet file."""
+        import pyarrow.parquet as pq
+
+        with self.open() as where:
+            return pq.read_schema(where)
 
     def column_names(self) -> list[str]:
         """The file's column names (the CSV header, or the Parquet schema).
@@ -58,11 +123,12 @@ class InputFile:
         """
         try:
             if self.fmt == "parquet":
-                import pyarrow.parquet as pq
-
-                return [str(n) for n in pq.read_schema(self.path).names]
-            with self.path.open(newline="", encoding="utf-8") as fh:
-                header = next(csv.reader(fh, delimiter="\t" if self.fmt == "tsv" else ","), None)
+                return [str(n) for n in self.parquet_schema().names]
+            with self.open() as where:
+                fh = where.open("rb") if isinstance(where, Path) else contextlib.nullcontext(where)
+                with fh as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+                    delimiter = "\t" if self.fmt == "tsv" else ","
+                    header = next(csv.reader(text, delimiter=delimiter), None)
         except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
             raise DataError(
                 f"cannot read {str(self.path)!r} as {self.fmt}: {first_line(exc)}; check that "
@@ -79,7 +145,8 @@ class InputFile:
         import pyarrow.parquet as pq
 
         try:
-            return int(pq.read_metadata(self.path).num_rows)
+            with self.open() as where:
+                return int(pq.read_metadata(where).num_rows)
         except (OSError, pa.ArrowException) as exc:
             raise DataError(
                 f"cannot read {str(self.path)!r} as parquet: {first_line(exc)}; check that the "
@@ -106,10 +173,13 @@ def list_inputs(
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     allowed = ", ".join(sorted(SUPPORTED_SUFFIXES))
-    found: list[Path] = []
+    found: list[Path | RemotePath] = []
     for item in inputs:
         text = os.fspath(item)
         path = Path(text)
+        if "://" in text:
+            found.extend(_remote_files(text, allowed))
+            continue
         if path.is_dir():
             matches = sorted(p for p in path.iterdir() if p.is_file() and _supported(p))
             if not matches:
@@ -136,16 +206,60 @@ def list_inputs(
                 "or a glob such as 'data/*.parquet'"
             )
         found.extend(matches)
-    seen: set[Path] = set()
+    seen: set[str] = set()
     files = []
-    for path in found:
-        key = path.resolve()
+    for found_path in found:
+        key = str(found_path.resolve())
         if key not in seen:
             seen.add(key)
-            files.append(InputFile.of(path))
+            files.append(_described(found_path))
     if not files:
         raise DataError("no input files given; pass CSV / Parquet files, a folder or a glob")
     return files
+
+
+def _remote_files(url: str, allowed: str) -> list[RemotePath]:
+    """The files a remote URL names: a file, a folder's supported files or a glob's matches."""
+    try:
+        import fsspec
+
+        fs, key = fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise DataError(
+            f"cannot read {url!r}: {first_line(exc)}; install the fsspec package of that store "
+            "(s3fs for s3://, gcsfs for gs://, adlfs for az://)"
+        ) from exc
+    try:
+        if _GLOB_CHARS & set(key):
+            keys = sorted(str(k) for k in fs.glob(key))
+        elif fs.isdir(key):
+            keys = sorted(str(k) for k in fs.ls(key, detail=False))
+        elif fs.isfile(key):
+            keys = [key]
+        else:
+            raise DataError(
+                f"input {url!r} does not exist; check the URL (a file, a folder or a glob)"
+            )
+    except DataError:
+        raise
+    except Exception as exc:  # each store raises its own errors (credentials, network...)
+        raise DataError(
+            f"cannot list {url!r}: {type(exc).__name__}: {first_line(exc)}; check the URL and "
+            "the store's credentials"
+        ) from exc
+    names = [k for k in keys if _supported(Path(k))]
+    if not names:
+        raise DataError(f"{url!r} holds no {allowed} files; pass files, a folder of them or a glob")
+    return [RemotePath(fs.unstrip_protocol(k), fs, k) for k in names]
+
+
+def _described(path: Path | RemotePath) -> InputFile:
+    try:
+        return InputFile.of(path)
+    except DataError:
+        raise
+    except Exception as exc:  # a remote store's own errors
+        raise DataError(f"cannot read {str(path)!r}: {first_line(exc)}") from exc
 
 
 def rechunk(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
@@ -188,31 +302,40 @@ def iter_batches(
         DataError: the file cannot be read or parsed.
     """
     try:
-        if source.fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            reader = pq.ParquetFile(source.path)
-            raw: Iterable[pa.RecordBatch] = reader.iter_batches(
-                batch_size=batch_size, columns=list(columns) if columns is not None else None
-            )
-        else:
-            import pyarrow.csv as pcsv
-
-            text = set(text_columns)
-            raw = pcsv.open_csv(
-                source.path,
-                read_options=pcsv.ReadOptions(block_size=1 << 22),
-                parse_options=pcsv.ParseOptions(delimiter="\t" if source.fmt == "tsv" else ","),
-                convert_options=pcsv.ConvertOptions(
-                    include_columns=list(columns) if columns is not None else None,
-                    column_types={c: pa.string() for c in text},
-                    null_values=CSV_NULL_VALUES,
-                    strings_can_be_null=True,
-                ),
-            )
-        yield from rechunk(raw, batch_size)
+        with source.open() as where:
+            yield from rechunk(_read(source, where, batch_size, columns, text_columns), batch_size)
     except (OSError, pa.ArrowException) as exc:
         raise DataError(
             f"cannot read {str(source.path)!r} as {source.fmt}: {first_line(exc)}; check that "
             f"the file is a valid {source.fmt} file"
         ) from exc
+
+
+def _read(
+    source: InputFile,
+    where: Path | IO[bytes],
+    batch_size: int,
+    columns: Sequence[str] | None,
+    text_columns: Sequence[str],
+) -> Iterable[pa.RecordBatch]:
+    if source.fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        reader = pq.ParquetFile(where)
+        return reader.iter_batches(
+            batch_size=batch_size, columns=list(columns) if columns is not None else None
+        )
+    import pyarrow.csv as pcsv
+
+    text = set(text_columns)
+    return pcsv.open_csv(
+        where,
+        read_options=pcsv.ReadOptions(block_size=1 << 22),
+        parse_options=pcsv.ParseOptions(delimiter="\t" if source.fmt == "tsv" else ","),
+        convert_options=pcsv.ConvertOptions(
+            include_columns=list(columns) if columns is not None else None,
+            column_types={c: pa.string() for c in text},
+            null_values=CSV_NULL_VALUES,
+            strings_can_be_null=True,
+        ),
+    )

@@ -53,6 +53,7 @@ __all__ = [
     "open_part",
     "output_lock",
     "part_identity",
+    "parts_folder",
     "read_part",
 ]
 
@@ -185,6 +186,8 @@ class OutputLayout:
         ids: dict[tuple[int, int], Path] = {}
         resolved: dict[Path, Path] = {}
         for source in inputs:
+            if not isinstance(source.path, Path):  # a remote store's file: never an output
+                continue
             stat = source.path.stat()
             ids[(stat.st_dev, stat.st_ino)] = source.path
             resolved[source.path.resolve()] = source.path
@@ -237,7 +240,7 @@ class OutputLayout:
                 for entry in self.path.parent.iterdir():
                     match = _SINGLE_TEMP.match(entry.name)
                     if match and match.group(1) in names:
-                        entry.unlink(missing_ok=True)
+                        _remove(entry)
             return
         if not self.path.is_dir():
             return
@@ -261,6 +264,35 @@ class OutputLayout:
         with atomic_write_path(target) as tmp:
             tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
         return target
+
+
+@contextlib.contextmanager
+def parts_folder(layout: OutputLayout) -> Iterator[Path]:
+    """A hidden temporary folder beside a single output file, for the parts it is assembled
+    from (the Dask engine); removed on leaving the block, and by :meth:`OutputLayout.clear`
+    if a killed run left it."""
+    import tempfile
+
+    parent = layout.path.parent
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f".{layout.path.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise DataError(
+            f"cannot write output={str(layout.path)!r}: {exc.strerror or first_line(exc)}; "
+            "choose an output= in a folder you can write to",
+            arguments=("output",),
+        ) from exc
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def _ours(entry: Path) -> bool:
