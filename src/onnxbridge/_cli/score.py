@@ -75,7 +75,10 @@ def score_command(
         list[str],
         typer.Argument(
             metavar="INPUT",
-            help="CSV, TSV or Parquet files, folders of them, or globs ('data/*.parquet').",
+            help=(
+                "CSV, TSV or Parquet files, folders of them, globs ('data/*.parquet') or "
+                "fsspec URLs (s3://bucket/days/)."
+            ),
         ),
     ],
     output: Annotated[
@@ -126,7 +129,10 @@ def score_command(
     workers: Annotated[
         int | None,
         typer.Option(
-            help="local: threads in the pool; dask: workers of the LocalCluster [default: cores]."
+            help=(
+                "local: threads in the pool; dask: threads of the LocalCluster's worker "
+                "process [default: cores]."
+            )
         ),
     ] = None,
     session_threads: Annotated[
