@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 from distributed import Client, Future, LocalCluster, Variable, as_completed
 
+from onnxbridge._onnxfile import read_model_bytes
 from onnxbridge._score.batch import _join, score_batch
 from onnxbridge._score.core import (
     PartResult,
@@ -55,8 +56,20 @@ _SESSIONS_KEPT = 2
 _LOCK = threading.Lock()
 
 
-def _session(sha256: str, model: bytes, threads: int) -> Predictor:
-    """This process's session of the model (created by the first task that needs it)."""
+def _model_for_workers(job: ScoreJob) -> bytes | str:
+    """The model as the workers get it: one message of its bytes (external data read in), or,
+    past the 2 GiB one message can hold, the path of its file, which every worker must then see
+    (a LocalCluster's workers do; a remote cluster needs the model on a shared file system)."""
+    if job.model_bytes is not None:
+        return job.model_bytes
+    assert job.model_path is not None  # one of the two is always set
+    whole = read_model_bytes(job.model_path)
+    return whole if whole is not None else str(job.model_path.resolve())
+
+
+def _session(sha256: str, model: bytes | str, threads: int) -> Predictor:
+    """This process's session of the model (created by the first task that needs it), from its
+    bytes or, for a model too big for one message, from its path."""
     key = (sha256, threads)
     with _LOCK:
         predictor = _SESSIONS.pop(key, None)
@@ -89,7 +102,7 @@ def _check_stop(flag: Variable, index: int) -> None:
 
 
 def _score_part(
-    model: bytes,
+    model: bytes | str,
     sha256: str,
     threads: int,
     part: PartSpec,
@@ -251,7 +264,7 @@ def _run_pieces(
     count, unreadable = _readable(pieces, plan)
     options = {"batch_size": job.batch_size, "on_error": job.on_error}
     options["allow_missing"] = job.allow_missing
-    model = client.scatter(job.read_model_bytes(), broadcast=True)
+    model = client.scatter(_model_for_workers(job), broadcast=True)
     futures: list[Future] = []
     done: dict[int, dict[str, Any]] = {}
     failures: dict[int, BaseException] = {}
