@@ -482,3 +482,91 @@ def test_a_cut_or_changed_data_file_is_refused(
     assert_one_line_error(
         code, err, rf"which is damaged: 100 bytes, its tensors reach byte {len(whole)}"
     )
+
+
+def test_a_location_key_written_with_a_long_length_is_still_checked(tmp_path: Path) -> None:
+    # Protobuf reads a length written in more bytes than it needs ("\x88\x00" for 8) as the same
+    # length, and so do onnx and ONNX Runtime: the reference must be found all the same.
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = _pointing_to(folder, "../outside.data")
+    (tmp_path / "outside.data").write_bytes(b"\0" * 16000)
+    model = onnx.load(str(path), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.key = "locationX"  # 9 bytes: its tag and length take 2, as long as below
+    raw = model.SerializeToString()
+    assert raw.count(b"\n\x09locationX") == 1
+    path.write_bytes(raw.replace(b"\n\x09locationX", b"\n\x88\x00location"))
+    assert onnx.load(str(path), load_external_data=False).graph.initializer[0].external_data
+    with pytest.raises(OnnxModelError, match=r"outside the model's folder"):
+        model_files(path)
+
+
+def test_sparse_and_function_tensors_outside_the_folder_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "outside.data").write_bytes(b"\0" * 4096)
+    values = numpy_helper.from_array(np.ones(256, dtype=np.float32), "values")
+    external_data_helper.set_external_data(values, "../outside.data", offset=0, length=1024)
+    values.ClearField("raw_data")
+    indices = numpy_helper.from_array(np.arange(256, dtype=np.int64), "indices")
+    sparse = helper.make_sparse_tensor(values, indices, [256])
+    constant = helper.make_node("Constant", [], ["y"], sparse_value=sparse)
+    function = helper.make_function("local", "F", [], ["y"], [constant], [])
+    graph = helper.make_graph(
+        [helper.make_node("F", [], ["y"], domain="local")],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        sparse_initializer=[sparse],
+    )
+    for keep in ("sparse_initializer", "functions"):
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+            functions=[function] if keep == "functions" else [],
+        )
+        if keep == "functions":
+            model.graph.ClearField("sparse_initializer")
+        folder = tmp_path / keep
+        folder.mkdir()
+        onnx.save_model(model, str(folder / "model.onnx"))
+        with pytest.raises(OnnxModelError, match=r"at '\.\./outside\.data' .* outside"):
+            model_files(folder / "model.onnx")
+
+
+def test_an_offset_that_is_no_number_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = _matmul_model()
+    tensor = model.graph.initializer[0]
+    external_data_helper.set_external_data(tensor, "w.data", offset=0, length=16000)
+    tensor.ClearField("raw_data")
+    for entry in tensor.external_data:
+        if entry.key == "offset":
+            entry.value = "abc"
+    (tmp_path / "w.data").write_bytes(b"\0" * 16000)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    code, _, err = run(capsys, "inspect", path)
+    assert_one_line_error(code, err, r"offset 'abc' .* which are not byte counts")
+
+
+def test_the_model_hash_does_not_change_with_the_onnx_file_name(pair: dict[str, Path]) -> None:
+    onnx_file = pair["external"] / "model.onnx"
+    copy = pair["external"] / "renamed.onnx"
+    shutil.copyfile(onnx_file, copy)
+    assert model_sha256(copy) == model_sha256(onnx_file)
+
+
+def test_saving_over_a_model_with_external_data_never_pairs_old_and_new(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    save_model(_matmul_model(), path, external_data=True)
+    before = Predictor(path).predict(np.ones((1, 4), dtype=np.float32)).values
+    newer = _matmul_model()
+    newer.graph.initializer[0].CopyFrom(
+        numpy_helper.from_array(np.full((4, 1000), 2.0, dtype=np.float32), "W")
+    )
+    save_model(newer, path, external_data=True)
+    after = Predictor(path).predict(np.ones((1, 4), dtype=np.float32)).values
+    np.testing.assert_array_equal(after, np.full((1, 1000), 8.0, dtype=np.float32))
+    assert not np.array_equal(before, after)

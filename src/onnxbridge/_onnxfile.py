@@ -47,9 +47,10 @@ PROTOBUF_LIMIT = 2**31 - 1
 _HEADROOM = 256 * 2**20
 # Tensors smaller than this stay in the .onnx (as ONNX's own tools do): shapes, small constants.
 _EXTERNAL_MIN_BYTES = 1024
-# The key of an external data reference as it appears in the serialized file (field 1, 8 bytes):
-# a file without it has no external data, found without parsing the whole model.
-_LOCATION_KEY = b"\n\x08location"
+# The key of an external data reference: a string's bytes stand as they are in the serialized
+# file whatever the encoding of its tag and length, so a file without them has no external data,
+# found without parsing the whole model (a file with them, say in a doc string, is parsed).
+_LOCATION_KEY = b"location"
 
 
 def data_file_name(path: str | os.PathLike[str]) -> str:
@@ -69,6 +70,47 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _tensors(attribute.g)
             for sub in attribute.graphs:
                 yield from _tensors(sub)
+
+
+def _referenced(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor ONNX Runtime may read from external data: initializers, attribute values and
+    the values and indices of sparse tensors, in the graph, its subgraphs and the model's local
+    functions (:func:`_tensors` walks only what ``save_model`` moves out)."""
+    graphs = list(_subgraphs(model.graph))
+    for function in model.functions:
+        for node in function.node:
+            for attribute in node.attribute:
+                for sub in _attribute_graphs(attribute):
+                    graphs.extend(_subgraphs(sub))
+    for graph in graphs:
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+    nodes = [n for graph in graphs for n in graph.node]
+    nodes += [n for function in model.functions for n in function.node]
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            sparse_tensors = list(attribute.sparse_tensors)
+            if attribute.HasField("sparse_tensor"):
+                sparse_tensors.append(attribute.sparse_tensor)
+            for sparse in sparse_tensors:
+                yield from (sparse.values, sparse.indices)
+
+
+def _attribute_graphs(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    return ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs)
+
+
+def _subgraphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in _attribute_graphs(attribute):
+                yield from _subgraphs(sub)
 
 
 def _data_bytes(tensor: onnx.TensorProto) -> int:
@@ -107,8 +149,9 @@ def save_model(
             does when the model would pass the 2 GiB protobuf limit.
 
     Both files are written under temporary names in the same folder and renamed into place,
-    the data file first; an external data file a previous save left beside ``path`` and that the
-    new model does not use is removed.
+    the data file first (an earlier ``path`` that may read the old data file is removed just
+    before, so no reader ever pairs an old graph with new tensors); an external data file a
+    previous save left beside ``path`` and that the new model does not use is removed.
 
     Raises:
         OnnxModelError: the model is over the protobuf limit even without its tensors (its graph
@@ -135,6 +178,12 @@ def save_model(
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
         if external:
+            if data_path.exists():
+                # The old graph may read this data file: it goes first, so that a reader (or
+                # a crash) between the two renames finds no model rather than the old graph
+                # over the new tensors.
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
             os.replace(scratch / data_path.name, data_path)
         os.replace(scratch / path.name, path)
     if not external:
@@ -190,9 +239,9 @@ def _externalized(model: onnx.ModelProto, data_path: Path) -> bytes:
         if graph is None:
             raise OnnxModelError(_graph_too_big(model, moved))
         return graph
-    data_path.touch()
     saved = 0
     try:
+        data_path.touch()
         for tensor in moved:
             external_data_helper.save_external_data(tensor, str(data_path.parent))
             tensor.ClearField("raw_data")
@@ -280,16 +329,33 @@ def external_data_files(
     # followed for that), so that folder is the one the data must be in.
     folder = path.parent.resolve()
     ends: dict[Path, int] = {}
-    for tensor in _tensors(model.graph):
+    for tensor in _referenced(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
         file = _inside(path, folder, info.get("location", ""), tensor.name)
-        end = int(info.get("offset") or 0) + int(info.get("length") or _data_bytes(tensor))
+        end = _data_end(path, tensor, info)
         ends[file] = max(ends.get(file, 0), end)
     for file, end in ends.items():
         _check_data_file(path, file, end)
     return [path.parent / file.name for file in ends]
+
+
+def _data_end(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> int:
+    """The byte of its data file where a tensor's values end, from its offset and length."""
+    try:
+        offset = int(info.get("offset") or 0)
+        length = int(info.get("length") or _data_bytes(tensor))
+    except ValueError:
+        offset = length = -1
+    if offset < 0 or length < 0:
+        raise OnnxModelError(
+            f"{str(path)!r} gives tensor {tensor.name!r} an external data offset "
+            f"{info.get('offset')!r} and length {info.get('length')!r}, which are not byte "
+            "counts; re-save the model with its data file (onnx.save_model, "
+            "save_as_external_data=True)"
+        )
+    return offset + length
 
 
 def _load_graph(path: Path) -> onnx.ModelProto:
@@ -306,7 +372,10 @@ def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
     """The resolved file of an external data ``location``, refused unless it is a plain file
     name in the model's own folder."""
     where = Path(location)
-    resolved = (folder / where).resolve()
+    try:
+        resolved = (folder / where).resolve()
+    except (ValueError, OSError):  # a NUL byte, a name the file system refuses
+        resolved = folder
     if (
         not location
         or where.is_absolute()
@@ -368,14 +437,16 @@ def read_model_bytes(path: str | os.PathLike[str], limit: int = PROTOBUF_LIMIT) 
 
 def model_sha256(path: str | os.PathLike[str]) -> str:
     """The content hash of the model at ``path``: the sha256 of the ``.onnx`` file when it has
-    no external data; else a sha256 over each of its files' names and sha256s, so a changed
-    data file changes it too."""
+    no external data; else a sha256 over the ``.onnx`` file's sha256 and each data file's name
+    (as the graph refers to it) and sha256, so a changed data file changes it too and a renamed
+    ``.onnx`` does not."""
     from onnxbridge._files import file_sha256
 
     files = model_files(path)
     if len(files) == 1:
         return file_sha256(files[0])
     digest = hashlib.sha256()
-    for file in files:
+    digest.update(f"{file_sha256(files[0])}\n".encode())
+    for file in files[1:]:
         digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
     return digest.hexdigest()
