@@ -59,6 +59,30 @@ def test_output_that_is_an_input_is_refused_without_suggesting_overwrite(
     assert day.read_bytes() == before
 
 
+def test_an_input_given_as_a_file_url_is_never_the_output(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    day = tmp_path / "day.parquet"
+    rows(60).to_parquet(day)
+    before = day.read_bytes()
+    with pytest.raises(DataError, match="would write over the input"):
+        score(iris_model, day.as_uri(), day, overwrite=True)
+    assert day.read_bytes() == before
+    result = score(iris_model, day.as_uri(), tmp_path / "out.parquet")
+    assert result.rows == 60
+
+
+def test_an_output_url_is_refused_and_nothing_is_written(
+    capsys, rows, tmp_path: Path, iris_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows(10).to_parquet(tmp_path / "day.parquet")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, _, err = run(capsys, "score", iris_model, "day.parquet", "--output", "s3://b/o.parquet")
+    assert_one_line_error(code, err, r"the output 's3://b/o.parquet' is a URL; .* write it locally")
+    assert snapshot(tmp_path) == before
+
+
 def test_folder_output_holding_an_input_is_refused(rows, tmp_path: Path, iris_model: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -81,11 +81,12 @@ def score_command(
             ),
         ),
     ],
-    output: Annotated[
-        Path,
+    output_text: Annotated[
+        str,
         typer.Option(
             "--output",
             "-o",
+            metavar="PATH",
             help="A .parquet file (all inputs in one file), or a folder: one part file per input.",
         ),
     ],
@@ -176,12 +177,15 @@ def score_command(
     """
     from onnxbridge._cli._out import check_out_file
     from onnxbridge._score import score
+    from onnxbridge._score.output import OutputLayout
     from onnxbridge.errors import DataError
 
     if on_error not in ("raise", "skip"):
         raise DataError(f"--on-error {on_error!r} is not supported; use raise or skip")
     if engine not in ("local", "dask"):
         raise DataError(f"--engine {engine!r} is not supported; use local or dask")
+    # Read as text: a URL given as the output must be refused as one, not taken as a folder.
+    output = OutputLayout.for_output(output_text).path
     if output.suffix.lower() in (".parquet", ".pq"):
         # One output file: its folder must exist. A folder output is score's own: it is created.
         check_out_file(output, "--output")

@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from onnxbridge._inspection import MAX_ONNX_BYTES
-from onnxbridge._onnxfile import model_sha256, read_model_bytes
+from onnxbridge._onnxfile import model_sha256
 from onnxbridge._score.batch import Predicts, ScoredBatch, empty_table, score_batch
 from onnxbridge._score.inputs import InputFile, iter_batches, list_inputs
 from onnxbridge._score.memory import PeakMemory
@@ -229,26 +229,6 @@ class ScoreJob:
             return self.model_path
         assert self.model_bytes is not None  # one of the two is always set (_read_model)
         return self.model_bytes
-
-    def read_model_bytes(self) -> bytes:
-        """The model's bytes (read from its file when it was given as a path), as one
-        message: a model that keeps its tensors in external data gets them read in.
-
-        Raises:
-            OnnxModelError: the model keeps over 2 GiB in external data, so it cannot be one
-                message.
-        """
-        if self.model_bytes is not None:
-            return self.model_bytes
-        assert self.model_path is not None  # one of the two is always set (_read_model)
-        whole = read_model_bytes(self.model_path)
-        if whole is None:
-            raise OnnxModelError(
-                f"{str(self.model_path)!r} keeps over 2 GiB of tensors in external data, and "
-                "the Dask engine sends the model to its workers as one message; score it with "
-                "engine='local'"
-            )
-        return whole
 
     def total_rows(self) -> int | None:
         """Rows to score when cheap to know (all inputs Parquet), else None (also when a

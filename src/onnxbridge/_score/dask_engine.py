@@ -8,8 +8,9 @@ never travel back through the client. A single output file is written the same w
 inside a hidden folder beside it, then concatenated by the client in input order under a
 temporary name and renamed into place.
 
-The model travels once per worker, as bytes; each worker process loads one ONNX Runtime session
-per model (cached by the model's hash) that its threads share, each run on one intra-op thread.
+The model travels once per worker, as bytes (a model past 2 GiB, which no message holds, as its
+path, which every worker must see); each worker process loads one ONNX Runtime session per model
+(cached by the model's hash) that its threads share, each run on one intra-op thread.
 
 Without a scheduler address a LocalCluster is started for the job — one worker process with one
 thread per core (one session, as the local engine) — and closed after it.
@@ -96,8 +97,17 @@ def _stop_flag(client: Client) -> Iterator[Variable]:
             flag.delete()
 
 
+# How long a task waits for the stop flag: a flag the client has deleted (a job stopped or
+# interrupted while this task ran) never answers, and then the task stops.
+_FLAG_TIMEOUT = 30
+
+
 def _check_stop(flag: Variable, index: int) -> None:
-    if index > flag.get():
+    try:
+        stop_after = flag.get(timeout=_FLAG_TIMEOUT)
+    except Exception:  # TimeoutError, or the scheduler gone
+        raise _Stopped(index) from None
+    if index > stop_after:
         raise _Stopped(index)
 
 

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pyarrow as pa
 
@@ -176,6 +178,9 @@ def list_inputs(
     found: list[Path | RemotePath] = []
     for item in inputs:
         text = os.fspath(item)
+        if text.lower().startswith("file://"):
+            # A local file by URL is a local file: checked as one (never also the output).
+            text = url2pathname(urlparse(text).path)
         path = Path(text)
         if "://" in text:
             found.extend(_remote_files(text, allowed))

@@ -81,7 +81,16 @@ class OutputLayout:
 
     @classmethod
     def for_output(cls, output: str | Path) -> OutputLayout:
-        """A path ending in ``.parquet`` / ``.pq`` is one file; anything else is a folder."""
+        """A path ending in ``.parquet`` / ``.pq`` is one file; anything else is a folder.
+
+        Raises:
+            DataError: ``output`` is a URL (outputs are local paths).
+        """
+        if "://" in os.fspath(output):
+            raise DataError(
+                f"the output {os.fspath(output)!r} is a URL; score writes to a local file or "
+                "folder: write it locally, then copy it to the store"
+            )
         path = Path(output)
         return cls(path, path.suffix.lower() in _FILE_SUFFIXES)
 
