@@ -40,7 +40,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
+from onnx import AttributeProto, TensorProto, numpy_helper
+from onnx.helper import make_attribute
 
 from onnxbridge.errors import ConversionError
 
@@ -991,65 +992,167 @@ def _add_categorical_columns(
     return extended, numeric
 
 
-def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: Any) -> dict[str, Any]:
-    mode = "BRANCH_LEQ" if spec.rule == "leq" else "BRANCH_LT"
-    leaf = spec.is_leaf
+# -- node attributes from arrays ---------------------------------------------------------------
+#
+# A forest has millions of nodes: its attributes are written from numpy arrays straight into
+# protobuf's wire format and parsed once (``ParseFromString``), never through Python lists of
+# millions of numbers. The model is the same as one built with ``onnx.helper.make_node``.
+
+_FLOATS_FIELD = 7  # AttributeProto.floats (repeated float)
+_INTS_FIELD = 8  # AttributeProto.ints (repeated int64)
+
+
+def _length_prefix(field_number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited (packed) field of ``size`` bytes."""
+    out = bytearray([(field_number << 3) | 2])
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        out.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes(out)
+
+
+def _packed_varints(values: np.ndarray) -> bytes:
+    """Non-negative integers as packed varints, every one padded to the widest one's length.
+
+    A padded varint (continuation bits on leading groups of zeros) is valid protobuf: the
+    parser reads the same numbers, and writing the message again gives the shortest form.
+    """
+    width = max(1, -(-int(values.max()).bit_length() // 7)) if len(values) else 1
+    unsigned = values.astype(np.uint64)
+    table = np.empty((len(values), width), dtype=np.uint8)
+    for k in range(width):
+        table[:, k] = (unsigned >> np.uint64(7 * k)).astype(np.uint8) | np.uint8(0x80)
+    table[:, width - 1] &= np.uint8(0x7F)
+    return table.tobytes()
+
+
+def _array_attribute(name: str, values: Any) -> AttributeProto:
+    """An ``ints`` / ``floats`` / ``strings`` / ``tensor`` attribute, built without Python lists.
+
+    ``values``: an integer array (ints), a float array (floats, rounded to float32 as protobuf
+    does), an object array of ``bytes`` (strings) or a ``TensorProto``.
+    """
+    if isinstance(values, TensorProto):
+        return make_attribute(name, values)
+    values = np.ascontiguousarray(values).reshape(-1)
+    if values.dtype.kind == "O":
+        attribute = AttributeProto(name=name, type=AttributeProto.STRINGS)
+        attribute.strings.extend(values.tolist())
+        return attribute
+    attribute = AttributeProto()
+    if values.dtype.kind in "iub":
+        if len(values) and int(values.min()) < 0:
+            attribute.ints.extend(values.astype(np.int64).tolist())
+        else:
+            body = _packed_varints(values)
+            attribute.ParseFromString(_length_prefix(_INTS_FIELD, len(body)) + body)
+        attribute.type = AttributeProto.INTS
+    else:
+        body = values.astype("<f4").tobytes()
+        attribute.ParseFromString(_length_prefix(_FLOATS_FIELD, len(body)) + body)
+        attribute.type = AttributeProto.FLOATS
+    attribute.name = name
+    return attribute
+
+
+def _add_ensemble_node(
+    scope: Any,
+    container: Any,
+    op_type: str,
+    inputs: list[str],
+    outputs: list[str],
+    op_version: int,
+    attrs: dict[str, Any],
+) -> None:
+    """Add an ``ai.onnx.ml`` tree-ensemble node whose array attributes come from numpy.
+
+    Small attributes (strings, numbers, short lists) go through the container as usual; the
+    arrays are then set on the node it made, in the sorted order ``make_node`` uses.
+    """
+    arrays = {k: v for k, v in attrs.items() if isinstance(v, (np.ndarray, TensorProto))}
+    small = {k: v for k, v in attrs.items() if k not in arrays}
+    container.add_node(
+        op_type,
+        inputs,
+        outputs,
+        op_domain=ML_DOMAIN,
+        op_version=op_version,
+        name=scope.get_unique_operator_name(op_type),
+        **small,
+    )
+    node = container.nodes[-1]
+    built = {a.name: a for a in node.attribute}
+    built.update((k, _array_attribute(k, v)) for k, v in arrays.items())
+    del node.attribute[:]
+    node.attribute.extend(built[k] for k in sorted(built))
+
+
+def _tensor(values: np.ndarray) -> TensorProto:
+    """A float64 initializer's content, from the array's bytes."""
+    return numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float64))
+
+
+def _modes(spec: TreeEnsembleSpec) -> np.ndarray:
+    """``nodes_modes``: ``LEAF`` or the ensemble's branch rule, one per node (bytes objects)."""
+    branch = b"BRANCH_LEQ" if spec.rule == "leq" else b"BRANCH_LT"
+    return np.array([branch, b"LEAF"], dtype=object)[spec.is_leaf.astype(np.intp)]
+
+
+def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: np.ndarray) -> dict[str, Any]:
+    """The ``nodes_*`` attributes; float32 thresholds as ``nodes_values``, float64 as a tensor."""
     attrs: dict[str, Any] = {
-        "nodes_treeids": [int(v) for v in spec.tree],
-        "nodes_nodeids": [int(v) for v in spec.node],
-        "nodes_featureids": [int(max(v, 0)) for v in spec.feature],
-        "nodes_modes": ["LEAF" if is_leaf else mode for is_leaf in leaf],
-        "nodes_truenodeids": [int(max(v, 0)) for v in spec.left],
-        "nodes_falsenodeids": [int(max(v, 0)) for v in spec.right],
-        # ints, never bools: protobuf 7 refuses a bool in an int list.
-        "nodes_missing_value_tracks_true": [int(bool(v)) for v in spec.missing_left],
+        "nodes_treeids": spec.tree,
+        "nodes_nodeids": spec.node,
+        "nodes_featureids": np.maximum(spec.feature, 0),
+        "nodes_modes": _modes(spec),
+        "nodes_truenodeids": np.maximum(spec.left, 0),
+        "nodes_falsenodeids": np.maximum(spec.right, 0),
+        "nodes_missing_value_tracks_true": spec.missing_left.astype(np.int64),
     }
-    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+    if thresholds.dtype == np.float64:
         attrs["nodes_values_as_tensor"] = numpy_helper.from_array(thresholds, name="")
     else:
-        attrs["nodes_values"] = [float(v) for v in thresholds]
+        attrs["nodes_values"] = thresholds
     return attrs
 
 
-def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+def _leaf_targets(spec: TreeEnsembleSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per leaf entry: its spec row, its output column and its value, leaves in order.
+
+    With ``tree_output`` a leaf writes one value, to its tree's column; else each leaf writes
+    its ``K`` values, one per column.
+    """
     leaf = np.flatnonzero(spec.is_leaf)
+    if spec.tree_output is not None:
+        return leaf, spec.tree_output[spec.tree[leaf]], spec.values[leaf, 0]
     k = spec.n_outputs
-    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
-    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
-    target_tree, target_node, target_id, weights = [], [], [], []
-    for row in leaf:
-        columns = (
-            [int(spec.tree_output[spec.tree[row]])] if spec.tree_output is not None else range(k)
-        )
-        for column in columns:
-            value = (
-                spec.values[row, 0] if spec.tree_output is not None else spec.values[row, column]
-            )
-            target_tree.append(int(spec.tree[row]))
-            target_node.append(int(spec.node[row]))
-            target_id.append(int(column))
-            weights.append(float(value))
+    rows = np.repeat(leaf, k)
+    columns = np.tile(np.arange(k, dtype=np.int64), len(leaf))
+    return rows, columns, spec.values[leaf].reshape(-1)
+
+
+def _float_thresholds(spec: TreeEnsembleSpec) -> np.ndarray:
+    """float32 thresholds rounded down (leaves 0), as the float graph compares."""
+    return np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+
+
+def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec))
+    rows, columns, weights = _leaf_targets(spec)
     attrs.update(
-        target_treeids=target_tree,
-        target_nodeids=target_node,
-        target_ids=target_id,
+        target_treeids=spec.tree[rows],
+        target_nodeids=spec.node[rows],
+        target_ids=columns,
         target_weights=weights,
-        n_targets=int(k),
+        n_targets=int(spec.n_outputs),
         aggregate_function="SUM",
         post_transform="NONE",
     )
     if np.any(spec.base != 0):
         attrs["base_values"] = [float(v) for v in spec.base]
     summed = out if not spec.average else scope.get_unique_variable_name("tree_sum")
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [x],
-        [summed],
-        op_domain=ML_DOMAIN,
-        op_version=1,
-        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
-        **attrs,
-    )
+    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [summed], 1, attrs)
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, out)
 
@@ -1089,24 +1192,16 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
     attrs = _ensemble_attributes(spec, thresholds)
     # Each tree writes the global index of its leaf to its own target column.
     attrs.update(
-        target_treeids=[int(spec.tree[r]) for r in leaf_rows],
-        target_nodeids=[int(spec.node[r]) for r in leaf_rows],
-        target_ids=[int(spec.tree[r]) for r in leaf_rows],
-        target_weights=[float(i) for i in range(n_leaves)],
+        target_treeids=spec.tree[leaf_rows],
+        target_nodeids=spec.node[leaf_rows],
+        target_ids=spec.tree[leaf_rows],
+        target_weights=np.arange(n_leaves, dtype=np.float32),
         n_targets=int(spec.n_trees),
         aggregate_function="SUM",
         post_transform="NONE",
     )
     leaf_index_f, leaf_index = name("leaf_index_f"), name("leaf_index")
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [x],
-        [leaf_index_f],
-        op_domain=ML_DOMAIN,
-        op_version=3,
-        name=op("TreeEnsembleRegressor"),
-        **attrs,
-    )
+    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [leaf_index_f], 3, attrs)
     container.add_node("Cast", [leaf_index_f], [leaf_index], to=TensorProto.INT64, name=op("Cast"))
     k = spec.n_outputs
     summed = name("tree_sum")
@@ -1115,7 +1210,7 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
         # exact, so this is the plain sum).
         table, gathered, onehot = name("leaf_values"), name("leaf_value"), name("tree_to_output")
         container.add_initializer(
-            table, TensorProto.DOUBLE, [n_leaves], spec.values[leaf_rows, 0].tolist()
+            table, TensorProto.DOUBLE, [n_leaves], _tensor(spec.values[leaf_rows, 0])
         )
         matrix = np.zeros((spec.n_trees, k))
         matrix[np.arange(spec.n_trees), spec.tree_output] = 1.0
@@ -1127,9 +1222,7 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
     else:
         table, gathered, axes = name("leaf_values"), name("leaf_value"), name("tree_axis")
         values = spec.values[leaf_rows]
-        container.add_initializer(
-            table, TensorProto.DOUBLE, list(values.shape), values.ravel().tolist()
-        )
+        container.add_initializer(table, TensorProto.DOUBLE, list(values.shape), _tensor(values))
         container.add_initializer(axes, TensorProto.INT64, [1], [1])
         container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
         container.add_node(
@@ -1170,15 +1263,13 @@ def add_float_forest_classifier(
     :func:`add_raw_scores`.
     """
     x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
-    leaf = np.flatnonzero(spec.is_leaf)
-    k = spec.n_outputs
-    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
-    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec))
+    rows, columns, weights = _leaf_targets(replace(spec, tree_output=None))
     attrs.update(
-        class_treeids=[int(spec.tree[r]) for r in leaf for _ in range(k)],
-        class_nodeids=[int(spec.node[r]) for r in leaf for _ in range(k)],
-        class_ids=[c for _ in leaf for c in range(k)],
-        class_weights=[float(spec.values[r, c]) for r in leaf for c in range(k)],
+        class_treeids=spec.tree[rows],
+        class_nodeids=spec.node[rows],
+        class_ids=columns,
+        class_weights=weights,
         post_transform="NONE",
     )
     if np.asarray(classes).dtype.kind in "OUS":
@@ -1186,15 +1277,7 @@ def add_float_forest_classifier(
     else:
         attrs["classlabels_int64s"] = [int(c) for c in classes]
     summed = probabilities if not spec.average else scope.get_unique_variable_name("tree_votes")
-    container.add_node(
-        "TreeEnsembleClassifier",
-        [x],
-        [label, summed],
-        op_domain=ML_DOMAIN,
-        op_version=1,
-        name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
-        **attrs,
-    )
+    _add_ensemble_node(scope, container, "TreeEnsembleClassifier", [x], [label, summed], 1, attrs)
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, probabilities)
 
