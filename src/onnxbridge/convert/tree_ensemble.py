@@ -36,11 +36,14 @@ skl2onnx's guards accept). Every integer attribute is written as ``int`` (protob
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from onnx import AttributeProto, TensorProto, numpy_helper
+from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
 from onnx.helper import make_attribute
 
 from onnxbridge.errors import ConversionError
@@ -51,6 +54,7 @@ __all__ = [
     "add_raw_scores",
     "category_keys",
     "category_texts",
+    "deferred_arrays",
     "floor_float32",
     "from_hist_gradient_boosting",
     "from_lightgbm",
@@ -1027,33 +1031,82 @@ def _packed_varints(values: np.ndarray) -> bytes:
     return table.tobytes()
 
 
-def _array_attribute(name: str, values: Any) -> AttributeProto:
-    """An ``ints`` / ``floats`` / ``strings`` / ``tensor`` attribute, built without Python lists.
+def _fill_attribute(attribute: AttributeProto, name: str, values: Any) -> None:
+    """Make ``attribute`` an ``ints`` / ``floats`` / ``strings`` / ``tensor`` one, in place.
 
     ``values``: an integer array (ints), a float array (floats, rounded to float32 as protobuf
     does), an object array of ``bytes`` (strings) or a ``TensorProto``.
     """
+    attribute.Clear()
+    attribute.name = name
     if isinstance(values, TensorProto):
-        return make_attribute(name, values)
+        attribute.CopyFrom(make_attribute(name, values))
+        return
     values = np.ascontiguousarray(values).reshape(-1)
     if values.dtype.kind == "O":
-        attribute = AttributeProto(name=name, type=AttributeProto.STRINGS)
+        attribute.type = AttributeProto.STRINGS
         attribute.strings.extend(values.tolist())
-        return attribute
-    attribute = AttributeProto()
-    if values.dtype.kind in "iub":
+    elif values.dtype.kind in "iub":
+        attribute.type = AttributeProto.INTS
         if len(values) and int(values.min()) < 0:
             attribute.ints.extend(values.astype(np.int64).tolist())
         else:
             body = _packed_varints(values)
-            attribute.ParseFromString(_length_prefix(_INTS_FIELD, len(body)) + body)
-        attribute.type = AttributeProto.INTS
+            attribute.MergeFromString(_length_prefix(_INTS_FIELD, len(body)) + body)
     else:
-        body = values.astype("<f4").tobytes()
-        attribute.ParseFromString(_length_prefix(_FLOATS_FIELD, len(body)) + body)
         attribute.type = AttributeProto.FLOATS
-    attribute.name = name
-    return attribute
+        body = values.astype("<f4").tobytes()
+        attribute.MergeFromString(_length_prefix(_FLOATS_FIELD, len(body)) + body)
+
+
+def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
+    """Give ``node`` the ``arrays`` as attributes, all of them in sorted order (``make_node``'s)."""
+    kept = {a.name: a for a in node.attribute if a.name not in arrays}
+    small = {name: AttributeProto() for name in kept}
+    for name, attribute in kept.items():
+        small[name].CopyFrom(attribute)
+    del node.attribute[:]
+    for name in sorted([*small, *arrays]):
+        if name in small:
+            node.attribute.append(small[name])
+        else:
+            _fill_attribute(node.attribute.add(), name, arrays[name])
+
+
+# Node name -> its array attributes, while skl2onnx builds a model (see deferred_arrays).
+_DEFERRED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("deferred", default=None)
+
+
+@contextmanager
+def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
+    """Within the block, tree-ensemble nodes get their big attributes only when attached.
+
+    skl2onnx copies every node a few times on its way to a model; a forest's node is most of
+    the model, so it goes through without its arrays and ``attach(model)`` sets them once on
+    the finished model. Outside the block (a plain ``skl2onnx.convert_sklearn`` call) nodes are
+    complete at once.
+
+    Yields:
+        ``attach(model)``: set the arrays on the model's nodes.
+    """
+    pending: dict[str, dict[str, Any]] = {}
+    token = _DEFERRED.set(pending)
+
+    def attach(model: ModelProto) -> None:
+        for node in model.graph.node:
+            arrays = pending.pop(node.name, None)
+            if arrays is not None:
+                _set_array_attributes(node, arrays)
+        if pending:
+            raise ConversionError(
+                f"tree-ensemble node(s) {sorted(pending)} were lost on the way to the model; "
+                "convert with precision='double' or report this model"
+            )
+
+    try:
+        yield attach
+    finally:
+        _DEFERRED.reset(token)
 
 
 def _add_ensemble_node(
@@ -1068,24 +1121,25 @@ def _add_ensemble_node(
     """Add an ``ai.onnx.ml`` tree-ensemble node whose array attributes come from numpy.
 
     Small attributes (strings, numbers, short lists) go through the container as usual; the
-    arrays are then set on the node it made, in the sorted order ``make_node`` uses.
+    arrays are set on the node it made, or kept for :func:`deferred_arrays`'s ``attach``.
     """
     arrays = {k: v for k, v in attrs.items() if isinstance(v, (np.ndarray, TensorProto))}
     small = {k: v for k, v in attrs.items() if k not in arrays}
+    name = scope.get_unique_operator_name(op_type)
     container.add_node(
         op_type,
         inputs,
         outputs,
         op_domain=ML_DOMAIN,
         op_version=op_version,
-        name=scope.get_unique_operator_name(op_type),
+        name=name,
         **small,
     )
-    node = container.nodes[-1]
-    built = {a.name: a for a in node.attribute}
-    built.update((k, _array_attribute(k, v)) for k, v in arrays.items())
-    del node.attribute[:]
-    node.attribute.extend(built[k] for k in sorted(built))
+    pending = _DEFERRED.get()
+    if pending is not None:
+        pending[name] = arrays
+    else:
+        _set_array_attributes(container.nodes[-1], arrays)
 
 
 def _tensor(values: np.ndarray) -> TensorProto:

@@ -1,0 +1,208 @@
+"""Benchmark: converting big forests, onnxbridge against skl2onnx, time and peak memory.
+
+Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32 features):
+
+- ``small``: unpruned ExtraTreesClassifier(n_estimators=10) on
+  ``make_classification(300_000, 28, n_informative=15)`` (about 1.2 M nodes);
+- ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
+  ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes).
+
+Each measurement runs in a fresh process that loads the cached model and converts it once:
+
+- ``onnxbridge``: ``convert_unchecked(model, X[:100], precision="float")`` (the graph, onnx.checker
+  and one ONNX Runtime session on the sample; no comparison with scikit-learn);
+- ``onnxbridge+check``: ``convert_estimator(model, X[:100])`` (also the comparison with
+  scikit-learn and the float32 precision probes);
+- ``skl2onnx``: skl2onnx's own ``convert_sklearn`` (zipmap off, the same opsets), then
+  ``SerializeToString``.
+
+Time is the conversion's wall clock; memory is the process's peak RSS (``ru_maxrss``) and the
+peak minus the RSS with the model loaded. Every child runs under an address-space cap
+(``RLIMIT_AS``, ``--cap-gib``): running out of it is recorded as out of memory.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,big]
+        [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parent / "data"
+N_FEATURES = 28
+
+
+def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_classification, make_regression
+
+    if name == "small":
+        X, y = make_classification(
+            n_samples=300_000, n_features=N_FEATURES, n_informative=15, random_state=0
+        )
+    else:
+        X, y = make_regression(
+            n_samples=1_700_000,
+            n_features=N_FEATURES,
+            n_informative=15,
+            noise=1.0,
+            random_state=0,
+        )
+    return X.astype(np.float32), y
+
+
+def _fitted(name: str) -> Any:
+    """The cached model, fitted (and cached) on first use."""
+    import joblib
+    from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+
+    path = DATA / f"big_forest_{name}.joblib"
+    if path.is_file():
+        return joblib.load(path)
+    X, y = _data(name)
+    if name == "small":
+        model = ExtraTreesClassifier(n_estimators=10, random_state=0, n_jobs=2)
+    else:
+        model = ExtraTreesRegressor(n_estimators=16, max_features=0.5, random_state=0, n_jobs=2)
+    model.fit(X, y)
+    DATA.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    joblib.dump(model, partial)
+    partial.replace(path)
+    return model
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _current_rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _convert(tool: str, model: Any, sample: np.ndarray) -> int:
+    """Convert ``model`` with ``tool``; returns the model's size in bytes."""
+    if tool == "skl2onnx":
+        from skl2onnx import convert_sklearn
+        from skl2onnx.common.data_types import FloatTensorType
+
+        from onnxbridge.convert.opsets import choose_opsets
+
+        options = {id(model): {"zipmap": False}} if hasattr(model, "classes_") else None
+        onx = convert_sklearn(
+            model,
+            initial_types=[("X", FloatTensorType([None, sample.shape[1]]))],
+            options=options,
+            target_opset=choose_opsets().as_target(),
+        )
+        return len(onx.SerializeToString())
+    if tool == "onnxbridge":
+        from onnxbridge.convert.core import convert_unchecked
+
+        return convert_unchecked(model, sample, precision="float").model.ByteSize()
+    from onnxbridge import convert_estimator
+
+    return convert_estimator(model, sample).model.ByteSize()
+
+
+def child(tool: str, name: str, cap_gib: float) -> None:
+    """One measurement (in its own process): prints a JSON line."""
+    model = _fitted(name)
+    sample = _data("small")[0][:100] if name == "small" else _data(name)[0][:100]
+    nodes = sum(int(e.tree_.node_count) for e in model.estimators_)
+    import onnxbridge.convert.core  # noqa: F401  (imports are not the conversion's cost)
+
+    loaded = _current_rss_mib()
+    cap = int(cap_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    start = time.perf_counter()
+    outcome: dict[str, Any] = {"tool": tool, "model": name, "nodes": nodes}
+    try:
+        outcome["bytes"] = _convert(tool, model, sample)
+        outcome["status"] = "ok"
+    except MemoryError:
+        outcome["status"] = "out of memory"
+    except Exception as exc:  # a failure is a result too
+        outcome["status"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    outcome["seconds"] = time.perf_counter() - start
+    outcome["peak_mib"] = _rss_mib()
+    outcome["loaded_mib"] = loaded
+    print(json.dumps(outcome), flush=True)
+
+
+def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", tool, name, "--cap-gib", str(cap_gib)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    reason = "killed (out of memory)" if done.returncode in (-9, 137) else "crashed"
+    tail = done.stderr.strip().splitlines()[-1:] or [""]
+    return {"tool": tool, "model": name, "status": f"{reason}: {tail[0][:120]}"}
+
+
+def _row(found: dict[str, Any]) -> str:
+    if found.get("status") != "ok":
+        return f"{found['model']:<6}{found['tool']:<18}{found['status']}"
+    millions = found["nodes"] / 1e6
+    used = found["peak_mib"] - found["loaded_mib"]
+    return (
+        f"{found['model']:<6}{found['tool']:<18}{millions:>8.2f}{found['seconds']:>9.1f}"
+        f"{found['seconds'] / millions:>9.2f}{found['peak_mib']:>10.0f}{used:>10.0f}"
+        f"{used / millions:>9.0f}{found['bytes'] / found['nodes']:>8.1f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="small,big")
+    parser.add_argument("--tools", default="onnxbridge,onnxbridge+check,skl2onnx")
+    parser.add_argument("--cap-gib", type=float, default=20.0)
+    parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.cap_gib)
+        return
+    models = [m for m in args.models.split(",") if m]
+    tools = [t for t in args.tools.split(",") if t]
+    for name in models:
+        _fitted(name)  # fit and cache before anything is timed
+    print(
+        f"conversion in a fresh process per row; address space capped at {args.cap_gib:g} GiB; "
+        f"cores {len(os.sched_getaffinity(0))}"
+    )
+    print(f"{'model':<6}{'tool':<18}{'M nodes':>8}{'s':>9}{'s/M':>9}{'peak MiB':>10}"
+          f"{'+MiB':>10}{'MiB/M':>9}{'B/node':>8}")  # fmt: skip
+    for name in models:
+        found = {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
+        for result in found.values():
+            print(_row(result), flush=True)
+        base = found.get("skl2onnx", {})
+        for tool, result in found.items():
+            if tool == "skl2onnx" or result.get("status") != "ok":
+                continue
+            if base.get("status") != "ok":
+                print(f"{name:<6}{tool:<18}skl2onnx: {base.get('status')}")
+                continue
+            time_ratio = result["seconds"] / base["seconds"]
+            memory_ratio = (result["peak_mib"] - result["loaded_mib"]) / (
+                base["peak_mib"] - base["loaded_mib"]
+            )
+            print(
+                f"{name:<6}{tool:<18}vs skl2onnx: time {time_ratio:.2f}x, "
+                f"memory above the loaded model {memory_ratio:.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()
