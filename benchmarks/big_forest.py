@@ -5,7 +5,8 @@ Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32
 - ``small``: unpruned ExtraTreesClassifier(n_estimators=10) on
   ``make_classification(300_000, 28, n_informative=15)`` (about 1.2 M nodes);
 - ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
-  ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes).
+  ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes);
+- ``medium``: the first 3 trees of ``big`` (about 10 M nodes).
 
 Each measurement runs in a fresh process that loads the cached model and converts it once:
 
@@ -65,6 +66,11 @@ def _fitted(name: str) -> Any:
     import joblib
     from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 
+    if name == "medium":
+        model = _fitted("big")
+        model.estimators_ = model.estimators_[:3]
+        model.n_estimators = 3
+        return model
     path = DATA / f"big_forest_{name}.joblib"
     if path.is_file():
         return joblib.load(path)
@@ -118,7 +124,7 @@ def _convert(tool: str, model: Any, sample: np.ndarray) -> int:
 def child(tool: str, name: str, cap_gib: float) -> None:
     """One measurement (in its own process): prints a JSON line."""
     model = _fitted(name)
-    sample = _data("small")[0][:100] if name == "small" else _data(name)[0][:100]
+    sample = _data("small" if name == "small" else "big")[0][:100]
     nodes = sum(int(e.tree_.node_count) for e in model.estimators_)
     import onnxbridge.convert.core  # noqa: F401  (imports are not the conversion's cost)
 

@@ -1,0 +1,148 @@
+"""Tree nodes written from the fitted arrays: many nodes, the same model, the same predictions.
+
+Unpruned forests (thousands of nodes, node ids past two varint bytes) are converted by
+onnxbridge and run in real ONNX Runtime sessions; scikit-learn's own predictions and the fitted
+``tree_`` arrays are the reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+from skl2onnx import convert_sklearn
+from skl2onnx.common.data_types import FloatTensorType
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import (
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    RandomForestClassifier,
+)
+from sklearn.tree import DecisionTreeRegressor
+
+from onnxbridge import convert_estimator
+
+
+def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
+    X = X.astype(np.float32).astype(np.float64)
+    X[np.random.RandomState(seed).rand(*X.shape) < 0.05] = np.nan
+    return X
+
+
+def _outputs(model: onnx.ModelProto, X: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: X})
+
+
+def _ensemble(model: onnx.ModelProto) -> onnx.NodeProto:
+    (node,) = [n for n in model.graph.node if n.op_type.startswith("TreeEnsemble")]
+    return node
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, np.ndarray]:
+    found = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        found[attribute.name] = np.asarray(value)
+    return found
+
+
+@pytest.fixture(scope="module")
+def classification() -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_classification(
+        n_samples=3000, n_features=8, n_informative=5, n_classes=3, random_state=0
+    )
+    return _nan_rows(X, 1), y
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_unpruned_forest_with_nan_predicts_as_scikit_learn(classification, precision):
+    X, y = classification
+    forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    result = convert_estimator(forest, X[:100], precision=precision)
+    dtype = np.float64 if precision == "double" else np.float32
+    label, probabilities = _outputs(result.model, X.astype(dtype))
+    assert result.precision == precision
+    np.testing.assert_array_equal(label, forest.predict(X))
+    np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-6)
+    assert np.isnan(X).any(axis=1).sum() > 1000  # NaN routing is exercised
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_multi_output_regressor_predicts_as_scikit_learn(precision):
+    X, y = make_regression(n_samples=2000, n_features=6, n_targets=2, random_state=0)
+    X = _nan_rows(X, 2)
+    forest = ExtraTreesRegressor(n_estimators=4, random_state=0).fit(X, y)
+    result = convert_estimator(forest, X[:100], precision=precision)
+    dtype = np.float64 if precision == "double" else np.float32
+    (value,) = _outputs(result.model, X.astype(dtype))
+    tolerance = 1e-9 if precision == "double" else 1e-3
+    np.testing.assert_allclose(value, forest.predict(X), rtol=tolerance, atol=tolerance)
+
+
+def test_node_attributes_are_the_fitted_arrays():
+    X, y = make_regression(n_samples=20_000, n_features=5, random_state=0)
+    X = X.astype(np.float32)
+    tree = DecisionTreeRegressor(random_state=0).fit(X, y)
+    t = tree.tree_
+    assert t.node_count > 2**14  # node ids take three varint bytes
+    result = convert_estimator(tree, X[:100], precision="float")
+    node = _ensemble(result.model)
+    attrs = _attributes(node)
+    leaf = t.children_left < 0
+    assert (node.op_type, node.domain) == ("TreeEnsembleRegressor", "ai.onnx.ml")
+    np.testing.assert_array_equal(attrs["nodes_nodeids"], np.arange(t.node_count))
+    np.testing.assert_array_equal(attrs["nodes_treeids"], np.zeros(t.node_count))
+    np.testing.assert_array_equal(attrs["nodes_featureids"], np.where(leaf, 0, t.feature))
+    np.testing.assert_array_equal(attrs["nodes_truenodeids"], np.where(leaf, 0, t.children_left))
+    np.testing.assert_array_equal(attrs["nodes_falsenodeids"], np.where(leaf, 0, t.children_right))
+    modes = np.where(leaf, b"LEAF", b"BRANCH_LEQ")
+    np.testing.assert_array_equal(attrs["nodes_modes"], modes)
+    # Thresholds are rounded down to float32, so float32(x) <= t keeps every decision.
+    thresholds = attrs["nodes_values"][~leaf].astype(np.float64)
+    assert np.all(thresholds <= t.threshold[~leaf])
+    assert np.all(
+        np.nextafter(thresholds.astype(np.float32), np.float32(np.inf)) > t.threshold[~leaf]
+    )
+    np.testing.assert_array_equal(attrs["target_nodeids"], np.flatnonzero(leaf))
+    np.testing.assert_array_equal(attrs["target_weights"], t.value[leaf, 0, 0].astype(np.float32))
+    (value,) = _outputs(result.model, X)
+    np.testing.assert_array_equal(value.ravel(), tree.predict(X).astype(np.float32))
+
+
+def test_written_model_imports_the_ml_opset_of_its_operators(classification):
+    X, y = classification
+    X = np.nan_to_num(X)
+    booster = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X, y)
+    for precision, version in (("float", 1), ("double", 3)):
+        model = convert_estimator(booster, X[:100], precision=precision).model
+        node = _ensemble(model)
+        imports = {o.domain: o.version for o in model.opset_import}
+        assert node.domain == "ai.onnx.ml"
+        assert imports["ai.onnx.ml"] >= version
+        onnx.checker.check_model(model)
+
+
+def test_plain_skl2onnx_call_gets_complete_nodes(classification):
+    """After onnxbridge has converted once, skl2onnx itself uses its converters: whole nodes."""
+    X, y = classification
+    forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    ours = convert_estimator(forest, X[:100], precision="float").model
+    plain = convert_sklearn(
+        forest,
+        initial_types=[("X", FloatTensorType([None, X.shape[1]]))],
+        options={id(forest): {"zipmap": False}},
+        target_opset={"": 17, "ai.onnx.ml": 3},
+    )
+
+    def written(model: onnx.ModelProto) -> list[bytes]:
+        return [a.SerializeToString() for a in _ensemble(model).attribute]
+
+    assert written(plain) == written(ours)
+    label, probabilities = _outputs(plain, X.astype(np.float32))
+    np.testing.assert_array_equal(label, forest.predict(X))
+    np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-6)
