@@ -23,6 +23,7 @@ from sklearn.ensemble import (
 from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge import convert_estimator
+from onnxbridge.convert import tree_ensemble
 
 
 def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
@@ -146,3 +147,61 @@ def test_plain_skl2onnx_call_gets_complete_nodes(classification):
     label, probabilities = _outputs(plain, X.astype(np.float32))
     np.testing.assert_array_equal(label, forest.predict(X))
     np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-6)
+
+
+@pytest.fixture
+def tensor_form(monkeypatch):
+    """Every ensemble written as a big one is: float arrays as tensors."""
+    monkeypatch.setattr(tree_ensemble, "TENSOR_NODES", 1)
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_float_arrays_as_tensors_predict_the_same(classification, tensor_form, kind):
+    X, y = classification
+    if kind == "classifier":
+        forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    else:
+        forest = ExtraTreesRegressor(n_estimators=3, random_state=0).fit(X, y * 1.5)
+    result = convert_estimator(forest, X[:100], precision="float")
+    node = _ensemble(result.model)
+    tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
+    weights = "class_weights" if kind == "classifier" else "target_weights"
+    assert tensors == {"nodes_values_as_tensor", f"{weights}_as_tensor"}
+    outputs = _outputs(result.model, X.astype(np.float32))
+    if kind == "classifier":
+        np.testing.assert_array_equal(outputs[0], forest.predict(X))
+        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-6)
+    else:
+        np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=1e-5)
+
+
+def test_model_saved_with_external_data_loads_and_predicts(classification, tensor_form, tmp_path):
+    X, y = classification
+    forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    result = convert_estimator(forest, X[:100], precision="float")
+    path = result.save(tmp_path / "model.onnx", external_data=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model.onnx.data"]
+    assert (tmp_path / "model.onnx.data").stat().st_size > 10_000
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    label, probabilities = session.run(None, {session.get_inputs()[0].name: X.astype(np.float32)})
+    np.testing.assert_array_equal(label, forest.predict(X))
+    np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-6)
+    # The model in memory keeps its values: saved again as one file, it is the same model.
+    single = result.save(tmp_path / "single.onnx")
+    again = ort.InferenceSession(str(single), providers=["CPUExecutionProvider"])
+    assert not (tmp_path / "single.onnx.data").exists()
+    np.testing.assert_array_equal(
+        again.run(None, {again.get_inputs()[0].name: X.astype(np.float32)})[1], probabilities
+    )
+
+
+def test_double_graph_saved_with_external_data_predicts(classification, tmp_path):
+    X, y = classification
+    forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    result = convert_estimator(forest, X[:100], precision="double")
+    path = result.save(tmp_path / "model.onnx", external_data=True)
+    assert (tmp_path / "model.onnx.data").is_file()
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    label, probabilities = session.run(None, {session.get_inputs()[0].name: X})
+    np.testing.assert_array_equal(label, forest.predict(X))
+    np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-12)

@@ -10,7 +10,10 @@ result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is 
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -85,13 +88,61 @@ class ConversionResult:
     path: Path | None = None
     check: ConversionCheck | None = None
 
-    def save(self, path: str | Path) -> Path:
-        """Write the model atomically to ``path``; returns the path."""
+    def save(self, path: str | Path, *, external_data: bool | None = None) -> Path:
+        """Write the model atomically to ``path``; returns the path.
+
+        A model of 2 GiB or more cannot be one protobuf message: its tensors go to
+        ``<path>.data`` beside it (ONNX external data; keep the two files together).
+
+        Args:
+            path: where the model goes.
+            external_data: True writes the tensors to ``<path>.data`` whatever the size, False
+                never; None (default) when the model needs it.
+        """
+        from onnxbridge.convert.tree_ensemble import PROTOBUF_LIMIT
+
         path = Path(path)
-        with atomic_write_path(path) as tmp:
-            tmp.write_bytes(self.model.SerializeToString())
+        if external_data is None:
+            external_data = self.model.ByteSize() >= PROTOBUF_LIMIT
+        if external_data:
+            write_with_external_data(self.model, path)
+        else:
+            with atomic_write_path(path) as tmp:
+                tmp.write_bytes(self.model.SerializeToString())
         self.path = path
         return path
+
+
+def write_with_external_data(model: Any, path: Path) -> None:
+    """Write ``model`` as ``path`` plus its tensors in ``<path>.data``, each renamed in at the end.
+
+    The model in memory is left as it was (its tensors keep their values).
+    """
+    import onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = f"{path.name}.data"
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        try:
+            onnx.save_model(
+                model,
+                str(staging / path.name),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=data,
+                size_threshold=1024,
+                convert_attribute=True,
+            )
+        finally:
+            if (staging / data).exists():
+                # save_model moved the tensors' values to the file: read them back in.
+                onnx.load_external_data_for_model(model, str(staging))
+        if (staging / data).exists():
+            os.replace(staging / data, path.parent / data)
+        os.replace(staging / path.name, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 # Estimators whose input is not a table of columns, and why ONNX (or onnxbridge's one-row-in,
@@ -292,6 +343,20 @@ def _has_zipmap(model: Any) -> bool:
 
 
 def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
+    from onnxbridge.convert.tree_ensemble import PROTOBUF_LIMIT
+
+    if model.ByteSize() < PROTOBUF_LIMIT:
+        _check_runs(model, frame, inputs)
+        return
+    # Past protobuf's limit only a file with external data holds the model.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.onnx"
+        write_with_external_data(model, path)
+        _check_runs(str(path), frame, inputs)
+
+
+def _check_runs(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
+    """onnx.checker and an ONNX Runtime session on a few rows (``model``: proto or path)."""
     import onnx
     import onnxruntime as ort
 
@@ -303,7 +368,9 @@ def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) 
     options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
     try:
         session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            model if isinstance(model, str) else model.SerializeToString(),
+            options,
+            providers=["CPUExecutionProvider"],
         )
         head = frame.head(5)
         session.run(None, {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs})

@@ -1071,6 +1071,24 @@ def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
             node.attribute.append(small[name])
         else:
             _fill_attribute(node.attribute.add(), name, arrays[name])
+    _check_listed_size(node)
+
+
+# Protobuf refuses to write a message of 2 GiB or more; only tensors can move to a data file.
+PROTOBUF_LIMIT = 2**31
+
+
+def _check_listed_size(node: NodeProto) -> None:
+    """Refuse a node whose list attributes (all but tensors) alone reach protobuf's limit."""
+    listed = sum(a.ByteSize() for a in node.attribute if a.type != AttributeProto.TENSOR)
+    if listed >= PROTOBUF_LIMIT:
+        count = next((len(a.ints) for a in node.attribute if a.name == "nodes_treeids"), 0)
+        raise ConversionError(
+            f"the tree ensemble's {count:,} nodes need {listed / 2**30:.2f} GiB of integer and "
+            "text attributes in one ONNX node, over protobuf's 2 GiB limit (only tensors can "
+            "go to an external data file); train fewer or smaller trees (n_estimators, "
+            "max_depth, min_samples_leaf)"
+        )
 
 
 # Node name -> its array attributes, while skl2onnx builds a model (see deferred_arrays).
@@ -1153,8 +1171,30 @@ def _modes(spec: TreeEnsembleSpec) -> np.ndarray:
     return np.array([branch, b"LEAF"], dtype=object)[spec.is_leaf.astype(np.intp)]
 
 
-def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: np.ndarray) -> dict[str, Any]:
-    """The ``nodes_*`` attributes; float32 thresholds as ``nodes_values``, float64 as a tensor."""
+# Ensembles from this many nodes on write their float arrays as tensors (``*_as_tensor``,
+# ``ai.onnx.ml`` 3): a model past protobuf's 2 GiB limit can keep tensors in an external data
+# file, not lists of numbers. Smaller ones keep the float lists every ``ai.onnx.ml`` version reads.
+TENSOR_NODES = 1 << 22
+
+
+def _floats_as_tensors(container: Any, spec: TreeEnsembleSpec) -> bool:
+    """Whether the float graph writes its float arrays as tensors (big ensembles, ml >= 3)."""
+    return len(spec.tree) >= TENSOR_NODES and container.target_opset_any_domain(ML_DOMAIN) >= 3
+
+
+def _floats(name: str, values: np.ndarray, as_tensor: bool) -> dict[str, Any]:
+    """``{name: float32 values}``, or ``{name_as_tensor: float32 tensor}``."""
+    if as_tensor:
+        tensor = numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name="")
+        return {f"{name}_as_tensor": tensor}
+    return {name: np.asarray(values, dtype=np.float32)}
+
+
+def _ensemble_attributes(
+    spec: TreeEnsembleSpec, thresholds: np.ndarray, *, as_tensors: bool = False
+) -> dict[str, Any]:
+    """The ``nodes_*`` attributes; float64 thresholds always as a tensor, float32 ones as
+    ``nodes_values`` unless ``as_tensors``."""
     attrs: dict[str, Any] = {
         "nodes_treeids": spec.tree,
         "nodes_nodeids": spec.node,
@@ -1167,7 +1207,7 @@ def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: np.ndarray) -> dict
     if thresholds.dtype == np.float64:
         attrs["nodes_values_as_tensor"] = numpy_helper.from_array(thresholds, name="")
     else:
-        attrs["nodes_values"] = thresholds
+        attrs.update(_floats("nodes_values", thresholds, as_tensors))
     return attrs
 
 
@@ -1192,13 +1232,14 @@ def _float_thresholds(spec: TreeEnsembleSpec) -> np.ndarray:
 
 
 def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
-    attrs = _ensemble_attributes(spec, _float_thresholds(spec))
+    as_tensors = _floats_as_tensors(container, spec)
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     rows, columns, weights = _leaf_targets(spec)
     attrs.update(
         target_treeids=spec.tree[rows],
         target_nodeids=spec.node[rows],
         target_ids=columns,
-        target_weights=weights,
+        **_floats("target_weights", weights, as_tensors),
         n_targets=int(spec.n_outputs),
         aggregate_function="SUM",
         post_transform="NONE",
@@ -1206,7 +1247,8 @@ def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out
     if np.any(spec.base != 0):
         attrs["base_values"] = [float(v) for v in spec.base]
     summed = out if not spec.average else scope.get_unique_variable_name("tree_sum")
-    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [summed], 1, attrs)
+    version = 3 if as_tensors else 1
+    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [summed], version, attrs)
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, out)
 
@@ -1317,13 +1359,14 @@ def add_float_forest_classifier(
     :func:`add_raw_scores`.
     """
     x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
-    attrs = _ensemble_attributes(spec, _float_thresholds(spec))
+    as_tensors = _floats_as_tensors(container, spec)
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     rows, columns, weights = _leaf_targets(replace(spec, tree_output=None))
     attrs.update(
         class_treeids=spec.tree[rows],
         class_nodeids=spec.node[rows],
         class_ids=columns,
-        class_weights=weights,
+        **_floats("class_weights", weights, as_tensors),
         post_transform="NONE",
     )
     if np.asarray(classes).dtype.kind in "OUS":
@@ -1331,7 +1374,10 @@ def add_float_forest_classifier(
     else:
         attrs["classlabels_int64s"] = [int(c) for c in classes]
     summed = probabilities if not spec.average else scope.get_unique_variable_name("tree_votes")
-    _add_ensemble_node(scope, container, "TreeEnsembleClassifier", [x], [label, summed], 1, attrs)
+    version = 3 if as_tensors else 1
+    _add_ensemble_node(
+        scope, container, "TreeEnsembleClassifier", [x], [label, summed], version, attrs
+    )
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, probabilities)
 
