@@ -102,13 +102,18 @@ class ConversionResult:
         from onnxbridge.convert.tree_ensemble import PROTOBUF_LIMIT
 
         path = Path(path)
-        if external_data is None:
-            external_data = self.model.ByteSize() >= PROTOBUF_LIMIT
-        if external_data:
+        serialized = None
+        if not external_data:
+            try:
+                serialized = self.model.SerializeToString()
+            except Exception:
+                if external_data is False or self.model.ByteSize() < PROTOBUF_LIMIT:
+                    raise
+        if serialized is None:
             write_with_external_data(self.model, path)
         else:
             with atomic_write_path(path) as tmp:
-                tmp.write_bytes(self.model.SerializeToString())
+                tmp.write_bytes(serialized)
         self.path = path
         return path
 
@@ -345,18 +350,22 @@ def _has_zipmap(model: Any) -> bool:
 def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
     from onnxbridge.convert.tree_ensemble import PROTOBUF_LIMIT
 
-    if model.ByteSize() < PROTOBUF_LIMIT:
-        _check_runs(model, frame, inputs)
+    try:
+        serialized = model.SerializeToString()
+    except Exception:
+        if model.ByteSize() < PROTOBUF_LIMIT:
+            raise
+        # Past protobuf's limit only a file with external data holds the model.
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "model.onnx"
+            write_with_external_data(model, path)
+            _check_runs(str(path), frame, inputs)
         return
-    # Past protobuf's limit only a file with external data holds the model.
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "model.onnx"
-        write_with_external_data(model, path)
-        _check_runs(str(path), frame, inputs)
+    _check_runs(serialized, frame, inputs)
 
 
-def _check_runs(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
-    """onnx.checker and an ONNX Runtime session on a few rows (``model``: proto or path)."""
+def _check_runs(model: bytes | str, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
+    """onnx.checker and an ONNX Runtime session on a few rows (``model``: bytes or a path)."""
     import onnx
     import onnxruntime as ort
 
@@ -368,7 +377,7 @@ def _check_runs(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -
     options.log_severity_level = 3  # errors only; shape warnings are not the user's concern
     try:
         session = ort.InferenceSession(
-            model if isinstance(model, str) else model.SerializeToString(),
+            model,
             options,
             providers=["CPUExecutionProvider"],
         )
