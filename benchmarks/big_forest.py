@@ -66,20 +66,26 @@ def _fitted(name: str) -> Any:
     import joblib
     from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 
+    path = DATA / f"big_forest_{name}.joblib"
+    if path.is_file():
+        return joblib.load(path)
     if name == "medium":
         model = _fitted("big")
         model.estimators_ = model.estimators_[:3]
         model.n_estimators = 3
-        return model
-    path = DATA / f"big_forest_{name}.joblib"
-    if path.is_file():
-        return joblib.load(path)
+        return _cached(model, path)
     X, y = _data(name)
     if name == "small":
         model = ExtraTreesClassifier(n_estimators=10, random_state=0, n_jobs=2)
     else:
         model = ExtraTreesRegressor(n_estimators=16, max_features=0.5, random_state=0, n_jobs=2)
     model.fit(X, y)
+    return _cached(model, path)
+
+
+def _cached(model: Any, path: Path) -> Any:
+    import joblib
+
     DATA.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
     joblib.dump(model, partial)

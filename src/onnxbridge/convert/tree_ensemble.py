@@ -1004,6 +1004,28 @@ def _add_categorical_columns(
 
 _FLOATS_FIELD = 7  # AttributeProto.floats (repeated float)
 _INTS_FIELD = 8  # AttributeProto.ints (repeated int64)
+_STRINGS_FIELD = 9  # AttributeProto.strings (repeated bytes)
+
+
+@dataclass(frozen=True)
+class _Strings:
+    """A ``strings`` attribute of few distinct values: entry ``i`` is ``table[codes[i]]``."""
+
+    table: tuple[bytes, ...]
+    codes: np.ndarray
+
+
+def _repeated_strings(strings: _Strings) -> bytes:
+    """``strings`` as protobuf ``strings`` fields, one record (tag, length, text) per entry."""
+    records = [_length_prefix(_STRINGS_FIELD, len(text)) + text for text in strings.table]
+    width = max(len(r) for r in records)
+    padded = np.zeros((len(records), width), dtype=np.uint8)
+    for row, record in enumerate(records):
+        padded[row, : len(record)] = np.frombuffer(record, dtype=np.uint8)
+    sizes = np.array([len(r) for r in records])
+    codes = np.asarray(strings.codes, dtype=np.intp)
+    keep = np.arange(width)[None, :] < sizes[codes][:, None]
+    return padded[codes][keep].tobytes()
 
 
 def _length_prefix(field_number: int, size: int) -> bytes:
@@ -1035,18 +1057,19 @@ def _fill_attribute(attribute: AttributeProto, name: str, values: Any) -> None:
     """Make ``attribute`` an ``ints`` / ``floats`` / ``strings`` / ``tensor`` one, in place.
 
     ``values``: an integer array (ints), a float array (floats, rounded to float32 as protobuf
-    does), an object array of ``bytes`` (strings) or a ``TensorProto``.
+    does), :class:`_Strings` (strings) or a ``TensorProto``.
     """
     attribute.Clear()
     attribute.name = name
     if isinstance(values, TensorProto):
         attribute.CopyFrom(make_attribute(name, values))
         return
-    values = np.ascontiguousarray(values).reshape(-1)
-    if values.dtype.kind == "O":
+    if isinstance(values, _Strings):
         attribute.type = AttributeProto.STRINGS
-        attribute.strings.extend(values.tolist())
-    elif values.dtype.kind in "iub":
+        attribute.MergeFromString(_repeated_strings(values))
+        return
+    values = np.ascontiguousarray(values).reshape(-1)
+    if values.dtype.kind in "iub":
         attribute.type = AttributeProto.INTS
         if len(values) and int(values.min()) < 0:
             attribute.ints.extend(values.astype(np.int64).tolist())
@@ -1070,7 +1093,12 @@ def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
         if name in small:
             node.attribute.append(small[name])
         else:
-            _fill_attribute(node.attribute.add(), name, arrays[name])
+            # Parsed in a message of its own, which grows its arrays by doubling, then copied
+            # at its exact size: the parse's spare room is freed with the temporary message.
+            parsed = AttributeProto()
+            _fill_attribute(parsed, name, arrays[name])
+            node.attribute.add().CopyFrom(parsed)
+            del parsed
     _check_listed_size(node)
 
 
@@ -1144,7 +1172,7 @@ def _add_ensemble_node(
     Small attributes (strings, numbers, short lists) go through the container as usual; the
     arrays are set on the node it made, or kept for :func:`deferred_arrays`'s ``attach``.
     """
-    arrays = {k: v for k, v in attrs.items() if isinstance(v, (np.ndarray, TensorProto))}
+    arrays = {k: v for k, v in attrs.items() if isinstance(v, (np.ndarray, TensorProto, _Strings))}
     small = {k: v for k, v in attrs.items() if k not in arrays}
     name = scope.get_unique_operator_name(op_type)
     container.add_node(
@@ -1168,10 +1196,10 @@ def _tensor(values: np.ndarray) -> TensorProto:
     return numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float64))
 
 
-def _modes(spec: TreeEnsembleSpec) -> np.ndarray:
-    """``nodes_modes``: ``LEAF`` or the ensemble's branch rule, one per node (bytes objects)."""
+def _modes(spec: TreeEnsembleSpec) -> _Strings:
+    """``nodes_modes``: ``LEAF`` or the ensemble's branch rule, one per node."""
     branch = b"BRANCH_LEQ" if spec.rule == "leq" else b"BRANCH_LT"
-    return np.array([branch, b"LEAF"], dtype=object)[spec.is_leaf.astype(np.intp)]
+    return _Strings((branch, b"LEAF"), spec.is_leaf)
 
 
 # Ensembles from this many nodes on write their float arrays as tensors (``*_as_tensor``,
