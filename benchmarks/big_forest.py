@@ -17,11 +17,12 @@ Each measurement runs in a fresh process that loads the cached model and convert
 - ``skl2onnx``: skl2onnx's own ``convert_sklearn`` (zipmap off, the same opsets), then
   ``SerializeToString``.
 
-Time is the conversion's wall clock; memory is the process's peak RSS (``ru_maxrss``) and the
-peak minus the RSS with the model loaded. Every child runs under an address-space cap
-(``RLIMIT_AS``, ``--cap-gib``): running out of it is recorded as out of memory.
+Time is the conversion's wall clock; memory is the process's peak RSS (``VmHWM``) and the
+peak minus the RSS with the model loaded; the last columns divide onnxbridge's by skl2onnx's.
+Every child runs under an address-space cap (``RLIMIT_AS``, ``--cap-gib``): running out of it
+is recorded as out of memory.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,big]
+    PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
         [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20]
 """
 
@@ -93,8 +94,11 @@ def _cached(model: Any, path: Path) -> Any:
     return model
 
 
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peak_mib() -> float:
+    """This process's peak RSS (``VmHWM``: unlike ``ru_maxrss``, not inherited across exec)."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
 
 
 def _current_rss_mib() -> float:
@@ -147,7 +151,7 @@ def child(tool: str, name: str, cap_gib: float) -> None:
     except Exception as exc:  # a failure is a result too
         outcome["status"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     outcome["seconds"] = time.perf_counter() - start
-    outcome["peak_mib"] = _rss_mib()
+    outcome["peak_mib"] = _peak_mib()
     outcome["loaded_mib"] = loaded
     print(json.dumps(outcome), flush=True)
 
@@ -163,16 +167,23 @@ def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
     return {"tool": tool, "model": name, "status": f"{reason}: {tail[0][:120]}"}
 
 
-def _row(found: dict[str, Any]) -> str:
+def _row(found: dict[str, Any], base: dict[str, Any]) -> str:
+    head = f"{found['model']:<7}{found['tool']:<17}"
     if found.get("status") != "ok":
-        return f"{found['model']:<6}{found['tool']:<18}{found['status']}"
+        return head + found["status"]
     millions = found["nodes"] / 1e6
     used = found["peak_mib"] - found["loaded_mib"]
-    return (
-        f"{found['model']:<6}{found['tool']:<18}{millions:>8.2f}{found['seconds']:>9.1f}"
-        f"{found['seconds'] / millions:>9.2f}{found['peak_mib']:>10.0f}{used:>10.0f}"
-        f"{used / millions:>9.0f}{found['bytes'] / found['nodes']:>8.1f}"
+    line = (
+        f"{head}{millions:>7.2f}{found['seconds']:>7.1f}{found['seconds'] / millions:>6.2f}"
+        f"{found['peak_mib']:>9.0f}{used:>7.0f}{used / millions:>6.0f}"
+        f"{found['bytes'] / found['nodes']:>7.1f}"
     )
+    if found["tool"] != "skl2onnx" and base.get("status") == "ok":
+        base_used = base["peak_mib"] - base["loaded_mib"]
+        line += f"{found['seconds'] / base['seconds']:>6.2f}x{used / base_used:>6.2f}x"
+    elif found["tool"] != "skl2onnx" and base:
+        line += f"  skl2onnx: {base.get('status')}"
+    return line
 
 
 def main() -> None:
@@ -188,32 +199,18 @@ def main() -> None:
     models = [m for m in args.models.split(",") if m]
     tools = [t for t in args.tools.split(",") if t]
     for name in models:
-        _fitted(name)  # fit and cache before anything is timed
+        if not (DATA / f"big_forest_{name}.joblib").is_file():
+            _fitted(name)  # fit and cache before anything is timed
     print(
-        f"conversion in a fresh process per row; address space capped at {args.cap_gib:g} GiB; "
-        f"cores {len(os.sched_getaffinity(0))}"
+        f"one conversion per fresh process, address space capped at {args.cap_gib:g} GiB, "
+        f"cores {len(os.sched_getaffinity(0))}; ratios: onnxbridge / skl2onnx"
     )
-    print(f"{'model':<6}{'tool':<18}{'M nodes':>8}{'s':>9}{'s/M':>9}{'peak MiB':>10}"
-          f"{'+MiB':>10}{'MiB/M':>9}{'B/node':>8}")  # fmt: skip
+    print(f"{'model':<7}{'tool':<17}{'Mnodes':>7}{'s':>7}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
+          f"{'MiB/M':>6}{'B/node':>7}{'time':>7}{'memory':>7}")  # fmt: skip
     for name in models:
         found = {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
         for result in found.values():
-            print(_row(result), flush=True)
-        base = found.get("skl2onnx", {})
-        for tool, result in found.items():
-            if tool == "skl2onnx" or result.get("status") != "ok":
-                continue
-            if base.get("status") != "ok":
-                print(f"{name:<6}{tool:<18}skl2onnx: {base.get('status')}")
-                continue
-            time_ratio = result["seconds"] / base["seconds"]
-            memory_ratio = (result["peak_mib"] - result["loaded_mib"]) / (
-                base["peak_mib"] - base["loaded_mib"]
-            )
-            print(
-                f"{name:<6}{tool:<18}vs skl2onnx: time {time_ratio:.2f}x, "
-                f"memory above the loaded model {memory_ratio:.2f}x"
-            )
+            print(_row(result, found.get("skl2onnx", {})), flush=True)
 
 
 if __name__ == "__main__":

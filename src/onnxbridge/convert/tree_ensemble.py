@@ -325,50 +325,69 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     k = len(predictors[0]) if predictors else 1
     columns = hist_gradient_boosting_columns(model)
     categories = _hgb_categories(model)
-    builder = _Builder(1)
+    parts: list[dict[str, np.ndarray]] = []
     left_codes: dict[int, np.ndarray] = {}
     tree_output: list[int] = []
-    index = 0
+    rows = 0
     for iteration in predictors:
         for column, predictor in enumerate(iteration):
-            nodes = predictor.nodes
-            for node_id, node in enumerate(nodes):
-                if node["is_leaf"]:
-                    builder.leaf(index, node_id, [node["value"]])
-                    continue
-                feature = int(columns[int(node["feature_idx"])])
-                if node["is_categorical"]:
-                    if feature not in categories:
-                        raise ConversionError(
-                            f"{type(model).__name__} has a categorical split on feature "
-                            f"{feature}, which its encoder does not list as categorical; the "
-                            "model file is inconsistent: refit it"
-                        )
-                    bitset = predictor.raw_left_cat_bitsets[int(node["bitset_idx"])]
-                    left_codes[len(builder.rows)] = _bitset_codes(bitset, len(categories[feature]))
-                builder.split(
-                    index,
-                    node_id,
-                    feature,
-                    0.0 if node["is_categorical"] else float(node["num_threshold"]),
-                    int(node["left"]),
-                    int(node["right"]),
-                    bool(node["missing_go_to_left"]),
-                )
+            part = _hgb_tree(predictor.nodes, len(parts), columns)
+            for position in np.flatnonzero(part["categorical"]):
+                feature = int(part["feature"][position])
+                if feature not in categories:
+                    raise ConversionError(
+                        f"{type(model).__name__} has a categorical split on feature "
+                        f"{feature}, which its encoder does not list as categorical; the "
+                        "model file is inconsistent: refit it"
+                    )
+                bitset = predictor.raw_left_cat_bitsets[int(part["bitset"][position])]
+                left_codes[rows + int(position)] = _bitset_codes(bitset, len(categories[feature]))
+            parts.append(part)
             tree_output.append(column)
-            index += 1
+            rows += len(part["node"])
+    joined = {
+        key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        for key in ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
+    }
     base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
-    spec = builder.build(
-        np.zeros(1), rule="leq", native="float64", n_features=int(model.n_features_in_)
+    return TreeEnsembleSpec(
+        tree=joined["tree"].astype(np.int64),
+        node=joined["node"].astype(np.int64),
+        feature=joined["feature"].astype(np.int64),
+        threshold=joined["threshold"].astype(np.float64),
+        left=joined["left"].astype(np.int64),
+        right=joined["right"].astype(np.int64),
+        missing_left=joined["missing"].astype(bool),
+        values=joined["value"].astype(np.float64).reshape(-1, 1),
+        base=base,
+        rule="leq",
+        native="float64",
+        n_features=int(model.n_features_in_),
+        tree_output=np.asarray(tree_output, dtype=np.int64),
+        categories=categories,
+        left_codes=left_codes,
     )
-    spec.values = spec.values.reshape(-1, 1)
-    spec.base = base
-    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
-    spec.categories = categories
-    spec.left_codes = left_codes
-    return spec
+
+
+def _hgb_tree(nodes: np.ndarray, index: int, columns: np.ndarray) -> dict[str, np.ndarray]:
+    """One HistGradientBoosting predictor's ``nodes`` (a structured array) as spec columns."""
+    leaf = nodes["is_leaf"].astype(bool)
+    categorical = nodes["is_categorical"].astype(bool) & ~leaf
+    count = len(nodes)
+    return {
+        "tree": np.full(count, index, dtype=np.int64),
+        "node": np.arange(count, dtype=np.int64),
+        "feature": np.where(leaf, -1, columns[np.where(leaf, 0, nodes["feature_idx"])]),
+        "threshold": np.where(leaf | categorical, 0.0, nodes["num_threshold"]),
+        "left": np.where(leaf, -1, nodes["left"].astype(np.int64)),
+        "right": np.where(leaf, -1, nodes["right"].astype(np.int64)),
+        "missing": nodes["missing_go_to_left"].astype(bool) & ~leaf,
+        "value": np.where(leaf, nodes["value"], 0.0),
+        "categorical": categorical,
+        "bitset": nodes["bitset_idx"],
+    }
 
 
 def _known_categories(values: Any) -> np.ndarray:
