@@ -23,7 +23,7 @@ Every child runs under an address-space cap (``RLIMIT_AS``, ``--cap-gib``): runn
 is recorded as out of memory.
 
     PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
-        [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20]
+        [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -174,7 +174,8 @@ def _row(found: dict[str, Any], base: dict[str, Any]) -> str:
     millions = found["nodes"] / 1e6
     used = found["peak_mib"] - found["loaded_mib"]
     line = (
-        f"{head}{millions:>7.2f}{found['seconds']:>7.1f}{found['seconds'] / millions:>6.2f}"
+        f"{head}{millions:>6.2f}{found['seconds']:>7.1f}{found.get('spread', 0.0):>6.1f}"
+        f"{found['seconds'] / millions:>6.2f}"
         f"{found['peak_mib']:>9.0f}{used:>7.0f}{used / millions:>6.0f}"
         f"{found['bytes'] / found['nodes']:>7.1f}"
     )
@@ -191,6 +192,7 @@ def main() -> None:
     parser.add_argument("--models", default="small,big")
     parser.add_argument("--tools", default="onnxbridge,onnxbridge+check,skl2onnx")
     parser.add_argument("--cap-gib", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, tools interleaved")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
     args = parser.parse_args()
     if args.child:
@@ -202,15 +204,30 @@ def main() -> None:
         if not (DATA / f"big_forest_{name}.joblib").is_file():
             _fitted(name)  # fit and cache before anything is timed
     print(
-        f"one conversion per fresh process, address space capped at {args.cap_gib:g} GiB, "
-        f"cores {len(os.sched_getaffinity(0))}; ratios: onnxbridge / skl2onnx"
+        f"one conversion per fresh process, median of {args.repeat} (range: max - min), "
+        f"address space capped at {args.cap_gib:g} GiB; ratios: onnxbridge / skl2onnx"
     )
-    print(f"{'model':<7}{'tool':<17}{'Mnodes':>7}{'s':>7}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
+    print(f"{'model':<7}{'tool':<17}{'Mnode':>6}{'s':>7}{'range':>6}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
           f"{'MiB/M':>6}{'B/node':>7}{'time':>7}{'memory':>7}")  # fmt: skip
     for name in models:
-        found = {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
+        rounds = [
+            {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
+            for _ in range(args.repeat)
+        ]
+        found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
         for result in found.values():
             print(_row(result, found.get("skl2onnx", {})), flush=True)
+
+
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median time (the first failure if any failed), with the range of times."""
+    failed = [r for r in results if r.get("status") != "ok"]
+    if failed:
+        return failed[0]
+    ordered = sorted(results, key=lambda r: r["seconds"])
+    middle = dict(ordered[(len(ordered) - 1) // 2])
+    middle["spread"] = ordered[-1]["seconds"] - ordered[0]["seconds"]
+    return middle
 
 
 if __name__ == "__main__":

@@ -1161,10 +1161,10 @@ def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
     token = _DEFERRED.set(pending)
 
     def attach(model: ModelProto) -> None:
-        for node in model.graph.node:
-            arrays = pending.pop(node.name, None)
-            if arrays is not None:
-                _set_array_attributes(node, arrays)
+        for node in _all_nodes(model.graph):
+            arrays = pending.get(node.name)
+            if arrays is not None and not any(a.name in arrays for a in node.attribute):
+                _set_array_attributes(node, pending.pop(node.name))
         if pending:
             raise ConversionError(
                 f"tree-ensemble node(s) {sorted(pending)} were lost on the way to the model; "
@@ -1175,6 +1175,15 @@ def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
         yield attach
     finally:
         _DEFERRED.reset(token)
+
+
+def _all_nodes(graph: Any) -> Iterator[NodeProto]:
+    """The nodes of ``graph`` and of the subgraphs its nodes hold."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for sub in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                yield from _all_nodes(sub)
 
 
 def _add_ensemble_node(
@@ -1204,7 +1213,7 @@ def _add_ensemble_node(
         **small,
     )
     pending = _DEFERRED.get()
-    if pending is not None:
+    if pending is not None and name not in pending:
         pending[name] = arrays
     else:
         _set_array_attributes(container.nodes[-1], arrays)
