@@ -6,7 +6,7 @@ Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32
   ``make_classification(300_000, 28, n_informative=15)`` (about 1.2 M nodes);
 - ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
   ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes);
-- ``medium``: the first 3 trees of ``big`` (about 10 M nodes).
+- ``medium`` and ``large``: the first 3 and 4 trees of ``big`` (about 10 M and 14 M nodes).
 
 Each measurement runs in a fresh process that loads the cached model and converts it once:
 
@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 
 DATA = Path(__file__).resolve().parent / "data"
+# Models made of the first trees of ``big``.
+_PARTS = {"medium": 3, "large": 4}
 N_FEATURES = 28
 
 
@@ -70,10 +72,10 @@ def _fitted(name: str) -> Any:
     path = DATA / f"big_forest_{name}.joblib"
     if path.is_file():
         return joblib.load(path)
-    if name == "medium":
+    if name in _PARTS:
         model = _fitted("big")
-        model.estimators_ = model.estimators_[:3]
-        model.n_estimators = 3
+        model.estimators_ = model.estimators_[: _PARTS[name]]
+        model.n_estimators = _PARTS[name]
         return _cached(model, path)
     X, y = _data(name)
     if name == "small":
@@ -156,7 +158,21 @@ def child(tool: str, name: str, cap_gib: float) -> None:
     print(json.dumps(outcome), flush=True)
 
 
+def _available_gib() -> float:
+    with open("/proc/meminfo") as f:
+        line = next(line for line in f if line.startswith("MemAvailable:"))
+    return int(line.split()[1]) / 2**20
+
+
 def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
+    # A shared machine: start only when the cap fits in what is free, so that a child that
+    # grows to its cap cannot push other processes out of memory.
+    waited = 0
+    while _available_gib() < cap_gib:
+        if waited >= 900:
+            return {"tool": tool, "model": name, "status": "not run: memory in use elsewhere"}
+        time.sleep(10)
+        waited += 10
     command = [sys.executable, __file__, "--child", tool, name, "--cap-gib", str(cap_gib)]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

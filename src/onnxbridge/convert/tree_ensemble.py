@@ -31,6 +31,12 @@ is added in front.
 The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
 skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
 ``bool`` in an int list, which is how skl2onnx's HistGradientBoosting converter fails).
+
+Forests have millions of nodes: the readers work per tree on numpy arrays, and the node's
+attributes are written from arrays straight into protobuf (no Python object per node); inside
+onnxbridge's conversion they are set once on the finished model (:func:`deferred_arrays`).
+Ensembles from :data:`TENSOR_NODES` nodes write their float arrays as tensors (``ai.onnx.ml`` 3),
+which a model past protobuf's 2 GiB can keep in an external data file.
 """
 
 from __future__ import annotations
