@@ -178,9 +178,15 @@ def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if lines:
         return json.loads(lines[-1])
-    reason = "killed (out of memory)" if done.returncode in (-9, 137) else "crashed"
-    tail = done.stderr.strip().splitlines()[-1:] or [""]
-    return {"tool": tool, "model": name, "status": f"{reason}: {tail[0][:120]}"}
+    # Under the address-space cap an allocation that fails in C++ aborts the process.
+    if "bad_alloc" in done.stderr or "MemoryError" in done.stderr:
+        status = f"out of memory (cap {cap_gib:g} GiB)"
+    elif done.returncode < 0:
+        status = f"killed by signal {-done.returncode} (cap {cap_gib:g} GiB)"
+    else:
+        tail = done.stderr.strip().splitlines()[-1:] or [""]
+        status = f"failed ({done.returncode}): {tail[0][:100]}"
+    return {"tool": tool, "model": name, "status": status}
 
 
 def _row(found: dict[str, Any], base: dict[str, Any]) -> str:
