@@ -24,6 +24,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge import convert_estimator
 from onnxbridge.convert import tree_ensemble
+from onnxbridge.runtime.rewrites import blocked_model
 
 
 def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
@@ -205,3 +206,17 @@ def test_double_graph_saved_with_external_data_predicts(classification, tmp_path
     label, probabilities = session.run(None, {session.get_inputs()[0].name: X})
     np.testing.assert_array_equal(label, forest.predict(X))
     np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-12)
+
+
+def test_tensor_form_runs_in_tree_blocks_with_the_same_outputs(classification, tensor_form):
+    X, y = classification
+    forest = RandomForestClassifier(n_estimators=6, random_state=0).fit(X, y)
+    model = convert_estimator(forest, X[:100], precision="float").model
+    plain = model.SerializeToString()
+    blocked = blocked_model(plain, 2_000)
+    assert blocked != plain
+    rows = X.astype(np.float32)
+    as_is = _outputs(model, rows)
+    in_blocks = _outputs(onnx.load_from_string(blocked), rows)
+    np.testing.assert_array_equal(in_blocks[0], as_is[0])
+    np.testing.assert_allclose(in_blocks[1], as_is[1], atol=1e-6)
