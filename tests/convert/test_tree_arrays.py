@@ -7,6 +7,8 @@ onnxbridge and run in real ONNX Runtime sessions; scikit-learn's own predictions
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -22,9 +24,9 @@ from sklearn.ensemble import (
 )
 from sklearn.tree import DecisionTreeRegressor
 
-from onnxbridge import convert_estimator
+from onnxbridge import Predictor, convert_estimator
 from onnxbridge.convert import tree_ensemble
-from onnxbridge.runtime.rewrites import blocked_model
+from onnxbridge.runtime import SessionSettings
 
 
 def _nan_rows(X: np.ndarray, seed: int) -> np.ndarray:
@@ -208,15 +210,19 @@ def test_double_graph_saved_with_external_data_predicts(classification, tmp_path
     np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-12)
 
 
-def test_tensor_form_runs_in_tree_blocks_with_the_same_outputs(classification, tensor_form):
+def test_tensor_form_runs_in_tree_blocks_with_the_same_outputs(classification, tensor_form, caplog):
     X, y = classification
     forest = RandomForestClassifier(n_estimators=6, random_state=0).fit(X, y)
-    model = convert_estimator(forest, X[:100], precision="float").model
-    plain = model.SerializeToString()
-    blocked = blocked_model(plain, 2_000)
-    assert blocked != plain
+    model = convert_estimator(forest, X[:100], precision="float").model.SerializeToString()
     rows = X.astype(np.float32)
-    as_is = _outputs(model, rows)
-    in_blocks = _outputs(onnx.load_from_string(blocked), rows)
-    np.testing.assert_array_equal(in_blocks[0], as_is[0])
-    np.testing.assert_allclose(in_blocks[1], as_is[1], atol=1e-6)
+    blocks = SessionSettings(intra_op_num_threads=1, tree_block_nodes=2_000)
+    in_blocks = Predictor(model, settings=blocks)
+    as_is = Predictor(model, settings=SessionSettings.onnxbridge_default())
+    assert in_blocks.settings_for(len(rows)).tree_block_nodes == 2_000
+    caplog.set_level(logging.WARNING, logger="onnxbridge.runtime")
+    got = in_blocks.run(in_blocks.prepare(rows))
+    assert not [r for r in caplog.records if r.name == "onnxbridge.runtime"]  # not refused
+    expected = as_is.run(as_is.prepare(rows))
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_allclose(got[1], expected[1], atol=1e-6)
+    np.testing.assert_array_equal(got[0], forest.predict(X))
