@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
-MAX_LINES = 400
+MAX_LINES = 440
 
 HEADER = """\
 # Benchmarks
@@ -122,8 +122,9 @@ def section_lines(result: dict[str, Any]) -> list[str]:
         lines += [*wrap(paragraph), ""]
     for run in result["runs"]:
         lines += ["```text", *run["commands"], "```", machine_line(run)]
-        for part in run["parts"]:
-            lines += ["", *part_lines(part)]
+        for index, part in enumerate(run["parts"]):
+            # A fenced block may follow the machine's line directly; text needs a blank line.
+            lines += [*([] if index == 0 and "output" in part else [""]), *part_lines(part)]
         lines.append("")
     if result.get("goals"):
         lines += [*goal_lines(result["goals"]), ""]

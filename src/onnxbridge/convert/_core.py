@@ -782,6 +782,8 @@ def _run_skl2onnx(
 ) -> Any:
     from skl2onnx import convert_sklearn
 
+    from onnxbridge.convert._tree_ensemble import deferred_arrays
+
     # Defaults per estimator class (e.g. locale='C' for text vectorizers), then zipmap.
     options = tree_default_options(estimator)
     final = _final_step(estimator)
@@ -793,12 +795,15 @@ def _run_skl2onnx(
         with warnings.catch_warnings():
             # skl2onnx warns about its own internals; the checks below are what count.
             warnings.simplefilter("ignore")
-            return convert_sklearn(
-                estimator,
-                initial_types=_initial_types(inputs),
-                options=opts or None,
-                target_opset=choice.as_target(),
-            )
+            with deferred_arrays() as attach:
+                model = convert_sklearn(
+                    estimator,
+                    initial_types=_initial_types(inputs),
+                    options=opts or None,
+                    target_opset=choice.as_target(),
+                )
+                attach(model)
+                return model
 
     try:
         try:

@@ -31,17 +31,28 @@ is added in front.
 The float graph needs ``ai.onnx.ml`` 1, the double one 3 (``nodes_values_as_tensor``; the highest
 skl2onnx's guards accept). Every integer attribute is written as ``int`` (protobuf 7 refuses a
 ``bool`` in an int list, which is how skl2onnx's HistGradientBoosting converter fails).
+
+Forests have millions of nodes: the readers work per tree on numpy arrays, and the node's
+attributes are written from arrays straight into protobuf (no Python object per node); inside
+onnxbridge's conversion they are set once on the finished model (:func:`deferred_arrays`).
+Ensembles from :data:`TENSOR_NODES` nodes write their float arrays as tensors (``ai.onnx.ml`` 3),
+which a model past protobuf's 2 GiB can keep in an external data file.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
+from onnx import AttributeProto, ModelProto, NodeProto, TensorProto, numpy_helper
+from onnx.helper import make_attribute
 
+from onnxbridge._onnxfile import PROTOBUF_LIMIT
 from onnxbridge.errors import ConversionError
 
 __all__ = [
@@ -50,6 +61,7 @@ __all__ = [
     "add_raw_scores",
     "category_keys",
     "category_texts",
+    "deferred_arrays",
     "floor_float32",
     "from_hist_gradient_boosting",
     "from_lightgbm",
@@ -320,50 +332,69 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
     k = len(predictors[0]) if predictors else 1
     columns = hist_gradient_boosting_columns(model)
     categories = _hgb_categories(model)
-    builder = _Builder(1)
+    parts: list[dict[str, np.ndarray]] = []
     left_codes: dict[int, np.ndarray] = {}
     tree_output: list[int] = []
-    index = 0
+    rows = 0
     for iteration in predictors:
         for column, predictor in enumerate(iteration):
-            nodes = predictor.nodes
-            for node_id, node in enumerate(nodes):
-                if node["is_leaf"]:
-                    builder.leaf(index, node_id, [node["value"]])
-                    continue
-                feature = int(columns[int(node["feature_idx"])])
-                if node["is_categorical"]:
-                    if feature not in categories:
-                        raise ConversionError(
-                            f"{type(model).__name__} has a categorical split on feature "
-                            f"{feature}, which its encoder does not list as categorical; the "
-                            "model file is inconsistent: refit it"
-                        )
-                    bitset = predictor.raw_left_cat_bitsets[int(node["bitset_idx"])]
-                    left_codes[len(builder.rows)] = _bitset_codes(bitset, len(categories[feature]))
-                builder.split(
-                    index,
-                    node_id,
-                    feature,
-                    0.0 if node["is_categorical"] else float(node["num_threshold"]),
-                    int(node["left"]),
-                    int(node["right"]),
-                    bool(node["missing_go_to_left"]),
-                )
+            part = _hgb_tree(predictor.nodes, len(parts), columns)
+            for position in np.flatnonzero(part["categorical"]):
+                feature = int(part["feature"][position])
+                if feature not in categories:
+                    raise ConversionError(
+                        f"{type(model).__name__} has a categorical split on feature "
+                        f"{feature}, which its encoder does not list as categorical; the "
+                        "model file is inconsistent: refit it"
+                    )
+                bitset = predictor.raw_left_cat_bitsets[int(part["bitset"][position])]
+                left_codes[rows + int(position)] = _bitset_codes(bitset, len(categories[feature]))
+            parts.append(part)
             tree_output.append(column)
-            index += 1
+            rows += len(part["node"])
+    joined = {
+        key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        for key in ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
+    }
     base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
-    spec = builder.build(
-        np.zeros(1), rule="leq", native="float64", n_features=int(model.n_features_in_)
+    return TreeEnsembleSpec(
+        tree=joined["tree"].astype(np.int64),
+        node=joined["node"].astype(np.int64),
+        feature=joined["feature"].astype(np.int64),
+        threshold=joined["threshold"].astype(np.float64),
+        left=joined["left"].astype(np.int64),
+        right=joined["right"].astype(np.int64),
+        missing_left=joined["missing"].astype(bool),
+        values=joined["value"].astype(np.float64).reshape(-1, 1),
+        base=base,
+        rule="leq",
+        native="float64",
+        n_features=int(model.n_features_in_),
+        tree_output=np.asarray(tree_output, dtype=np.int64),
+        categories=categories,
+        left_codes=left_codes,
     )
-    spec.values = spec.values.reshape(-1, 1)
-    spec.base = base
-    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
-    spec.categories = categories
-    spec.left_codes = left_codes
-    return spec
+
+
+def _hgb_tree(nodes: np.ndarray, index: int, columns: np.ndarray) -> dict[str, np.ndarray]:
+    """One HistGradientBoosting predictor's ``nodes`` (a structured array) as spec columns."""
+    leaf = nodes["is_leaf"].astype(bool)
+    categorical = nodes["is_categorical"].astype(bool) & ~leaf
+    count = len(nodes)
+    return {
+        "tree": np.full(count, index, dtype=np.int64),
+        "node": np.arange(count, dtype=np.int64),
+        "feature": np.where(leaf, -1, columns[np.where(leaf, 0, nodes["feature_idx"])]),
+        "threshold": np.where(leaf | categorical, 0.0, nodes["num_threshold"]),
+        "left": np.where(leaf, -1, nodes["left"].astype(np.int64)),
+        "right": np.where(leaf, -1, nodes["right"].astype(np.int64)),
+        "missing": nodes["missing_go_to_left"].astype(bool) & ~leaf,
+        "value": np.where(leaf, nodes["value"], 0.0),
+        "categorical": categorical,
+        "bitset": nodes["bitset_idx"],
+    }
 
 
 def _known_categories(values: Any) -> np.ndarray:
@@ -991,65 +1022,295 @@ def _add_categorical_columns(
     return extended, numeric
 
 
-def _ensemble_attributes(spec: TreeEnsembleSpec, thresholds: Any) -> dict[str, Any]:
-    mode = "BRANCH_LEQ" if spec.rule == "leq" else "BRANCH_LT"
-    leaf = spec.is_leaf
+# -- node attributes from arrays ---------------------------------------------------------------
+#
+# A forest has millions of nodes: its attributes are written from numpy arrays straight into
+# protobuf's wire format and parsed once (``ParseFromString``), never through Python lists of
+# millions of numbers. The model is the same as one built with ``onnx.helper.make_node``.
+
+_FLOATS_FIELD = 7  # AttributeProto.floats (repeated float)
+_INTS_FIELD = 8  # AttributeProto.ints (repeated int64)
+_STRINGS_FIELD = 9  # AttributeProto.strings (repeated bytes)
+
+
+@dataclass(frozen=True)
+class _Strings:
+    """A ``strings`` attribute of few distinct values: entry ``i`` is ``table[codes[i]]``."""
+
+    table: tuple[bytes, ...]
+    codes: np.ndarray
+
+
+def _repeated_strings(strings: _Strings) -> bytes:
+    """``strings`` as protobuf ``strings`` fields, one record (tag, length, text) per entry."""
+    records = [_length_prefix(_STRINGS_FIELD, len(text)) + text for text in strings.table]
+    width = max(len(r) for r in records)
+    padded = np.zeros((len(records), width), dtype=np.uint8)
+    for row, record in enumerate(records):
+        padded[row, : len(record)] = np.frombuffer(record, dtype=np.uint8)
+    sizes = np.array([len(r) for r in records])
+    codes = np.asarray(strings.codes, dtype=np.intp)
+    keep = np.arange(width)[None, :] < sizes[codes][:, None]
+    return padded[codes][keep].tobytes()
+
+
+def _length_prefix(field_number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited (packed) field of ``size`` bytes."""
+    out = bytearray([(field_number << 3) | 2])
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        out.append(byte | (0x80 if size else 0))
+        if not size:
+            return bytes(out)
+
+
+def _packed_varints(values: np.ndarray) -> bytes:
+    """Non-negative integers as packed varints, every one padded to the widest one's length.
+
+    A padded varint (continuation bits on leading groups of zeros) is valid protobuf: the
+    parser reads the same numbers, and writing the message again gives the shortest form.
+    """
+    width = max(1, -(-int(values.max()).bit_length() // 7)) if len(values) else 1
+    unsigned = values.astype(np.uint64)
+    table = np.empty((len(values), width), dtype=np.uint8)
+    for k in range(width):
+        table[:, k] = (unsigned >> np.uint64(7 * k)).astype(np.uint8) | np.uint8(0x80)
+    table[:, width - 1] &= np.uint8(0x7F)
+    return table.tobytes()
+
+
+def _fill_attribute(attribute: AttributeProto, name: str, values: Any) -> None:
+    """Make ``attribute`` an ``ints`` / ``floats`` / ``strings`` / ``tensor`` one, in place.
+
+    ``values``: an integer array (ints), a float array (floats, rounded to float32 as protobuf
+    does), :class:`_Strings` (strings) or a ``TensorProto``.
+    """
+    attribute.Clear()
+    attribute.name = name
+    if isinstance(values, TensorProto):
+        attribute.CopyFrom(make_attribute(name, values))
+        return
+    if isinstance(values, _Strings):
+        attribute.type = AttributeProto.STRINGS
+        attribute.MergeFromString(_repeated_strings(values))
+        return
+    values = np.ascontiguousarray(values).reshape(-1)
+    if values.dtype.kind in "iub":
+        attribute.type = AttributeProto.INTS
+        if len(values) and int(values.min()) < 0:
+            attribute.ints.extend(values.astype(np.int64).tolist())
+        else:
+            body = _packed_varints(values)
+            attribute.MergeFromString(_length_prefix(_INTS_FIELD, len(body)) + body)
+    else:
+        attribute.type = AttributeProto.FLOATS
+        body = values.astype("<f4").tobytes()
+        attribute.MergeFromString(_length_prefix(_FLOATS_FIELD, len(body)) + body)
+
+
+def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
+    """Give ``node`` the ``arrays`` as attributes, all of them in sorted order (``make_node``'s)."""
+    kept = {a.name: a for a in node.attribute if a.name not in arrays}
+    small = {name: AttributeProto() for name in kept}
+    for name, attribute in kept.items():
+        small[name].CopyFrom(attribute)
+    del node.attribute[:]
+    for name in sorted([*small, *arrays]):
+        if name in small:
+            node.attribute.append(small[name])
+        else:
+            # Parsed in a message of its own, which grows its arrays by doubling, then copied
+            # at its exact size: the parse's spare room is freed with the temporary message.
+            parsed = AttributeProto()
+            _fill_attribute(parsed, name, arrays[name])
+            node.attribute.add().CopyFrom(parsed)
+            del parsed
+    _check_listed_size(node)
+
+
+def _check_listed_size(node: NodeProto) -> None:
+    """Refuse a node whose list attributes (all but tensors) alone reach protobuf's limit."""
+    entries = sum(len(a.ints) + len(a.floats) + len(a.strings) for a in node.attribute)
+    if entries * 16 < PROTOBUF_LIMIT:
+        return  # an entry takes at most 11 bytes, a mode 12: far below the limit
+    listed = sum(a.ByteSize() for a in node.attribute if a.type != AttributeProto.TENSOR)
+    if listed >= PROTOBUF_LIMIT:
+        count = next((len(a.ints) for a in node.attribute if a.name == "nodes_treeids"), 0)
+        raise ConversionError(
+            f"the tree ensemble's {count:,} nodes need {listed / 2**30:.2f} GiB of integer and "
+            "text attributes in one ONNX node, over protobuf's 2 GiB limit (only tensors can "
+            "go to an external data file); train fewer or smaller trees (n_estimators, "
+            "max_depth, min_samples_leaf)"
+        )
+
+
+# Node name -> its array attributes, while skl2onnx builds a model (see deferred_arrays).
+_DEFERRED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("deferred", default=None)
+
+
+@contextmanager
+def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
+    """Within the block, tree-ensemble nodes get their big attributes only when attached.
+
+    skl2onnx copies every node a few times on its way to a model; a forest's node is most of
+    the model, so it goes through without its arrays and ``attach(model)`` sets them once on
+    the finished model. Outside the block (a plain ``skl2onnx.convert_sklearn`` call) nodes are
+    complete at once.
+
+    Yields:
+        ``attach(model)``: set the arrays on the model's nodes.
+    """
+    pending: dict[str, dict[str, Any]] = {}
+    token = _DEFERRED.set(pending)
+
+    def attach(model: ModelProto) -> None:
+        for node in _all_nodes(model.graph):
+            arrays = pending.get(node.name)
+            if arrays is not None and not any(a.name in arrays for a in node.attribute):
+                _set_array_attributes(node, pending.pop(node.name))
+        if pending:
+            raise ConversionError(
+                f"tree-ensemble node(s) {sorted(pending)} were lost on the way to the model; "
+                "convert with precision='double' or report this model"
+            )
+
+    try:
+        yield attach
+    finally:
+        _DEFERRED.reset(token)
+
+
+def _all_nodes(graph: Any) -> Iterator[NodeProto]:
+    """The nodes of ``graph`` and of the subgraphs its nodes hold."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for sub in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                yield from _all_nodes(sub)
+
+
+def _add_ensemble_node(
+    scope: Any,
+    container: Any,
+    op_type: str,
+    inputs: list[str],
+    outputs: list[str],
+    op_version: int,
+    attrs: dict[str, Any],
+) -> None:
+    """Add an ``ai.onnx.ml`` tree-ensemble node whose array attributes come from numpy.
+
+    Small attributes (strings, numbers, short lists) go through the container as usual; the
+    arrays are set on the node it made, or kept for :func:`deferred_arrays`'s ``attach``.
+    """
+    arrays = {k: v for k, v in attrs.items() if isinstance(v, (np.ndarray, TensorProto, _Strings))}
+    small = {k: v for k, v in attrs.items() if k not in arrays}
+    name = scope.get_unique_operator_name(op_type)
+    container.add_node(
+        op_type,
+        inputs,
+        outputs,
+        op_domain=ML_DOMAIN,
+        op_version=op_version,
+        name=name,
+        **small,
+    )
+    pending = _DEFERRED.get()
+    if pending is not None and name not in pending:
+        pending[name] = arrays
+    else:
+        _set_array_attributes(container.nodes[-1], arrays)
+
+
+def _tensor(values: np.ndarray) -> TensorProto:
+    """A float64 initializer's content, from the array's bytes."""
+    return numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float64))
+
+
+def _modes(spec: TreeEnsembleSpec) -> _Strings:
+    """``nodes_modes``: ``LEAF`` or the ensemble's branch rule, one per node."""
+    branch = b"BRANCH_LEQ" if spec.rule == "leq" else b"BRANCH_LT"
+    return _Strings((branch, b"LEAF"), spec.is_leaf)
+
+
+# Ensembles from this many nodes on write their float arrays as tensors (``*_as_tensor``,
+# ``ai.onnx.ml`` 3): a model past protobuf's 2 GiB limit can keep tensors in an external data
+# file, not lists of numbers. Smaller ones keep the float lists every ``ai.onnx.ml`` version reads.
+TENSOR_NODES = 1 << 22
+
+
+def _floats_as_tensors(container: Any, spec: TreeEnsembleSpec) -> bool:
+    """Whether the float graph writes its float arrays as tensors (big ensembles, ml >= 3)."""
+    return len(spec.tree) >= TENSOR_NODES and container.target_opset_any_domain(ML_DOMAIN) >= 3
+
+
+def _floats(name: str, values: np.ndarray, as_tensor: bool) -> dict[str, Any]:
+    """``{name: float32 values}``, or ``{name_as_tensor: float32 tensor}``."""
+    if as_tensor:
+        tensor = numpy_helper.from_array(np.ascontiguousarray(values, dtype=np.float32), name="")
+        return {f"{name}_as_tensor": tensor}
+    return {name: np.asarray(values, dtype=np.float32)}
+
+
+def _ensemble_attributes(
+    spec: TreeEnsembleSpec, thresholds: np.ndarray, *, as_tensors: bool = False
+) -> dict[str, Any]:
+    """The ``nodes_*`` attributes; float64 thresholds always as a tensor, float32 ones as
+    ``nodes_values`` unless ``as_tensors``."""
     attrs: dict[str, Any] = {
-        "nodes_treeids": [int(v) for v in spec.tree],
-        "nodes_nodeids": [int(v) for v in spec.node],
-        "nodes_featureids": [int(max(v, 0)) for v in spec.feature],
-        "nodes_modes": ["LEAF" if is_leaf else mode for is_leaf in leaf],
-        "nodes_truenodeids": [int(max(v, 0)) for v in spec.left],
-        "nodes_falsenodeids": [int(max(v, 0)) for v in spec.right],
-        # ints, never bools: protobuf 7 refuses a bool in an int list.
-        "nodes_missing_value_tracks_true": [int(bool(v)) for v in spec.missing_left],
+        "nodes_treeids": spec.tree,
+        "nodes_nodeids": spec.node,
+        "nodes_featureids": np.maximum(spec.feature, 0),
+        "nodes_modes": _modes(spec),
+        "nodes_truenodeids": np.maximum(spec.left, 0),
+        "nodes_falsenodeids": np.maximum(spec.right, 0),
+        "nodes_missing_value_tracks_true": spec.missing_left.astype(np.int64),
     }
-    if isinstance(thresholds, np.ndarray) and thresholds.dtype == np.float64:
+    if thresholds.dtype == np.float64:
         attrs["nodes_values_as_tensor"] = numpy_helper.from_array(thresholds, name="")
     else:
-        attrs["nodes_values"] = [float(v) for v in thresholds]
+        attrs.update(_floats("nodes_values", thresholds, as_tensors))
     return attrs
 
 
-def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+def _leaf_targets(spec: TreeEnsembleSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per leaf entry: its spec row, its output column and its value, leaves in order.
+
+    With ``tree_output`` a leaf writes one value, to its tree's column; else each leaf writes
+    its ``K`` values, one per column.
+    """
     leaf = np.flatnonzero(spec.is_leaf)
+    if spec.tree_output is not None:
+        return leaf, spec.tree_output[spec.tree[leaf]], spec.values[leaf, 0]
     k = spec.n_outputs
-    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
-    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
-    target_tree, target_node, target_id, weights = [], [], [], []
-    for row in leaf:
-        columns = (
-            [int(spec.tree_output[spec.tree[row]])] if spec.tree_output is not None else range(k)
-        )
-        for column in columns:
-            value = (
-                spec.values[row, 0] if spec.tree_output is not None else spec.values[row, column]
-            )
-            target_tree.append(int(spec.tree[row]))
-            target_node.append(int(spec.node[row]))
-            target_id.append(int(column))
-            weights.append(float(value))
+    rows = np.repeat(leaf, k)
+    columns = np.tile(np.arange(k, dtype=np.int64), len(leaf))
+    return rows, columns, spec.values[leaf].reshape(-1)
+
+
+def _float_thresholds(spec: TreeEnsembleSpec) -> np.ndarray:
+    """float32 thresholds rounded down (leaves 0), as the float graph compares."""
+    return np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
+
+
+def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
+    as_tensors = _floats_as_tensors(container, spec)
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
+    rows, columns, weights = _leaf_targets(spec)
     attrs.update(
-        target_treeids=target_tree,
-        target_nodeids=target_node,
-        target_ids=target_id,
-        target_weights=weights,
-        n_targets=int(k),
+        target_treeids=spec.tree[rows],
+        target_nodeids=spec.node[rows],
+        target_ids=columns,
+        **_floats("target_weights", weights, as_tensors),
+        n_targets=int(spec.n_outputs),
         aggregate_function="SUM",
         post_transform="NONE",
     )
     if np.any(spec.base != 0):
         attrs["base_values"] = [float(v) for v in spec.base]
     summed = out if not spec.average else scope.get_unique_variable_name("tree_sum")
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [x],
-        [summed],
-        op_domain=ML_DOMAIN,
-        op_version=1,
-        name=scope.get_unique_operator_name("TreeEnsembleRegressor"),
-        **attrs,
-    )
+    version = 3 if as_tensors else 1
+    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [summed], version, attrs)
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, out)
 
@@ -1089,24 +1350,16 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
     attrs = _ensemble_attributes(spec, thresholds)
     # Each tree writes the global index of its leaf to its own target column.
     attrs.update(
-        target_treeids=[int(spec.tree[r]) for r in leaf_rows],
-        target_nodeids=[int(spec.node[r]) for r in leaf_rows],
-        target_ids=[int(spec.tree[r]) for r in leaf_rows],
-        target_weights=[float(i) for i in range(n_leaves)],
+        target_treeids=spec.tree[leaf_rows],
+        target_nodeids=spec.node[leaf_rows],
+        target_ids=spec.tree[leaf_rows],
+        target_weights=np.arange(n_leaves, dtype=np.float32),
         n_targets=int(spec.n_trees),
         aggregate_function="SUM",
         post_transform="NONE",
     )
     leaf_index_f, leaf_index = name("leaf_index_f"), name("leaf_index")
-    container.add_node(
-        "TreeEnsembleRegressor",
-        [x],
-        [leaf_index_f],
-        op_domain=ML_DOMAIN,
-        op_version=3,
-        name=op("TreeEnsembleRegressor"),
-        **attrs,
-    )
+    _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [leaf_index_f], 3, attrs)
     container.add_node("Cast", [leaf_index_f], [leaf_index], to=TensorProto.INT64, name=op("Cast"))
     k = spec.n_outputs
     summed = name("tree_sum")
@@ -1115,7 +1368,7 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
         # exact, so this is the plain sum).
         table, gathered, onehot = name("leaf_values"), name("leaf_value"), name("tree_to_output")
         container.add_initializer(
-            table, TensorProto.DOUBLE, [n_leaves], spec.values[leaf_rows, 0].tolist()
+            table, TensorProto.DOUBLE, [n_leaves], _tensor(spec.values[leaf_rows, 0])
         )
         matrix = np.zeros((spec.n_trees, k))
         matrix[np.arange(spec.n_trees), spec.tree_output] = 1.0
@@ -1127,9 +1380,7 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
     else:
         table, gathered, axes = name("leaf_values"), name("leaf_value"), name("tree_axis")
         values = spec.values[leaf_rows]
-        container.add_initializer(
-            table, TensorProto.DOUBLE, list(values.shape), values.ravel().tolist()
-        )
+        container.add_initializer(table, TensorProto.DOUBLE, list(values.shape), _tensor(values))
         container.add_initializer(axes, TensorProto.INT64, [1], [1])
         container.add_node("Gather", [table, leaf_index], [gathered], axis=0, name=op("Gather"))
         container.add_node(
@@ -1170,15 +1421,14 @@ def add_float_forest_classifier(
     :func:`add_raw_scores`.
     """
     x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
-    leaf = np.flatnonzero(spec.is_leaf)
-    k = spec.n_outputs
-    thresholds = np.where(spec.is_leaf, 0.0, floor_float32(spec.threshold)).astype(np.float32)
-    attrs = _ensemble_attributes(spec, thresholds.astype(np.float64).tolist())
+    as_tensors = _floats_as_tensors(container, spec)
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
+    rows, columns, weights = _leaf_targets(replace(spec, tree_output=None))
     attrs.update(
-        class_treeids=[int(spec.tree[r]) for r in leaf for _ in range(k)],
-        class_nodeids=[int(spec.node[r]) for r in leaf for _ in range(k)],
-        class_ids=[c for _ in leaf for c in range(k)],
-        class_weights=[float(spec.values[r, c]) for r in leaf for c in range(k)],
+        class_treeids=spec.tree[rows],
+        class_nodeids=spec.node[rows],
+        class_ids=columns,
+        **_floats("class_weights", weights, as_tensors),
         post_transform="NONE",
     )
     if np.asarray(classes).dtype.kind in "OUS":
@@ -1186,14 +1436,9 @@ def add_float_forest_classifier(
     else:
         attrs["classlabels_int64s"] = [int(c) for c in classes]
     summed = probabilities if not spec.average else scope.get_unique_variable_name("tree_votes")
-    container.add_node(
-        "TreeEnsembleClassifier",
-        [x],
-        [label, summed],
-        op_domain=ML_DOMAIN,
-        op_version=1,
-        name=scope.get_unique_operator_name("TreeEnsembleClassifier"),
-        **attrs,
+    version = 3 if as_tensors else 1
+    _add_ensemble_node(
+        scope, container, "TreeEnsembleClassifier", [x], [label, summed], version, attrs
     )
     if spec.average:
         _divide(scope, container, summed, spec.n_trees, TensorProto.FLOAT, probabilities)

@@ -1,0 +1,256 @@
+"""Benchmark: converting big forests, onnxbridge against skl2onnx, time and peak memory.
+
+Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32 features):
+
+- ``small``: unpruned ExtraTreesClassifier(n_estimators=10) on
+  ``make_classification(300_000, 28, n_informative=15)`` (about 1.2 M nodes);
+- ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
+  ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes);
+- ``medium`` and ``large``: the first 3 and 4 trees of ``big`` (about 10 M and 14 M nodes).
+
+Each measurement runs in a fresh process that loads the cached model and converts it once:
+
+- ``onnxbridge``: ``convert_unchecked(model, X[:100], precision="float")`` (the graph, onnx.checker
+  and one ONNX Runtime session on the sample; no comparison with scikit-learn);
+- ``onnxbridge+check``: ``convert_estimator(model, X[:100])`` (also the comparison with
+  scikit-learn and the float32 precision probes);
+- ``skl2onnx``: skl2onnx's own ``convert_sklearn`` (zipmap off, the same opsets), then
+  ``SerializeToString``.
+
+Time is the conversion's wall clock; memory is the process's peak RSS (``VmHWM``) and the
+peak minus the RSS with the model loaded; the last columns divide onnxbridge's by skl2onnx's.
+Every child runs under an address-space cap (``RLIMIT_AS``, ``--cap-gib``): running out of it
+is recorded as out of memory.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
+        [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parent / "data"
+# Models made of the first trees of ``big``.
+_PARTS = {"medium": 3, "large": 4}
+N_FEATURES = 28
+
+
+def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_classification, make_regression
+
+    if name == "small":
+        X, y = make_classification(
+            n_samples=300_000, n_features=N_FEATURES, n_informative=15, random_state=0
+        )
+    else:
+        X, y = make_regression(
+            n_samples=1_700_000,
+            n_features=N_FEATURES,
+            n_informative=15,
+            noise=1.0,
+            random_state=0,
+        )
+    return X.astype(np.float32), y
+
+
+def _fitted(name: str) -> Any:
+    """The cached model, fitted (and cached) on first use."""
+    import joblib
+    from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+
+    path = DATA / f"big_forest_{name}.joblib"
+    if path.is_file():
+        return joblib.load(path)
+    if name in _PARTS:
+        model = _fitted("big")
+        model.estimators_ = model.estimators_[: _PARTS[name]]
+        model.n_estimators = _PARTS[name]
+        return _cached(model, path)
+    X, y = _data(name)
+    if name == "small":
+        model = ExtraTreesClassifier(n_estimators=10, random_state=0, n_jobs=2)
+    else:
+        model = ExtraTreesRegressor(n_estimators=16, max_features=0.5, random_state=0, n_jobs=2)
+    model.fit(X, y)
+    return _cached(model, path)
+
+
+def _cached(model: Any, path: Path) -> Any:
+    import joblib
+
+    DATA.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    joblib.dump(model, partial)
+    partial.replace(path)
+    return model
+
+
+def _peak_mib() -> float:
+    """This process's peak RSS (``VmHWM``: unlike ``ru_maxrss``, not inherited across exec)."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def _current_rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _convert(tool: str, model: Any, sample: np.ndarray) -> int:
+    """Convert ``model`` with ``tool``; returns the model's size in bytes."""
+    if tool == "skl2onnx":
+        from skl2onnx import convert_sklearn
+        from skl2onnx.common.data_types import FloatTensorType
+
+        from onnxbridge.convert._opsets import choose_opsets
+
+        options = {id(model): {"zipmap": False}} if hasattr(model, "classes_") else None
+        onx = convert_sklearn(
+            model,
+            initial_types=[("X", FloatTensorType([None, sample.shape[1]]))],
+            options=options,
+            target_opset=choose_opsets().as_target(),
+        )
+        return len(onx.SerializeToString())
+    if tool == "onnxbridge":
+        from onnxbridge.convert._core import convert_unchecked
+
+        return convert_unchecked(model, sample, precision="float").model.ByteSize()
+    from onnxbridge import convert_estimator
+
+    return convert_estimator(model, sample).model.ByteSize()
+
+
+def child(tool: str, name: str, cap_gib: float) -> None:
+    """One measurement (in its own process): prints a JSON line."""
+    model = _fitted(name)
+    sample = _data("small" if name == "small" else "big")[0][:100]
+    nodes = sum(int(e.tree_.node_count) for e in model.estimators_)
+    import onnxbridge.convert._core  # noqa: F401  (imports are not the conversion's cost)
+
+    loaded = _current_rss_mib()
+    cap = int(cap_gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    start = time.perf_counter()
+    outcome: dict[str, Any] = {"tool": tool, "model": name, "nodes": nodes}
+    try:
+        outcome["bytes"] = _convert(tool, model, sample)
+        outcome["status"] = "ok"
+    except MemoryError:
+        outcome["status"] = "out of memory"
+    except Exception as exc:  # a failure is a result too
+        outcome["status"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    outcome["seconds"] = time.perf_counter() - start
+    outcome["peak_mib"] = _peak_mib()
+    outcome["loaded_mib"] = loaded
+    print(json.dumps(outcome), flush=True)
+
+
+def _available_gib() -> float:
+    with open("/proc/meminfo") as f:
+        line = next(line for line in f if line.startswith("MemAvailable:"))
+    return int(line.split()[1]) / 2**20
+
+
+def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
+    # A shared machine: start only when the cap fits in what is free, so that a child that
+    # grows to its cap cannot push other processes out of memory.
+    waited = 0
+    while _available_gib() < cap_gib:
+        if waited >= 900:
+            return {"tool": tool, "model": name, "status": "not run: memory in use elsewhere"}
+        time.sleep(10)
+        waited += 10
+    command = [sys.executable, __file__, "--child", tool, name, "--cap-gib", str(cap_gib)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    # Under the address-space cap an allocation that fails in C++ aborts the process.
+    if "bad_alloc" in done.stderr or "MemoryError" in done.stderr:
+        status = f"out of memory (cap {cap_gib:g} GiB)"
+    elif done.returncode < 0:
+        status = f"killed by signal {-done.returncode} (cap {cap_gib:g} GiB)"
+    else:
+        tail = done.stderr.strip().splitlines()[-1:] or [""]
+        status = f"failed ({done.returncode}): {tail[0][:100]}"
+    return {"tool": tool, "model": name, "status": status}
+
+
+def _row(found: dict[str, Any], base: dict[str, Any]) -> str:
+    head = f"{found['model']:<7}{found['tool']:<17}"
+    if found.get("status") != "ok":
+        return head + found["status"]
+    millions = found["nodes"] / 1e6
+    used = found["peak_mib"] - found["loaded_mib"]
+    line = (
+        f"{head}{millions:>6.2f}{found['seconds']:>7.1f}{found.get('spread', 0.0):>6.1f}"
+        f"{found['seconds'] / millions:>6.2f}"
+        f"{found['peak_mib']:>9.0f}{used:>7.0f}{used / millions:>6.0f}"
+        f"{found['bytes'] / found['nodes']:>7.1f}"
+    )
+    if found["tool"] != "skl2onnx" and base.get("status") == "ok":
+        base_used = base["peak_mib"] - base["loaded_mib"]
+        line += f"{found['seconds'] / base['seconds']:>6.2f}x{used / base_used:>6.2f}x"
+    elif found["tool"] != "skl2onnx" and base:
+        line += f"  skl2onnx: {base.get('status')}"
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="small,big")
+    parser.add_argument("--tools", default="onnxbridge,onnxbridge+check,skl2onnx")
+    parser.add_argument("--cap-gib", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, tools interleaved")
+    parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], args.cap_gib)
+        return
+    models = [m for m in args.models.split(",") if m]
+    tools = [t for t in args.tools.split(",") if t]
+    for name in models:
+        if not (DATA / f"big_forest_{name}.joblib").is_file():
+            _fitted(name)  # fit and cache before anything is timed
+    print(
+        f"one conversion per fresh process, median of {args.repeat} (range: max - min), "
+        f"address space capped at {args.cap_gib:g} GiB; ratios: onnxbridge / skl2onnx"
+    )
+    print(f"{'model':<7}{'tool':<17}{'Mnode':>6}{'s':>7}{'range':>6}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
+          f"{'MiB/M':>6}{'B/node':>7}{'time':>7}{'memory':>7}")  # fmt: skip
+    for name in models:
+        rounds = [
+            {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
+            for _ in range(args.repeat)
+        ]
+        found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
+        for result in found.values():
+            print(_row(result, found.get("skl2onnx", {})), flush=True)
+
+
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median time (the first failure if any failed), with the range of times."""
+    failed = [r for r in results if r.get("status") != "ok"]
+    if failed:
+        return failed[0]
+    ordered = sorted(results, key=lambda r: r["seconds"])
+    middle = dict(ordered[(len(ordered) - 1) // 2])
+    middle["spread"] = ordered[-1]["seconds"] - ordered[0]["seconds"]
+    return middle
+
+
+if __name__ == "__main__":
+    main()
