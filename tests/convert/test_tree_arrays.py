@@ -25,7 +25,7 @@ from sklearn.ensemble import (
 from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge import Predictor, convert_estimator
-from onnxbridge.convert import tree_ensemble
+from onnxbridge.convert import _tree_ensemble as tree_ensemble
 from onnxbridge.runtime import SessionSettings
 
 
