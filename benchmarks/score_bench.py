@@ -293,30 +293,18 @@ def main() -> None:
                 f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
             )
     if "local" in results and "dask" in results:
-        ratios = [
-            d["seconds"] / loc["seconds"]
-            for d, loc in zip(results["dask"], results["local"], strict=True)
-        ]
-        print(
-            f"  dask/local time: {statistics.median(ratios):.2f}x median "
-            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
-        )
-        ratios = [
-            d["peak_rss_mib"] / loc["peak_rss_mib"]
-            for d, loc in zip(results["dask"], results["local"], strict=True)
-        ]
-        print(
-            f"  dask/local peak RSS (all processes): {statistics.median(ratios):.2f}x median "
-            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
-        )
-        ratios = [
-            d["cpu_seconds"] / loc["cpu_seconds"]
-            for d, loc in zip(results["dask"], results["local"], strict=True)
-        ]
-        print(
-            f"  dask/local CPU time (all processes): {statistics.median(ratios):.2f}x median "
-            f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
-        )
+        for key, label in (
+            ("seconds", "time"),
+            ("peak_rss_mib", "peak RSS (all processes)"),
+            ("cpu_seconds", "CPU time (all processes)"),
+        ):
+            ratios = [
+                d[key] / loc[key] for d, loc in zip(results["dask"], results["local"], strict=True)
+            ]
+            print(
+                f"  dask/local {label}: {statistics.median(ratios):.2f}x median "
+                f"[{min(ratios):.2f}-{max(ratios):.2f}] per round"
+            )
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wait_support import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "README.md"]
 DOC_PORT = "8000"
@@ -246,12 +248,6 @@ def matches(expected: list[str], actual: list[str]) -> bool:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -321,7 +317,7 @@ class PageRun:
 
     folder: Path
     env: dict[str, str]
-    port: str = field(default_factory=lambda: str(_free_port()))
+    port: str = field(default_factory=lambda: str(free_port()))
     background: list[_Background] = field(default_factory=list)
     logs: list = field(default_factory=list)
     python: _Worker | None = None

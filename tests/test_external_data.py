@@ -15,7 +15,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +41,7 @@ from onnxbridge._onnxfile import (
 )
 from onnxbridge.errors import BundleError
 from onnxbridge.runtime import SessionSettings
-from wait_support import wait_for_ready
+from wait_support import free_port, wait_for_ready
 
 # A forest in double precision: its thresholds and leaf weights are tensors (ai.onnx.ml 3's
 # *_as_tensor attributes), so there is something to keep in external data.
@@ -330,16 +329,10 @@ def test_tune_keeps_the_tensors_in_the_data_file(
     assert code == 0 and "verdict: EQUIVALENT" in out, err
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_serve_answers_as_the_plain_model(pair: dict[str, Path]) -> None:
     rows, _ = Bundle.open(pair["plain"]).load_holdout()
     expected = Predictor(pair["plain"] / "model.onnx").predict(rows)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
     command = [sys.executable, "-m", "onnxbridge._cli.main", "serve", str(pair["external"])]
     process = subprocess.Popen(

@@ -6,6 +6,7 @@ or thread before it gives up. No test compares durations.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -42,3 +43,10 @@ def wait_for_ready(process: subprocess.Popen, url: str, *, timeout: float = 60) 
             return False
 
     assert wait_until(ready, timeout=timeout, interval=0.1), "the server did not become ready"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -26,7 +26,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from socket_support import read_until_closed
-from wait_support import wait_for_ready
+from wait_support import free_port, wait_for_ready
 
 WIDTH = 1000
 # The process must be gone this long after SIGTERM (far past every deadline used here), else
@@ -61,17 +61,11 @@ def slow_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Served:
     """``onnxbridge serve`` in a subprocess, ready to answer."""
 
     def __init__(self, model: Path, *flags: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
         self.process = subprocess.Popen(

@@ -13,17 +13,11 @@ import httpx
 import pytest
 
 from onnxbridge._cli.main import main
-from wait_support import wait_for_ready
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from wait_support import free_port, wait_for_ready
 
 
 def test_serve_command_serves_until_interrupted(iris_bundle, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
     process = subprocess.Popen(
         [
@@ -143,7 +137,7 @@ def test_python_settings_errors_name_the_argument() -> None:
 def test_uvicorn_factory_with_the_guarded_protocol_keeps_the_deadlines(iris_bundle) -> None:
     """docs/serve.md: ``uvicorn --factory ... --http onnxbridge.serve._connections:...`` reads the
     deadlines from ONNXBRIDGE_SERVE_* like every worker of ``onnxbridge serve`` does."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
     env["ONNXBRIDGE_SERVE_MODEL_PATH"] = str(iris_bundle.path)
     env["ONNXBRIDGE_SERVE_HEADER_TIMEOUT"] = "1"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from onnxbridge import Predictor, convert_estimator
-from wait_support import wait_for_ready
+from wait_support import free_port, wait_for_ready
 
 ROWS = pd.DataFrame({"a": [0.5, -1.0, 2.0], "b": [1.5, np.nan, 0.0], "city": ["paris", "", "oslo"]})
 
@@ -164,16 +163,10 @@ def test_tritonclient_request_is_answered_either_way(start_server, mixed_model, 
     np.testing.assert_array_equal(result.as_numpy("label"), expected.labels)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.mark.parametrize("strict", [False, True], ids=["default", "strict-v2"])
 def test_serve_command_strict_v2_flag(iris_bundle, strict: bool) -> None:
     """`onnxbridge serve --strict-v2`: the Iris forest takes NaN, so only the flag refuses null."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONNXBRIDGE_SERVE_")}
     command = [sys.executable, "-m", "onnxbridge._cli.main", "serve", str(iris_bundle.path)]
     command += ["--port", str(port)] + (["--strict-v2"] if strict else [])
