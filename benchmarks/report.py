@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
-MAX_LINES = 440
+MAX_LINES = 400
 
 HEADER = """\
 # Benchmarks
