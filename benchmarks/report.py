@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
-MAX_LINES = 440
+MAX_LINES = 400
 
 HEADER = """\
 # Benchmarks
@@ -118,14 +118,19 @@ def section_lines(result: dict[str, Any]) -> list[str]:
     """One benchmark's section: what it measures, then per run the command, machine and tables,
     then its goals."""
     lines = [f"## {result['title']}", ""]
+    after_text = False
     for paragraph in result.get("about", []):
         lines += [*wrap(paragraph), ""]
+        after_text = True
     for run in result["runs"]:
+        if after_text:
+            lines.pop()  # a run's commands follow the paragraph that leads to them directly
         lines += ["```text", *run["commands"], "```", machine_line(run)]
         for index, part in enumerate(run["parts"]):
             # A fenced block may follow the machine's line directly; text needs a blank line.
             lines += [*([] if index == 0 and "output" in part else [""]), *part_lines(part)]
         lines.append("")
+        after_text = bool(run["parts"]) and "text" in run["parts"][-1]
     if result.get("goals"):
         lines += [*goal_lines(result["goals"]), ""]
     for note in result.get("notes", []):

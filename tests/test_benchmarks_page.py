@@ -1,4 +1,4 @@
-"""docs/benchmarks.md is what benchmarks/report.py makes of benchmarks/results/*.json, within 440
+"""docs/benchmarks.md is what benchmarks/report.py makes of benchmarks/results/*.json, within 400
 lines; benchmarks/reference.py's results render on it and flag lines more than 10 % slower."""
 
 from __future__ import annotations
