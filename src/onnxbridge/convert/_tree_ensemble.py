@@ -1171,11 +1171,17 @@ def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
         if pending:
             raise ConversionError(
                 f"tree-ensemble node(s) {sorted(pending)} were lost on the way to the model; "
-                "convert with precision='double' or report this model"
+                "report this model (its trees would predict nothing)"
             )
 
     try:
         yield attach
+        if pending:
+            # A node left without its arrays still loads, and predicts zeros: never return it.
+            raise ConversionError(
+                f"tree-ensemble node(s) {sorted(pending)} never got their arrays; report this "
+                "model (its trees would predict nothing)"
+            )
     finally:
         _DEFERRED.reset(token)
 
