@@ -130,7 +130,7 @@ def test_pipeline_operators_accounts_for_the_scaler(tmp_path: Path) -> None:
         for op, count in re.findall(r"^  (\S+)\s+(\d+)\b", listing[1].split("\n\n")[0], re.M)
     }
     assert sum(operators.values()) == n_nodes, result.stdout
-    # The StandardScaler is folded into the LogisticRegression's coefficients (convert/folding.py).
+    # The StandardScaler is folded into the LogisticRegression's coefficients (convert/_folding.py).
     assert "ai.onnx.ml.Scaler" not in operators, result.stdout
     assert operators.get("ai.onnx.ml.LinearClassifier") == 1, result.stdout
     assert re.search(

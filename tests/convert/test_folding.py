@@ -1,4 +1,4 @@
-"""Scalers folded into the linear model after them (convert/folding.py)."""
+"""Scalers folded into the linear model after them (convert/_folding.py)."""
 
 from __future__ import annotations
 

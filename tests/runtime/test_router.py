@@ -1,4 +1,4 @@
-"""The router (runtime/router.py): one rule picks a call's settings, and one switch turns every
+"""The router (runtime/_router.py): one rule picks a call's settings, and one switch turns every
 speed-up off."""
 
 from __future__ import annotations
