@@ -59,45 +59,44 @@ def data_file_name(path: str | os.PathLike[str]) -> str:
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor of ``graph`` and its subgraphs: initializers and attribute values."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            if attribute.HasField("g"):
-                yield from _tensors(attribute.g)
-            for sub in attribute.graphs:
-                yield from _tensors(sub)
+    """Every dense tensor of ``graph`` and its subgraphs: initializers and attribute values
+    (what ``save_model`` may move out)."""
+    for sub in _subgraphs(graph):
+        yield from sub.initializer
+        for node in sub.node:
+            yield from _attribute_tensors(node, sparse=False)
 
 
 def _referenced(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor ONNX Runtime may read from external data: initializers, attribute values and
-    the values and indices of sparse tensors, in the graph, its subgraphs and the model's local
-    functions (:func:`_tensors` walks only what ``save_model`` moves out)."""
+    """Every tensor ONNX Runtime may read from external data: :func:`_tensors`' and the values
+    and indices of sparse tensors, in the graph, its subgraphs and the model's local functions."""
     graphs = list(_subgraphs(model.graph))
-    for function in model.functions:
-        for node in function.node:
-            for attribute in node.attribute:
-                for sub in _attribute_graphs(attribute):
-                    graphs.extend(_subgraphs(sub))
+    functions = [node for function in model.functions for node in function.node]
+    for node in functions:
+        for attribute in node.attribute:
+            for sub in _attribute_graphs(attribute):
+                graphs.extend(_subgraphs(sub))
     for graph in graphs:
         yield from graph.initializer
         for sparse in graph.sparse_initializer:
             yield from (sparse.values, sparse.indices)
-    nodes = [n for graph in graphs for n in graph.node]
-    nodes += [n for function in model.functions for n in function.node]
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            sparse_tensors = list(attribute.sparse_tensors)
+    for node in [*(n for graph in graphs for n in graph.node), *functions]:
+        yield from _attribute_tensors(node, sparse=True)
+
+
+def _attribute_tensors(node: onnx.NodeProto, *, sparse: bool) -> Iterator[onnx.TensorProto]:
+    """The tensors a node's attributes hold (not those of its subgraphs); with ``sparse``, the
+    values and indices of its sparse tensors too."""
+    for attribute in node.attribute:
+        if attribute.HasField("t"):
+            yield attribute.t
+        yield from attribute.tensors
+        if sparse:
+            held = list(attribute.sparse_tensors)
             if attribute.HasField("sparse_tensor"):
-                sparse_tensors.append(attribute.sparse_tensor)
-            for sparse in sparse_tensors:
-                yield from (sparse.values, sparse.indices)
+                held.append(attribute.sparse_tensor)
+            for tensor in held:
+                yield from (tensor.values, tensor.indices)
 
 
 def _attribute_graphs(attribute: onnx.AttributeProto) -> list[onnx.GraphProto]:
