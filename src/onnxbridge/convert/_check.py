@@ -35,7 +35,7 @@ from onnxbridge.convert._steps import (
     accepted_rows,
     locate_diverging_step,
     onnx_outputs,
-    onnx_session,
+    result_session,
     source_outputs,
 )
 from onnxbridge.data import blank_column, preview_names
@@ -319,7 +319,7 @@ def check_conversion(estimator: Any, result: Any, sample: pd.DataFrame) -> Conve
         probe_rows={kind: len(frame) for kind, frame in probes.items()},
         skipped=skipped,
     )
-    session = onnx_session(result.model)
+    session = result_session(result)
     differing: list[pd.DataFrame] = []
     for kind, frame in blocks.items():
         try:

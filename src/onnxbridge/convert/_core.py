@@ -82,6 +82,10 @@ class ConversionResult:
     notes: list[str] = field(default_factory=list)
     path: Path | None = None
     check: ConversionCheck | None = None
+    # The ONNX Runtime session opened to check that the model loads, reused by the comparisons
+    # that follow (loading a big forest is most of a conversion's time); dropped before
+    # convert_estimator returns, so that a result does not hold the runtime's memory.
+    _session: Any = field(default=None, init=False, repr=False, compare=False)
 
     def save(self, path: str | Path, *, external_data: bool | None = None) -> Path:
         """Write the model atomically to ``path``; returns the path.
@@ -296,7 +300,8 @@ def _has_zipmap(model: Any) -> bool:
     return any(node.op_type == "ZipMap" for node in model.graph.node)
 
 
-def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> None:
+def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) -> Any:
+    """Check the graph (onnx.checker) and run it on a few rows; returns the session."""
     import onnx
     import onnxruntime as ort
 
@@ -314,6 +319,7 @@ def _check_loads(model: Any, frame: pd.DataFrame, inputs: list[dict[str, Any]]) 
             head = frame.head(5)
             feeds = {i["name"]: input_block(head, i["columns"], i["dtype"]) for i in inputs}
             session.run(None, feeds)
+            return session
         except Exception as exc:
             raise ConversionError(
                 f"the converted graph does not run in onnxruntime: {first_line(exc)}; "
@@ -376,6 +382,37 @@ def convert_estimator(
         ModelNotFittedError, MissingConverterError, DataError, ConversionError (also when
         the ONNX graph differs from scikit-learn, unless ``allow_divergent``).
     """
+    result = _convert_checked(
+        estimator,
+        sample,
+        opset=opset,
+        ml_opset=ml_opset,
+        zipmap=zipmap,
+        precision=precision,
+        target=target,
+        description=description,
+        fold=fold,
+        categories=categories,
+        allow_divergent=allow_divergent,
+    )
+    result._session = None  # the checks are done: free the runtime's copy of the model
+    return result
+
+
+def _convert_checked(
+    estimator: Any,
+    sample: Any,
+    *,
+    opset: int | None,
+    ml_opset: int | None,
+    zipmap: bool,
+    precision: str,
+    target: str | None,
+    description: str | None,
+    fold: bool,
+    categories: Mapping[str, Sequence[Any]] | None,
+    allow_divergent: bool,
+) -> ConversionResult:
     from onnxbridge.convert._check import check_conversion
 
     result = convert_unchecked(
@@ -592,8 +629,8 @@ def convert_unchecked(
     # skl2onnx names the graph with a random UUID; a fixed name makes the same model convert to
     # the same bytes (and the same sha256 in card.json) on every run.
     model.graph.name = type(estimator).__name__
-    _check_loads(model, frame, inputs)
-    return ConversionResult(
+    session = _check_loads(model, frame, inputs)
+    result = ConversionResult(
         model=model,
         metadata=metadata,
         opsets=choice,
@@ -601,6 +638,8 @@ def convert_unchecked(
         precision="double" if precision == "double" else "float",
         notes=folded,
     )
+    result._session = session
+    return result
 
 
 def selects_columns_by_name(estimator: Any) -> bool:

@@ -95,6 +95,15 @@ def onnx_session(model: Any) -> Any:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
 
+def result_session(result: Any) -> Any:
+    """The session of a conversion ``result``: the one its conversion opened, else a new one."""
+    session = getattr(result, "_session", None)
+    if session is None:
+        session = onnx_session(result.model)
+        result._session = session
+    return session
+
+
 def _as_matrix(raw: Any, classes: list[Any] | None) -> np.ndarray:
     if isinstance(raw, list):
         # ZipMap: one {class: probability} dict per row, in the classes' order.
@@ -113,7 +122,7 @@ def onnx_outputs(result: Any, frame: pd.DataFrame, session: Any = None) -> dict[
     """
     metadata = result.metadata
     try:
-        session = session or onnx_session(result.model)
+        session = session or result_session(result)
         feeds = {i["name"]: input_block(frame, i["columns"], i["dtype"]) for i in metadata.inputs}
         values = session.run(None, feeds)
     except Exception as exc:  # onnxruntime's Fail / InvalidArgument, a value that cannot cast
