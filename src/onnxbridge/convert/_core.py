@@ -30,7 +30,13 @@ from onnxbridge.bundle import (
 from onnxbridge.convert._check import ConversionCheck
 from onnxbridge.convert._folding import fold_scaling_into_linear
 from onnxbridge.convert._given_rows import conversion_rows
-from onnxbridge.convert._opsets import OpsetChoice, choose_opsets, fallback_opsets
+from onnxbridge.convert._opsets import (
+    ML_DOMAIN,
+    OpsetChoice,
+    choose_opsets,
+    fallback_opsets,
+    onnxruntime_max_opset,
+)
 from onnxbridge.convert._registry import accepts_option, load_converters, tree_default_options
 from onnxbridge.convert._roles import model_task, output_roles, reference_method, target_classes
 from onnxbridge.data import FeatureSchema, blank_values, normalize_features
@@ -731,8 +737,11 @@ def _convert_with_opsets(
     Only opsets the user left open are lowered; the first error is the one reported.
     """
     choice = choose_opsets(opset, ml_opset)
+    # Unless ai.onnx.ml is pinned, tree ensembles that allow it become the smaller opset-5
+    # TreeEnsemble (onnxbridge.convert._tree_v5).
+    opset5 = ml_opset is None and onnxruntime_max_opset(ML_DOMAIN) >= 5
     try:
-        return _run_skl2onnx(estimator, inputs, choice, zipmap), choice
+        return _run_skl2onnx(estimator, inputs, choice, zipmap, opset5=opset5), choice
     except ConversionError as first:
         if "opset" not in str(first).lower() or (opset is not None and ml_opset is not None):
             raise
@@ -740,7 +749,8 @@ def _convert_with_opsets(
             choice, keep_default=opset is not None, keep_ml=ml_opset is not None
         ):
             try:
-                return _run_skl2onnx(estimator, inputs, candidate, zipmap), candidate
+                model = _run_skl2onnx(estimator, inputs, candidate, zipmap, opset5=opset5)
+                return model, candidate
             except ConversionError:
                 continue
         raise
@@ -817,7 +827,12 @@ def _used_opsets(model: Any) -> dict[str, int]:
 
 
 def _run_skl2onnx(
-    estimator: Any, inputs: list[dict[str, Any]], choice: OpsetChoice, zipmap: bool
+    estimator: Any,
+    inputs: list[dict[str, Any]],
+    choice: OpsetChoice,
+    zipmap: bool,
+    *,
+    opset5: bool = False,
 ) -> Any:
     from skl2onnx import convert_sklearn
 
@@ -834,7 +849,7 @@ def _run_skl2onnx(
         with warnings.catch_warnings():
             # skl2onnx warns about its own internals; the checks below are what count.
             warnings.simplefilter("ignore")
-            with deferred_arrays() as attach:
+            with deferred_arrays(opset5=opset5) as attach:
                 model = convert_sklearn(
                     estimator,
                     initial_types=_initial_types(inputs),

@@ -1135,7 +1135,8 @@ def _check_listed_size(node: NodeProto) -> None:
         return  # an entry takes at most 11 bytes, a mode 12: far below the limit
     listed = sum(a.ByteSize() for a in node.attribute if a.type != AttributeProto.TENSOR)
     if listed >= PROTOBUF_LIMIT:
-        count = next((len(a.ints) for a in node.attribute if a.name == "nodes_treeids"), 0)
+        ids = ("nodes_treeids", "nodes_featureids")
+        count = max((len(a.ints) for a in node.attribute if a.name in ids), default=0)
         raise ConversionError(
             f"the tree ensemble's {count:,} nodes need {listed / 2**30:.2f} GiB of integer and "
             "text attributes in one ONNX node, over protobuf's 2 GiB limit (only tensors can "
@@ -1149,13 +1150,17 @@ _DEFERRED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("deferred",
 
 
 @contextmanager
-def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
+def deferred_arrays(*, opset5: bool = False) -> Iterator[Callable[[ModelProto], None]]:
     """Within the block, tree-ensemble nodes get their big attributes only when attached.
 
     skl2onnx copies every node a few times on its way to a model; a forest's node is most of
     the model, so it goes through without its arrays and ``attach(model)`` sets them once on
     the finished model. Outside the block (a plain ``skl2onnx.convert_sklearn`` call) nodes are
     complete at once.
+
+    Args:
+        opset5: write the ensembles as ``ai.onnx.ml`` 5 ``TreeEnsemble`` nodes where the model
+            allows it (:mod:`onnxbridge.convert._tree_v5`).
 
     Yields:
         ``attach(model)``: set the arrays on the model's nodes.
@@ -1164,10 +1169,24 @@ def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
     token = _DEFERRED.set(pending)
 
     def attach(model: ModelProto) -> None:
-        for node in _all_nodes(model.graph):
-            arrays = pending.get(node.name)
-            if arrays is not None and not any(a.name in arrays for a in node.attribute):
-                _set_array_attributes(node, pending.pop(node.name))
+        from onnxbridge.convert import _tree_v5
+
+        found = [
+            (graph, node)
+            for graph, node in _graph_nodes(model.graph)
+            if node.name in pending
+            and not any(a.name in pending[node.name] for a in node.attribute)
+        ]
+        upgrade = opset5 and _tree_v5.can_use_v5(
+            model, [node for _, node in _graph_nodes(model.graph)], pending
+        )
+        for graph, node in found:
+            arrays = pending.pop(node.name)
+            if upgrade and node.op_type == "TreeEnsembleRegressor":
+                arrays = _tree_v5.make_v5(graph, node, arrays)
+            _set_array_attributes(node, arrays)
+        if upgrade:
+            _tree_v5.set_ml_opset(model)
         if pending:
             raise ConversionError(
                 f"tree-ensemble node(s) {sorted(pending)} were lost on the way to the model; "
@@ -1186,13 +1205,13 @@ def deferred_arrays() -> Iterator[Callable[[ModelProto], None]]:
         _DEFERRED.reset(token)
 
 
-def _all_nodes(graph: Any) -> Iterator[NodeProto]:
-    """The nodes of ``graph`` and of the subgraphs its nodes hold."""
+def _graph_nodes(graph: Any) -> Iterator[tuple[Any, NodeProto]]:
+    """``(graph, node)`` for the nodes of ``graph`` and of the subgraphs its nodes hold."""
     for node in graph.node:
-        yield node
+        yield graph, node
         for attribute in node.attribute:
             for sub in [attribute.g] if attribute.HasField("g") else attribute.graphs:
-                yield from _all_nodes(sub)
+                yield from _graph_nodes(sub)
 
 
 def _add_ensemble_node(

@@ -1,0 +1,171 @@
+"""Tree ensembles written as ``ai.onnx.ml`` 5 ``TreeEnsemble``: the same predictions as the
+opset-3 operators, in a smaller model, wherever every leaf writes one value."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pandas as pd
+import pytest
+from lightgbm import LGBMRegressor
+from onnx import helper, numpy_helper
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import (
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeRegressor
+from xgboost import XGBRegressor
+
+from onnxbridge import convert_estimator
+
+ML = "ai.onnx.ml"
+
+
+def _regression(n: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_regression(n_samples=n, n_features=6, noise=5.0, random_state=0)
+    return X.astype(np.float32), y
+
+
+def _classification(n: int = 1500, classes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_classification(
+        n_samples=n, n_features=6, n_informative=4, n_classes=classes, random_state=0
+    )
+    return X.astype(np.float32), y
+
+
+def _rows(n: int = 4000, features: int = 6) -> np.ndarray:
+    rows = np.random.default_rng(1).normal(scale=2.0, size=(n, features)).astype(np.float32)
+    rows[::9, 2] = np.nan
+    return rows
+
+
+def _run(model: onnx.ModelProto, rows: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: rows})
+
+
+def _tree_ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node if n.domain == ML and "Tree" in n.op_type]
+
+
+def _ml_opset(model: onnx.ModelProto) -> int:
+    return max(o.version for o in model.opset_import if o.domain == ML)
+
+
+CASES = [
+    pytest.param(lambda: RandomForestRegressor(n_estimators=15, random_state=0), "r", id="RF"),
+    pytest.param(lambda: ExtraTreesRegressor(n_estimators=10, random_state=0), "r", id="ET"),
+    pytest.param(lambda: GradientBoostingRegressor(random_state=0), "r", id="GBR"),
+    pytest.param(lambda: HistGradientBoostingRegressor(random_state=0), "r", id="HGBR"),
+    pytest.param(lambda: DecisionTreeRegressor(max_depth=6), "r", id="tree"),
+    pytest.param(lambda: XGBRegressor(n_estimators=20, max_depth=4), "r", id="XGB"),
+    pytest.param(lambda: LGBMRegressor(n_estimators=20, verbose=-1), "r", id="LGBM"),
+    pytest.param(
+        lambda: make_pipeline(StandardScaler(), GradientBoostingRegressor(random_state=0)),
+        "r",
+        id="scaler+GBR",
+    ),
+    pytest.param(lambda: GradientBoostingClassifier(random_state=0), "c", id="GBC-3"),
+    pytest.param(lambda: HistGradientBoostingClassifier(random_state=0), "c", id="HGBC-3"),
+]
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+@pytest.mark.parametrize(("make", "task"), CASES)
+def test_opset5_ensemble_predicts_exactly_like_opset3(make, task, precision) -> None:
+    X, y = _regression() if task == "r" else _classification()
+    model = make().fit(X, y)
+    default = convert_estimator(model, X[:100], precision=precision)
+    pinned = convert_estimator(model, X[:100], precision=precision, ml_opset=3)
+    assert _tree_ops(default.model) == ["TreeEnsemble"]
+    assert _ml_opset(default.model) == 5
+    assert default.metadata.opsets[ML] == 5
+    assert "TreeEnsemble" not in _tree_ops(pinned.model)
+    assert _ml_opset(pinned.model) <= 3
+    rows = _rows().astype(np.float64 if precision == "double" else np.float32)
+    for new, old in zip(_run(default.model, rows), _run(pinned.model, rows), strict=True):
+        np.testing.assert_array_equal(new, old)
+    assert default.model.ByteSize() < pinned.model.ByteSize()
+    onnx.checker.check_model(default.model, full_check=True)
+
+
+def test_forest_classifier_keeps_the_classifier_operator() -> None:
+    # Its leaves hold a probability per class: opset 5 would need a copy of every tree per class.
+    X, y = _classification()
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    result = convert_estimator(model, X[:100], precision="float")
+    assert _tree_ops(result.model) == ["TreeEnsembleClassifier"]
+    assert _ml_opset(result.model) <= 3
+
+
+def _v5_attributes(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    (node,) = [n for n in model.graph.node if n.op_type == "TreeEnsemble"]
+    out = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        out[attribute.name] = (
+            numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.array(value)
+        )
+    return out
+
+
+def test_a_root_with_a_leaf_and_a_node_child_keeps_its_tree() -> None:
+    # Rows with x0 < -1 all have the same target: every tree's root splits there, its true
+    # (left) child is a pure leaf and its false child a subtree. Leaf and node ids are separate
+    # numbers, and ONNX Runtime reads a root whose two ids are equal as a one-leaf tree.
+    X, _ = _regression(2000)
+    y = np.where(X[:, 0] < -1, 50.0, np.sin(X[:, 1]) * 10 + X[:, 2])
+    model = RandomForestRegressor(
+        n_estimators=6, bootstrap=False, max_features=None, max_depth=5, random_state=0
+    ).fit(X, y)
+    result = convert_estimator(model, X[:100], precision="float")
+    attrs = _v5_attributes(result.model)
+    roots = attrs["tree_roots"]
+    assert np.all(attrs["nodes_trueleafs"][roots] == 1)
+    assert np.all(attrs["nodes_falseleafs"][roots] == 0)
+    assert np.all(attrs["nodes_truenodeids"][roots] != attrs["nodes_falsenodeids"][roots])
+    rows = _rows()
+    (got,) = _run(result.model, rows)
+    ok = ~np.isnan(rows).any(axis=1)
+    np.testing.assert_allclose(got.ravel()[ok], model.predict(rows[ok]), rtol=1e-5, atol=1e-4)
+
+
+def test_a_tree_that_is_a_single_leaf() -> None:
+    X, _ = _regression(300)
+    model = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(X, np.full(300, 3.0))
+    result = convert_estimator(model, X[:50], precision="float")
+    attrs = _v5_attributes(result.model)
+    roots = attrs["tree_roots"]
+    assert np.all(attrs["nodes_truenodeids"][roots] == attrs["nodes_falsenodeids"][roots])
+    rows = np.nan_to_num(_rows())
+    (got,) = _run(result.model, rows)
+    np.testing.assert_allclose(got.ravel(), model.predict(rows), rtol=1e-6)
+
+
+def test_text_categories_keep_opset3() -> None:
+    # A category column is coded with ai.onnx.ml LabelEncoder, whose attributes change at
+    # ai.onnx.ml 4: the opset-5 import would change its meaning, so the model stays at 3.
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "x": rng.normal(size=600),
+            "colour": pd.Categorical(rng.choice(["red", "green", "blue"], size=600)),
+        }
+    )
+    y = frame["x"] * 2 + (frame["colour"] == "red") * 5
+    model = HistGradientBoostingRegressor(categorical_features="from_dtype", random_state=0)
+    model.fit(frame, y)
+    result = convert_estimator(model, frame.head(100))
+    assert "LabelEncoder" in [n.op_type for n in result.model.graph.node]
+    assert _ml_opset(result.model) <= 3
+    assert "TreeEnsemble" not in _tree_ops(result.model)
+    assert result.check is not None and result.check.ok
