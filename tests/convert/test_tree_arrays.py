@@ -94,7 +94,8 @@ def test_node_attributes_are_the_fitted_arrays():
     tree = DecisionTreeRegressor(random_state=0).fit(X, y)
     t = tree.tree_
     assert t.node_count > 2**14  # node ids take three varint bytes
-    result = convert_estimator(tree, X[:100], precision="float")
+    # The opset-3 form (ml_opset pinned); tests/convert/test_tree_v5.py reads the opset-5 one.
+    result = convert_estimator(tree, X[:100], precision="float", ml_opset=3)
     node = _ensemble(result.model)
     attrs = _attributes(node)
     leaf = t.children_left < 0
@@ -165,7 +166,8 @@ def test_float_arrays_as_tensors_predict_the_same(classification, tensor_form, k
         forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
     else:
         forest = ExtraTreesRegressor(n_estimators=3, random_state=0).fit(X, y * 1.5)
-    result = convert_estimator(forest, X[:100], precision="float")
+    # ml_opset=3: the opset-3 operator's tensor form (opset 5 writes tensors anyway).
+    result = convert_estimator(forest, X[:100], precision="float", ml_opset=3)
     node = _ensemble(result.model)
     tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
     weights = "class_weights" if kind == "classifier" else "target_weights"

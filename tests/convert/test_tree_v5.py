@@ -169,3 +169,31 @@ def test_text_categories_keep_opset3() -> None:
     assert _ml_opset(result.model) <= 3
     assert "TreeEnsemble" not in _tree_ops(result.model)
     assert result.check is not None and result.check.ok
+
+
+def test_node_attributes_are_the_fitted_arrays() -> None:
+    X, y = _regression(5000)
+    tree = DecisionTreeRegressor(random_state=0).fit(X, y)
+    t = tree.tree_
+    result = convert_estimator(tree, X[:100], precision="float")
+    attrs = _v5_attributes(result.model)
+    leaf = t.children_left < 0
+    inner = np.flatnonzero(~leaf)
+    np.testing.assert_array_equal(attrs["tree_roots"], [0])
+    np.testing.assert_array_equal(attrs["nodes_featureids"], t.feature[inner])
+    np.testing.assert_array_equal(attrs["nodes_modes"], np.zeros(len(inner)))  # BRANCH_LEQ
+    assert attrs["nodes_splits"].dtype == np.float32
+    # Thresholds rounded down to float32, as the opset-3 form: float32(x) <= t keeps decisions.
+    assert np.all(attrs["nodes_splits"].astype(np.float64) <= t.threshold[inner])
+    # Children: interior nodes and leaves each numbered in the tree's order.
+    node_id = np.cumsum(~leaf) - 1
+    leaf_id = np.cumsum(leaf) - 1
+    for side, children in (("true", t.children_left), ("false", t.children_right)):
+        child = children[inner]
+        np.testing.assert_array_equal(attrs[f"nodes_{side}leafs"], leaf[child])
+        expected = np.where(leaf[child], leaf_id[child], node_id[child])
+        np.testing.assert_array_equal(attrs[f"nodes_{side}nodeids"], expected)
+    np.testing.assert_array_equal(attrs["leaf_weights"], t.value[leaf, 0, 0].astype(np.float32))
+    np.testing.assert_array_equal(attrs["leaf_targetids"], np.zeros(int(leaf.sum())))
+    (value,) = _run(result.model, X)
+    np.testing.assert_array_equal(value.ravel(), tree.predict(X).astype(np.float32))
