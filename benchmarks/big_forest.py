@@ -17,6 +17,11 @@ Each measurement runs in a fresh process that loads the cached model and convert
 - ``skl2onnx``: skl2onnx's own ``convert_sklearn`` (zipmap off, the same opsets), then
   ``SerializeToString``.
 
+``--end-to-end`` then takes one model through the whole path, each step in a fresh process:
+``convert`` (``convert_estimator``, saved with external data as ``benchmarks/data/
+big_forest_<model>.onnx`` + ``.onnx.data``), ``validate`` (``validate_model`` on 2 000 held-out
+rows and the probe sets, all three runtimes) and ``score`` (1 000 000 rows from a Parquet file).
+
 Time is the conversion's wall clock; memory is the process's peak RSS (``VmHWM``) and the
 peak minus the RSS with the model loaded; the last columns divide onnxbridge's by skl2onnx's.
 Every child runs under an address-space cap (``RLIMIT_AS``, ``--cap-gib``): running out of it
@@ -24,6 +29,7 @@ is recorded as out of memory.
 
     PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
         [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20] [--repeat 1]
+        [--end-to-end big]
 """
 
 from __future__ import annotations
@@ -133,11 +139,50 @@ def _convert(tool: str, model: Any, sample: np.ndarray) -> int:
     return convert_estimator(model, sample).model.ByteSize()
 
 
+def _model_path(name: str) -> Path:
+    return DATA / f"big_forest_{name}.onnx"
+
+
+def _step(step: str, name: str, model: Any) -> dict[str, Any]:
+    """One step of ``--end-to-end``; returns what it found."""
+    import pandas as pd
+
+    path = _model_path(name)
+    if step == "convert":
+        from onnxbridge import convert_estimator
+
+        sample = _data("small" if name == "small" else "big")[0][:100]
+        result = convert_estimator(model, sample)
+        result.save(path, external_data=True)
+        data = path.with_name(path.name + ".data")
+        return {"bytes": path.stat().st_size + data.stat().st_size, "precision": result.precision}
+    X = np.random.default_rng(1).normal(size=(1_000_000, N_FEATURES)).astype(np.float32)
+    from onnxbridge.convert import read_metadata
+
+    metadata = read_metadata(str(path))
+    assert metadata is not None, "convert writes the metadata"
+    columns = metadata.inputs[0]["columns"]
+    if step == "validate":
+        from onnxbridge.validate import validate_model
+
+        report = validate_model(path, model, pd.DataFrame(X[:2000], columns=columns))
+        return {"verdict": report.verdict}
+    from onnxbridge import score
+
+    rows = DATA / "big_forest_rows.parquet"
+    if not rows.is_file():
+        pd.DataFrame(X, columns=columns).to_parquet(rows)
+    out = DATA / "big_forest_scores.parquet"
+    done = score(path, rows, out, overwrite=True)
+    return {"rows": done.rows}
+
+
 def child(tool: str, name: str, cap_gib: float) -> None:
     """One measurement (in its own process): prints a JSON line."""
-    model = _fitted(name)
-    sample = _data("small" if name == "small" else "big")[0][:100]
-    nodes = sum(int(e.tree_.node_count) for e in model.estimators_)
+    model = _fitted(name) if tool != "score" else None  # scoring needs only the .onnx
+    converts = tool in ("onnxbridge", "onnxbridge+check", "skl2onnx")
+    sample = _data("small" if name == "small" else "big")[0][:100] if converts else None
+    nodes = sum(int(e.tree_.node_count) for e in model.estimators_) if model is not None else 0
     import onnxbridge.convert._core  # noqa: F401  (imports are not the conversion's cost)
 
     loaded = _current_rss_mib()
@@ -146,7 +191,11 @@ def child(tool: str, name: str, cap_gib: float) -> None:
     start = time.perf_counter()
     outcome: dict[str, Any] = {"tool": tool, "model": name, "nodes": nodes}
     try:
-        outcome["bytes"] = _convert(tool, model, sample)
+        if not converts:
+            outcome.update(_step(tool, name, model))
+        else:
+            assert sample is not None
+            outcome["bytes"] = _convert(tool, model, sample)
         outcome["status"] = "ok"
     except MemoryError:
         outcome["status"] = "out of memory"
@@ -215,12 +264,15 @@ def main() -> None:
     parser.add_argument("--tools", default="onnxbridge,onnxbridge+check,skl2onnx")
     parser.add_argument("--cap-gib", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="rounds, tools interleaved")
+    parser.add_argument("--end-to-end", metavar="MODEL", help="convert, validate and score it")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.cap_gib)
         return
     models = [m for m in args.models.split(",") if m]
+    if args.end_to_end and not (DATA / f"big_forest_{args.end_to_end}.joblib").is_file():
+        _fitted(args.end_to_end)
     tools = [t for t in args.tools.split(",") if t]
     for name in models:
         if not (DATA / f"big_forest_{name}.joblib").is_file():
@@ -239,6 +291,20 @@ def main() -> None:
         found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
         for result in found.values():
             print(_row(result, found.get("skl2onnx", {})), flush=True)
+    if args.end_to_end:
+        _end_to_end(args.end_to_end, args.cap_gib)
+
+
+def _end_to_end(name: str, cap_gib: float) -> None:
+    print(f"end to end, {name}: step, seconds, peak MiB, what it found")
+    for step in ("convert", "validate", "score"):
+        found = _run_child(step, name, cap_gib)
+        if found.get("status") != "ok":
+            print(f"{step:<9}{found.get('status')}", flush=True)
+            return
+        keys = ("bytes", "precision", "verdict", "rows")
+        what = ", ".join(f"{k}={found[k]}" for k in keys if k in found)
+        print(f"{step:<9}{found['seconds']:>7.1f}{found['peak_mib']:>9.0f}  {what}", flush=True)
 
 
 def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
