@@ -1,9 +1,10 @@
 """Split large tree-ensemble operators into blocks of trees, for large batches.
 
 ONNX Runtime's tree-ensemble kernel (``TreeEnsembleClassifier`` / ``TreeEnsembleRegressor``,
-and ``TreeEnsemble`` of ``ai.onnx.ml`` 5) walks every tree for one row before the next row. A forest of fully grown trees has far more nodes than a core's
-L2 cache holds (the benchmark forest of ``benchmarks/tree_blocks.py``: 100 trees, 172 000
-nodes), so on a large batch every row re-reads the trees from memory. Cut into blocks of a few
+and ``TreeEnsemble`` of ``ai.onnx.ml`` 5) walks every tree for one row before the next row. A
+forest of fully grown trees has far more nodes than a core's L2 cache holds (the benchmark
+forest of ``benchmarks/tree_blocks.py``: 100 trees, 172 000 nodes), so on a large batch every
+row re-reads the trees from memory. Cut into blocks of a few
 trees each, one operator per block, each block walks all the rows while its trees stay in cache,
 and the blocks' scores are added (``Sum``), which is much faster on large batches. On one row
 there is nothing to gain and each extra operator costs a little, so blocking is a *session setting*
