@@ -315,13 +315,12 @@ def test_tune_tries_blocks_sized_for_each_candidates_threads_per_operator() -> N
 @dataclass(frozen=True)
 class V5Tree:
     """One tree of a TreeEnsemble: a fitted scikit-learn ``tree_``, the target its leaves add
-    to, and the factor on its leaf values (``round_to``: values rounded to multiples of it, so
-    that every sum is exact)."""
+    to, the factor on its leaf values and the scikit-learn output they are taken from."""
 
     tree: object
     target: int = 0
     scale: float = 1.0
-    column: int = 0  # which of scikit-learn's outputs the leaves carry
+    column: int = 0
 
 
 def _leaf_values(t: V5Tree, round_to: float | None) -> np.ndarray:
