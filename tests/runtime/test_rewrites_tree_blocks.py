@@ -11,14 +11,16 @@ import onnx
 import onnxruntime as ort
 import pandas as pd
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import (
     ExtraTreesRegressor,
     GradientBoostingClassifier,
+    GradientBoostingRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from sklearn.tree import DecisionTreeRegressor
 
 from onnxbridge import Predictor, convert_estimator
 from onnxbridge.errors import SessionSettingsError
@@ -305,3 +307,456 @@ def test_tune_tries_blocks_sized_for_each_candidates_threads_per_operator() -> N
         0,
         ONE_THREAD_TREE_BLOCK_NODES,
     ]
+
+
+# ai.onnx.ml opset 5 TreeEnsemble -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class V5Tree:
+    """One tree of a TreeEnsemble: a fitted scikit-learn ``tree_``, the target its leaves add
+    to, the factor on its leaf values and the scikit-learn output they are taken from."""
+
+    tree: object
+    target: int = 0
+    scale: float = 1.0
+    column: int = 0
+
+
+def _leaf_values(t: V5Tree, round_to: float | None) -> np.ndarray:
+    values = t.tree.value[:, t.column, 0] * t.scale  # type: ignore[attr-defined]
+    return values if round_to is None else np.round(values / round_to) * round_to
+
+
+def _thresholds(threshold: np.ndarray, dtype: type) -> np.ndarray:
+    """scikit-learn compares float32 values with float64 thresholds: in float32, the largest
+    float32 at or below the threshold gives the same comparisons."""
+    if dtype is np.float64:
+        return threshold
+    down = threshold.astype(np.float32)
+    return np.where(down > threshold, np.nextafter(down, np.float32(-np.inf)), down)
+
+
+def _v5_arrays(trees: list[V5Tree], dtype: type, round_to: float | None) -> dict[str, np.ndarray]:
+    """The node and leaf arrays of ``trees``, each tree's splits and leaves contiguous."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("feat", "split", "t", "f", "tl", "fl")}
+    roots, targets, weights = [], [], []
+    n_nodes = n_leaves = 0
+    for t in trees:
+        left, right = t.tree.children_left, t.tree.children_right  # type: ignore[attr-defined]
+        is_leaf = left == -1
+        position = np.where(is_leaf, np.cumsum(is_leaf) - 1, np.cumsum(~is_leaf) - 1)
+        position = position + np.where(is_leaf, n_leaves, n_nodes)
+        splits = np.flatnonzero(~is_leaf)
+        if splits.size == 0:  # a single leaf: one entry whose two branches name it
+            splits, left, right = np.array([0]), np.array([0]), np.array([0])
+        roots.append(n_nodes)
+        parts["feat"].append(np.maximum(t.tree.feature[splits], 0))  # type: ignore[attr-defined]
+        thresholds = t.tree.threshold[splits]  # type: ignore[attr-defined]
+        parts["split"].append(_thresholds(thresholds, dtype).astype(dtype))
+        parts["t"].append(position[left[splits]])
+        parts["f"].append(position[right[splits]])
+        parts["tl"].append(is_leaf[left[splits]].astype(np.int64))
+        parts["fl"].append(is_leaf[right[splits]].astype(np.int64))
+        weights.append(_leaf_values(t, round_to)[is_leaf])
+        targets.append(np.full(int(is_leaf.sum()), t.target))
+        n_nodes += len(splits)
+        n_leaves += int(is_leaf.sum())
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    arrays["roots"] = np.array(roots)
+    arrays["weights"] = np.concatenate(weights).astype(dtype)
+    arrays["targets"] = np.concatenate(targets)
+    return arrays
+
+
+def _scatter(arrays: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """The same trees with splits and leaves in random order (no tree contiguous any more)."""
+    rng = np.random.default_rng(seed)
+    n_nodes, n_leaves = len(arrays["t"]), len(arrays["weights"])
+    node_to, leaf_to = rng.permutation(n_nodes), rng.permutation(n_leaves)
+    out = dict(arrays)
+    for key in ("feat", "split", "t", "f", "tl", "fl"):
+        out[key] = np.empty_like(arrays[key])
+        out[key][node_to] = arrays[key]
+    for side, leaf in (("t", "tl"), ("f", "fl")):
+        out[side][node_to] = np.where(
+            arrays[leaf] == 1,
+            leaf_to[arrays[side]],
+            node_to[np.where(arrays[leaf] == 1, 0, arrays[side])],
+        )
+    for key in ("weights", "targets"):
+        out[key] = np.empty_like(arrays[key])
+        out[key][leaf_to] = arrays[key]
+    out["roots"] = node_to[arrays["roots"]]
+    return out
+
+
+def _front_padding(arrays: dict[str, np.ndarray], at_least: int) -> int:
+    """Unused leaves to put first so that no root has a leaf child and a split child with the
+    same id (what ONNX Runtime would take for a single-leaf tree)."""
+    r = arrays["roots"]
+    mixed = arrays["tl"][r] != arrays["fl"][r]
+    leaf = np.where(arrays["tl"][r] == 1, arrays["t"][r], arrays["f"][r])[mixed]
+    node = np.where(arrays["tl"][r] == 1, arrays["f"][r], arrays["t"][r])[mixed]
+    pad = at_least
+    while np.any(leaf + pad == node):
+        pad += 1
+    return pad
+
+
+def _v5_model(
+    trees: list[V5Tree],
+    n_features: int,
+    dtype: type = np.float32,
+    *,
+    n_targets: int = 1,
+    aggregate: int = 1,
+    post_transform: int = 0,
+    round_to: float | None = None,
+    scatter: int | None = None,
+    pad: int = 0,
+) -> bytes:
+    """``trees`` as one ai.onnx.ml opset-5 TreeEnsemble (SUM by default) reading ``X``.
+
+    ``scatter`` shuffles splits and leaves with that seed; ``pad`` puts at least that many
+    unused zero leaves first (more when a root needs them, see :func:`_front_padding`).
+    """
+    arrays = _v5_arrays(trees, dtype, round_to)
+    if scatter is not None:
+        arrays = _scatter(arrays, scatter)
+    pad = _front_padding(arrays, pad)
+    leaf_shift = (arrays["tl"], arrays["fl"])
+    node = helper.make_node(
+        "TreeEnsemble",
+        ["X"],
+        ["Y"],
+        domain="ai.onnx.ml",
+        tree_roots=arrays["roots"].tolist(),
+        nodes_featureids=arrays["feat"].tolist(),
+        nodes_splits=numpy_helper.from_array(arrays["split"]),
+        nodes_modes=numpy_helper.from_array(np.zeros(len(arrays["t"]), dtype=np.uint8)),
+        nodes_truenodeids=(arrays["t"] + pad * leaf_shift[0]).tolist(),
+        nodes_falsenodeids=(arrays["f"] + pad * leaf_shift[1]).tolist(),
+        nodes_trueleafs=arrays["tl"].tolist(),
+        nodes_falseleafs=arrays["fl"].tolist(),
+        nodes_missing_value_tracks_true=[0] * len(arrays["t"]),
+        leaf_targetids=[0] * pad + arrays["targets"].tolist(),
+        leaf_weights=numpy_helper.from_array(
+            np.concatenate([np.zeros(pad, dtype=dtype), arrays["weights"]])
+        ),
+        n_targets=n_targets,
+        aggregate_function=aggregate,
+        post_transform=post_transform,
+    )
+    elem = TensorProto.FLOAT if dtype is np.float32 else TensorProto.DOUBLE
+    graph = helper.make_graph(
+        [node],
+        "trees",
+        [helper.make_tensor_value_info("X", elem, [None, n_features])],
+        [helper.make_tensor_value_info("Y", elem, [None, n_targets])],
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10).SerializeToString()
+
+
+def _v5_blocks(model: bytes) -> list[dict]:
+    """The attributes of every TreeEnsemble node of ``model``."""
+    from onnxbridge.runtime._rewrites.tree_blocks import attributes_of
+
+    graph = onnx.load_model_from_string(model).graph
+    return [attributes_of(n) for n in graph.node if n.op_type == "TreeEnsemble"]
+
+
+def _assert_roots_readable(model: bytes) -> None:
+    """Every block's roots: a single leaf is one entry naming the same leaf twice; any other
+    root names two different ids."""
+    for attrs in _v5_blocks(model):
+        r = attrs["tree_roots"]
+        t, f = attrs["nodes_truenodeids"][r], attrs["nodes_falsenodeids"][r]
+        single = (attrs["nodes_trueleafs"][r] == 1) & (attrs["nodes_falseleafs"][r] == 1) & (t == f)
+        assert np.all(single | (t != f)), (t, f)
+
+
+def _run(model: bytes, X: np.ndarray) -> np.ndarray:
+    return _session(model).run(None, {"X": X})[0]
+
+
+def _regression_data(targets: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    X, y = make_regression(
+        n_samples=3000, n_features=8, n_targets=targets, noise=5.0, random_state=0
+    )
+    return X.astype(np.float32), y  # scikit-learn compares float32 values
+
+
+def _forest_trees(forest, targets: int, average: bool = False) -> list[V5Tree]:
+    """One opset-5 tree per fitted tree and target (a leaf adds to one target only)."""
+    scale = 1.0 if average else 1.0 / len(forest.estimators_)
+    return [
+        V5Tree(e.tree_, target=k, scale=scale, column=k)
+        for e in forest.estimators_
+        for k in range(targets)
+    ]
+
+
+def _constant_tree(value: float) -> V5Tree:
+    """A single-leaf tree of weight ``value``."""
+    return V5Tree(DecisionTreeRegressor().fit(np.zeros((2, 1)), [value, value]).tree_)
+
+
+def _boosting_trees(boosting) -> list[V5Tree]:
+    """The initial prediction as a single-leaf tree, then the stages."""
+    init = float(boosting.init_.constant_.ravel()[0])
+    stages = [V5Tree(e[0].tree_, scale=boosting.learning_rate) for e in boosting.estimators_]
+    return [_constant_tree(init), *stages]
+
+
+@pytest.mark.parametrize(
+    ("kind", "dtype", "targets", "scatter"),
+    [
+        ("forest", np.float32, 1, None),
+        ("forest", np.float64, 2, 3),
+        ("boosting", np.float32, 1, 5),
+        ("boosting", np.float64, 1, None),
+    ],
+    ids=[
+        "forest-float32",
+        "forest-float64-2-targets-scattered",
+        "boosting-float32-scattered",
+        "boosting-float64",
+    ],
+)
+def test_v5_regressor_blocks_give_the_same_values(
+    kind: str, dtype: type, targets: int, scatter
+) -> None:
+    X, y = _regression_data(targets)
+    if kind == "forest":
+        estimator = RandomForestRegressor(n_estimators=12, max_depth=9, random_state=0)
+        trees = _forest_trees(estimator.fit(X[:1500], y[:1500]), targets)
+    else:
+        estimator = GradientBoostingRegressor(n_estimators=40, max_depth=4, random_state=0)
+        trees = _boosting_trees(estimator.fit(X[:1500], y[:1500]))
+    plain = _v5_model(trees, X.shape[1], dtype, n_targets=targets, scatter=scatter)
+    blocked = block_tree_ensembles(plain, BLOCK)
+    assert blocked is not None
+    assert len(_v5_blocks(blocked)) > 2
+    _assert_roots_readable(blocked)
+    rows = X[1500:].astype(dtype)
+    expected, got = _run(plain, rows), _run(blocked, rows)
+    assert got.dtype == expected.dtype == dtype
+    tolerance = 1e-5 if dtype is np.float32 else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+    # The hand-written model is the fitted estimator (float32 sums: a little looser).
+    predicted = estimator.predict(X[1500:]).reshape(len(rows), targets)
+    np.testing.assert_allclose(
+        expected, predicted, rtol=1e-4 if dtype is np.float32 else 1e-9, atol=1e-3
+    )
+
+
+def _shapes(X: np.ndarray) -> list[V5Tree]:
+    """Trees of every shape a root may have: a single leaf, two leaves, a leaf on one side and
+    a split on the other (each way round), deeper trees."""
+    rng = np.random.default_rng(0)
+    x = X[:, 0]
+    left_pure = np.where(x <= 0, 1.0, np.where(x <= 1, 2.0, 3.0))
+    right_pure = np.where(x > 0, 1.0, np.where(x <= -1, 2.0, 3.0))
+    fitted = [
+        DecisionTreeRegressor(max_depth=1).fit(X, x),
+        DecisionTreeRegressor(max_depth=2).fit(X, left_pure),
+        DecisionTreeRegressor(max_depth=2).fit(X, right_pure),
+    ]
+    shapes = [V5Tree(t.tree_) for t in fitted]
+    assert [t.tree.node_count for t in shapes] == [3, 5, 5]  # type: ignore[attr-defined]
+    deep = [
+        DecisionTreeRegressor(max_depth=5, random_state=i).fit(X, rng.normal(size=len(X)))
+        for i in range(6)
+    ]
+    trees = [_constant_tree(1.5), *shapes, _constant_tree(-0.25), *(V5Tree(t.tree_) for t in deep)]
+    return trees + shapes[::-1] + [_constant_tree(4.0)]
+
+
+def _exact_sum(trees: list[V5Tree], X: np.ndarray, round_to: float) -> np.ndarray:
+    """The trees' scores on ``X``, added in float64 (exact for these values)."""
+    total = np.zeros(len(X))
+    for t in trees:
+        total += _leaf_values(t, round_to)[t.tree.apply(X.astype(np.float32))]  # type: ignore[attr-defined]
+    return total
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scatter", [None, 11], ids=["in-tree-order", "scattered"])
+def test_v5_blocks_are_exact_where_the_order_of_sums_cannot_matter(dtype: type, scatter) -> None:
+    X, _ = _regression_data()
+    trees = _shapes(X[:1000])
+    # Leaf values in quarters: every sum is exact, in any order.
+    plain = _v5_model(trees, X.shape[1], dtype, round_to=0.25, scatter=scatter, pad=3)
+    for max_nodes in (4, 9, 30):
+        blocked = block_tree_ensembles(plain, max_nodes)
+        assert blocked is not None
+        assert len(_v5_blocks(blocked)) > 2
+        _assert_roots_readable(blocked)
+        rows = X[1000:].astype(dtype)
+        got = _run(blocked, rows)
+        np.testing.assert_array_equal(got, _run(plain, rows))
+        np.testing.assert_array_equal(got.ravel(), _exact_sum(trees, X[1000:], 0.25).astype(dtype))
+
+
+def test_v5_blocks_pad_leaves_where_a_root_would_read_as_a_single_leaf() -> None:
+    X, _ = _regression_data()
+    shapes = _shapes(X[:1000])
+    stump, left_pure, deep = shapes[1], shapes[2], shapes[5]
+    # Blocks [deep] and [stump, left_pure]: in the second, the leaves of the stump come first, so
+    # the left-pure root's leaf child (leaf 2) and its split child (split 2) share an id.
+    plain = _v5_model([deep, stump, left_pure], X.shape[1], round_to=0.25)
+    blocked = block_tree_ensembles(plain, 8)
+    assert blocked is not None
+    first, second = _v5_blocks(blocked)
+    assert len(first["tree_roots"]) == 1
+    assert len(second["tree_roots"]) == 2
+    _assert_roots_readable(blocked)
+    named = np.concatenate(
+        [
+            second["nodes_truenodeids"][second["nodes_trueleafs"] == 1],
+            second["nodes_falsenodeids"][second["nodes_falseleafs"] == 1],
+        ]
+    )
+    unused = np.setdiff1d(np.arange(len(second["leaf_weights"])), named)
+    assert len(unused) > 0 and np.all(second["leaf_weights"][unused] == 0)
+    rows = X[1000:]
+    np.testing.assert_array_equal(_run(blocked, rows), _run(plain, rows))
+
+
+def test_v5_average_blocks_divide_by_every_tree() -> None:
+    X, y = _regression_data()
+    forest = RandomForestRegressor(n_estimators=12, max_depth=8, random_state=0).fit(
+        X[:1500], y[:1500]
+    )
+    trees = _forest_trees(forest, 1, average=True)
+    plain = _v5_model(trees, X.shape[1], aggregate=0)
+    blocked = block_tree_ensembles(plain, BLOCK)
+    assert blocked is not None
+    assert len(_v5_blocks(blocked)) > 2
+    rows = X[1500:]
+    np.testing.assert_allclose(_run(blocked, rows), _run(plain, rows), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        _run(plain, rows).ravel(), forest.predict(rows), rtol=1e-4, atol=1e-3
+    )
+    # Leaf values in quarters: the sums are exact, and the one division the same.
+    exact = _v5_model(trees, X.shape[1], aggregate=0, round_to=0.25)
+    blocked = block_tree_ensembles(exact, BLOCK)
+    assert blocked is not None
+    np.testing.assert_array_equal(_run(blocked, rows), _run(exact, rows))
+
+
+def _with_membership(model: bytes) -> bytes:
+    """``model`` with its first split a set-membership test of the same outcome on its data."""
+    proto = onnx.load_model_from_string(model)
+    node = proto.graph.node[0]
+    for a in node.attribute:
+        if a.name == "nodes_modes":
+            modes = numpy_helper.to_array(a.t).copy()
+            modes[0] = 6
+            a.t.CopyFrom(numpy_helper.from_array(modes, name=""))
+    node.attribute.append(
+        helper.make_attribute(
+            "membership_values", numpy_helper.from_array(np.array([0.0, np.nan], dtype=np.float32))
+        )
+    )
+    return proto.SerializeToString()
+
+
+def test_v5_operators_whose_result_would_change_or_small_are_left_alone() -> None:
+    X, y = _regression_data()
+    forest = RandomForestRegressor(n_estimators=6, max_depth=6, random_state=0).fit(
+        X[:1000], y[:1000]
+    )
+    trees = _forest_trees(forest, 1)
+    plain = _v5_model(trees, X.shape[1])
+    assert block_tree_ensembles(plain, DEFAULT_TREE_BLOCK_NODES) is None  # one block
+    assert block_tree_ensembles(plain, 1) is not None  # one tree per block
+    assert block_tree_ensembles(_v5_model(trees, X.shape[1], post_transform=2), 1) is None
+    assert block_tree_ensembles(_v5_model(trees, X.shape[1], aggregate=3), 1) is None  # MAX
+    membership = _with_membership(plain)
+    _run(membership, X[:5])  # a valid model
+    assert block_tree_ensembles(membership, 1) is None
+
+
+def test_a_predictor_runs_large_calls_on_v5_blocks() -> None:
+    X, y = _regression_data()
+    forest = RandomForestRegressor(n_estimators=20, random_state=0).fit(X[:2000], y[:2000])
+    model = _v5_model(_forest_trees(forest, 1), X.shape[1])
+    assert sum(t.tree_.node_count for t in forest.estimators_) > DEFAULT_TREE_BLOCK_NODES
+    predictor = Predictor(model, intra_op_num_threads=1)
+    assert predictor.settings_for(2000).tree_block_nodes == ONE_THREAD_TREE_BLOCK_NODES
+    # The large call ran on a second session, the one with blocks.
+    assert predictor.session_for(2000) is not predictor.session_for(1)
+    rows = np.ascontiguousarray(X[np.arange(2000) % len(X)])
+    large = predictor.run({"X": rows})[0]
+    np.testing.assert_allclose(large, _run(model, rows), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(large.ravel(), forest.predict(rows), rtol=1e-4, atol=1e-3)
+    # A forest the blocks would not keep (a logistic on the sum) runs on one session.
+    squashed = _v5_model(_forest_trees(forest, 1), X.shape[1], post_transform=2)
+    kept = Predictor(squashed, intra_op_num_threads=1)
+    assert kept.session_for(2000) is kept.session_for(1)
+
+
+def _tiny_v5(
+    roots: list[int], splits: list[tuple[float, int, int, int, int]], weights: list[float]
+) -> bytes:
+    """A TreeEnsemble on one feature from ``(threshold, true id, false id, true is a leaf,
+    false is a leaf)`` per split."""
+    threshold, true_ids, false_ids, true_leafs, false_leafs = (
+        list(c) for c in zip(*splits, strict=True)
+    )
+    node = helper.make_node(
+        "TreeEnsemble",
+        ["X"],
+        ["Y"],
+        domain="ai.onnx.ml",
+        tree_roots=roots,
+        nodes_featureids=[0] * len(splits),
+        nodes_splits=numpy_helper.from_array(np.array(threshold, dtype=np.float32)),
+        nodes_modes=numpy_helper.from_array(np.zeros(len(splits), dtype=np.uint8)),
+        nodes_truenodeids=true_ids,
+        nodes_falsenodeids=false_ids,
+        nodes_trueleafs=true_leafs,
+        nodes_falseleafs=false_leafs,
+        leaf_targetids=[0] * len(weights),
+        leaf_weights=numpy_helper.from_array(np.array(weights, dtype=np.float32)),
+        n_targets=1,
+    )
+    graph = helper.make_graph(
+        [node],
+        "tiny",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 1])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, 1])],
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10).SerializeToString()
+
+
+def test_v5_leaves_named_by_several_trees_go_to_each_block_and_shared_splits_stay() -> None:
+    X = np.array([[-2.0], [0.0], [0.7], [2.0], [5.0]], dtype=np.float32)
+    # Three stumps whose false branches all end in leaf 1; splits 1 and 3: no root reaches them.
+    shared_leaf = _tiny_v5(
+        [0, 2, 4],
+        [
+            (0.5, 0, 1, 1, 1),
+            (9.0, 3, 3, 1, 1),
+            (1.5, 2, 1, 1, 1),
+            (0.0, 0, 0, 1, 1),
+            (-1.0, 3, 1, 1, 1),
+        ],
+        [1.0, 10.0, 100.0, 1000.0],
+    )
+    blocked = block_tree_ensembles(shared_leaf, 3)
+    assert blocked is not None
+    assert [len(b["tree_roots"]) for b in _v5_blocks(blocked)] == [1, 1, 1]
+    np.testing.assert_array_equal(_run(blocked, X), _run(shared_leaf, X))
+    # Two trees whose roots lead to the same split: no blocks could hold it once per tree.
+    shared_split = _tiny_v5(
+        [0, 1],
+        [(0.5, 0, 2, 1, 0), (1.5, 1, 2, 1, 0), (3.0, 2, 3, 1, 1)],
+        [1.0, 10.0, 100.0, 1000.0],
+    )
+    _run(shared_split, X)  # a model ONNX Runtime runs
+    assert block_tree_ensembles(shared_split, 1) is None
