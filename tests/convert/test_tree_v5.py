@@ -121,7 +121,8 @@ def _v5_attributes(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 def test_a_root_with_a_leaf_and_a_node_child_keeps_its_tree() -> None:
     # Rows with x0 < -1 all have the same target: every tree's root splits there, its true
     # (left) child is a pure leaf and its false child a subtree. Leaf and node ids are separate
-    # numbers, and ONNX Runtime reads a root whose two ids are equal as a one-leaf tree.
+    # numbers, and some ONNX Runtime releases read a root whose two ids are equal as a one-leaf
+    # tree: the ids written must differ.
     X, _ = _regression(2000)
     y = np.where(X[:, 0] < -1, 50.0, np.sin(X[:, 1]) * 10 + X[:, 2])
     model = RandomForestRegressor(

@@ -20,9 +20,9 @@ kernel), so onnxbridge writes opset 5 wherever the result is the same ensemble:
   import applies to the whole model: ``LabelEncoder`` changes at 4, ``TreeEnsembleClassifier``
   and ``TreeEnsembleRegressor`` are deprecated at 5).
 
-ONNX Runtime takes a tree to be a single leaf when its root's true and false ids are equal; ids
-of nodes and of leaves are separate numbers, so a root with one leaf child and one node child
-could look like one. A few unreferenced leaves at the front of the leaf arrays shift every
+Some ONNX Runtime releases take a tree for a single leaf when its root's true and false ids
+are equal; ids of nodes and of leaves are separate numbers, so a root with one leaf child and
+one node child could look like one. A few unreferenced leaves at the front of the leaf arrays shift every
 leaf id past any such clash.
 """
 
@@ -271,7 +271,7 @@ def _padding(
     false_leaf: np.ndarray,
 ) -> int:
     """How many unused leaves go first so that no root with one leaf child and one node child
-    has equal true and false ids (ONNX Runtime would take that tree for a single leaf)."""
+    has equal true and false ids (some ONNX Runtime releases take that for a single leaf)."""
     inner_roots = roots[~is_leaf[roots]]
     at = node_index[inner_roots]  # each root's row among the interior nodes
     mixed = true_leaf[at] != false_leaf[at]
