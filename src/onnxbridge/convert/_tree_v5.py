@@ -22,8 +22,8 @@ kernel), so onnxbridge writes opset 5 wherever the result is the same ensemble:
 
 Some ONNX Runtime releases take a tree for a single leaf when its root's true and false ids
 are equal; ids of nodes and of leaves are separate numbers, so a root with one leaf child and
-one node child could look like one. A few unreferenced leaves at the front of the leaf arrays shift every
-leaf id past any such clash.
+one node child could look like one. A few unreferenced leaves at the front of the leaf arrays
+shift every leaf id past any such clash.
 """
 
 from __future__ import annotations
