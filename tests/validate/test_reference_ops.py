@@ -34,6 +34,7 @@ from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     GradientBoostingClassifier,
+    GradientBoostingRegressor,
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
     RandomForestClassifier,
@@ -46,6 +47,7 @@ from onnxbridge import convert_estimator, save_estimator, validate_model
 from onnxbridge.convert._registry import upstream_converters
 from onnxbridge.validate._reference_ops import (
     SVMClassifier,
+    TreeEnsemble,
     TreeEnsembleClassifier,
     TreeEnsembleRegressor,
     reference_kernels,
@@ -678,3 +680,200 @@ def test_validate_double_categorical_lightgbm_compares_all_three_runtimes(tmp_pa
         p["name"] for p in payload["probe_sets"] if p["pairs"]
     }
     _assert_three_runtimes_everywhere(payload)
+
+
+# ------------------------------------------------------------- TreeEnsemble (ai.onnx.ml 5)
+# The opset-5 operator: branches and leaves in separate arrays, thresholds and weights as
+# tensors of the input's type, integer enumerations, output of the input's type.
+V5_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)]
+MODES = {"LEQ": 0, "LT": 1, "GTE": 2, "GT": 3, "EQ": 4, "NEQ": 5, "MEMBER": 6}
+AGGREGATES = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
+TRANSFORMS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
+# Unreferenced leaves at the end of leaf_*: never reached (their weight would show if they were).
+PADDING_WEIGHT = 1e6
+
+
+def _tensor(values: Any, dtype: Any) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, dtype=dtype), name="")
+
+
+def _v5_trees(
+    trees: list[Any],
+    dtype: Any,
+    *,
+    targets: int = 1,
+    scale: float = 1.0,
+    constant: np.ndarray | None = None,
+    leaf_index: bool = False,
+) -> dict[str, Any]:
+    """TreeEnsemble attributes of fitted scikit-learn trees (``estimator.tree_``).
+
+    One tree per (tree, target), as a v5 leaf votes for one target; ``constant`` adds a
+    single-leaf tree per target; ``leaf_index`` makes tree ``i`` vote its reached leaf's number
+    for target ``i`` (``targets`` is then the number of trees).
+    """
+    columns: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("feature", "split", "missing", "true", "false", "tl", "fl", "target", "w")
+    }
+    roots: list[int] = []
+    nodes = leaves = 0
+
+    def add(**arrays: np.ndarray) -> None:
+        for key, value in arrays.items():
+            columns[key].append(np.asarray(value))
+
+    for number, tree in enumerate(trees):
+        left, right = tree.children_left, tree.children_right
+        inner, ends = np.flatnonzero(left >= 0), np.flatnonzero(left < 0)
+        position = np.zeros(len(left), dtype=np.int64)
+        position[inner], position[ends] = np.arange(len(inner)), np.arange(len(ends))
+        for k in range(1 if leaf_index else targets):
+            if len(inner) == 0:  # a single leaf: a root whose branches both name it
+                roots.append(nodes)
+                add(feature=[0], split=[0.0], missing=[0], true=[leaves], false=[leaves])
+                add(tl=[1], fl=[1])
+                nodes += 1
+            else:
+                roots.append(nodes)
+                add(feature=tree.feature[inner], split=tree.threshold[inner])
+                add(missing=tree.missing_go_to_left[inner])
+                for side, flag, child in (("true", "tl", left[inner]), ("false", "fl", right[inner])):
+                    is_leaf = left[child] < 0
+                    add(**{side: np.where(is_leaf, leaves, nodes) + position[child]})
+                    add(**{flag: is_leaf.astype(np.int64)})
+                nodes += len(inner)
+            weight = np.arange(len(ends)) if leaf_index else tree.value[ends, k, 0] * scale
+            add(target=np.full(len(ends), number if leaf_index else k), w=weight)
+            leaves += len(ends)
+    for k in range(targets if constant is not None else 0):
+        roots.append(nodes)
+        add(feature=[0], split=[0.0], missing=[0], true=[leaves], false=[leaves], tl=[1], fl=[1])
+        add(target=[k], w=[constant[k]])  # type: ignore[index]
+        nodes, leaves = nodes + 1, leaves + 1
+    add(target=[0, targets - 1], w=[PADDING_WEIGHT, -PADDING_WEIGHT])
+    cat = {key: np.concatenate(value) for key, value in columns.items()}
+    return {
+        "nodes_featureids": cat["feature"].tolist(),
+        "nodes_splits": _tensor(cat["split"], dtype),
+        "nodes_modes": _tensor(np.zeros(nodes), np.uint8),
+        "nodes_missing_value_tracks_true": cat["missing"].astype(np.int64).tolist(),
+        "nodes_truenodeids": cat["true"].tolist(),
+        "nodes_falsenodeids": cat["false"].tolist(),
+        "nodes_trueleafs": cat["tl"].tolist(),
+        "nodes_falseleafs": cat["fl"].tolist(),
+        "leaf_targetids": cat["target"].tolist(),
+        "leaf_weights": _tensor(cat["w"], dtype),
+        "tree_roots": roots,
+        "n_targets": len(trees) if leaf_index else targets,
+        "aggregate_function": AGGREGATES["SUM"],
+        "post_transform": TRANSFORMS["NONE"],
+    }
+
+
+def _v5_model(attrs: dict[str, Any], dtype: Any, features: int) -> onnx.ModelProto:
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "v5",
+        [helper.make_tensor_value_info("X", elem, [None, features])],
+        [helper.make_tensor_value_info("Y", elem, [None, None])],
+    )
+    model = helper.make_model(graph, opset_imports=V5_OPSETS)
+    model.ir_version = helper.find_min_ir_version_for(V5_OPSETS)
+    return model
+
+
+def _one_thread(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """ONNX Runtime on one thread: it then sums the trees in their order, as the kernel does."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"X": x})[0]
+
+
+def _kernel(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    (kernel,) = reference_kernels(model)
+    assert kernel is TreeEnsemble
+    return _reference_outputs(model, x, [kernel])[0]
+
+
+def _v5_rows(attrs: dict[str, Any], x: np.ndarray, dtype: Any) -> np.ndarray:
+    """Held-out rows, with NaN, on every threshold and one step of ``dtype`` either side."""
+    splits = numpy_helper.to_array(attrs["nodes_splits"]).astype(dtype)
+    on = np.repeat(x[:1], len(splits), axis=0).astype(dtype)
+    on[np.arange(len(splits)), attrs["nodes_featureids"]] = splits
+    near = [np.nextafter(on, dtype(np.inf)), np.nextafter(on, dtype(-np.inf))]
+    return np.vstack([x, _with_missing(x), on, *near]).astype(dtype)
+
+
+def _rf_nan() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    x = _with_missing(x, seed=6)
+    forest = RandomForestRegressor(6, max_depth=7, random_state=0).fit(x, y[:, 0])
+    return {"trees": [e.tree_ for e in forest.estimators_], "scale": 1 / 6}, x
+
+
+def _gbr() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    gb = GradientBoostingRegressor(n_estimators=30, max_depth=4, random_state=0).fit(x, y[:, 0])
+    trees = [e.tree_ for e in gb.estimators_[:, 0]]
+    return {"trees": trees, "scale": gb.learning_rate, "constant": gb.init_.constant_[0]}, x
+
+
+def _rf_two_targets_v5() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    forest = RandomForestRegressor(5, max_depth=6, random_state=0).fit(x, y)
+    return {"trees": [e.tree_ for e in forest.estimators_], "targets": 2, "scale": 1 / 5}, x
+
+
+def _stumps_and_leaves() -> tuple[dict[str, Any], np.ndarray]:
+    # Trees that cannot split (min_impurity_decrease beyond any gain) are single leaves; mixed
+    # with trees that split, the single-leaf roots sit at other positions than their leaves.
+    x, y = _regression()
+    splitting = RandomForestRegressor(3, max_depth=3, random_state=0).fit(x, y[:, 0])
+    single = RandomForestRegressor(2, min_impurity_decrease=1e12, random_state=0).fit(x, y[:, 0])
+    trees = [e.tree_ for e in (*splitting.estimators_, *single.estimators_)]
+    trees = [trees[0], trees[3], trees[1], trees[4], trees[2]]
+    assert [t.node_count for t in trees].count(1) == 2
+    return {"trees": trees, "scale": 0.2}, x
+
+
+V5_FORESTS: dict[str, Callable[[], tuple[dict[str, Any], np.ndarray]]] = {
+    "random forest, NaN routed": _rf_nan,
+    "gradient boosting, init as a single-leaf tree": _gbr,
+    "random forest, 2 targets": _rf_two_targets_v5,
+    "single-leaf trees among others": _stumps_and_leaves,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(V5_FORESTS))
+def v5_forest(request: pytest.FixtureRequest) -> tuple[dict[str, Any], np.ndarray]:
+    return V5_FORESTS[request.param]()
+
+
+def _forest_attrs(spec: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    spec = dict(spec)
+    trees = spec.pop("trees")
+    constant = spec.pop("constant", None)
+    if constant is not None:
+        spec["constant"] = np.atleast_1d(constant)
+    return _v5_trees(trees, dtype, **spec)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_forests_run_on_the_kernel_as_on_onnx_runtime(v5_forest, dtype: Any) -> None:
+    spec, x = v5_forest
+    attrs = _forest_attrs(spec, dtype)
+    model = _v5_model(attrs, dtype, x.shape[1])
+    rows = _v5_rows(attrs, x[:200], dtype)
+    ours = _kernel(model, rows)
+    # The output has the input's type, and every bit of ONNX Runtime's (one thread).
+    assert ours.dtype == dtype
+    expected = _one_thread(model, rows)
+    assert expected.dtype == dtype and expected.shape[1] == attrs["n_targets"]
+    np.testing.assert_array_equal(ours, expected)
+    # On as many threads as it likes, ONNX Runtime sums in another order.
+    _assert_same(_session_outputs(model, rows), [ours], rtol=1e-5, atol=1e-4)
