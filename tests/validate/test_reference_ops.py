@@ -877,3 +877,133 @@ def test_v5_forests_run_on_the_kernel_as_on_onnx_runtime(v5_forest, dtype: Any) 
     np.testing.assert_array_equal(ours, expected)
     # On as many threads as it likes, ONNX Runtime sums in another order.
     _assert_same(_session_outputs(model, rows), [ours], rtol=1e-5, atol=1e-4)
+
+
+def test_v5_forests_as_onnx_reference_where_it_runs_them(v5_forest) -> None:
+    # onnx.reference's own TreeEnsemble walks one row at a time (a few hundred rows are
+    # plenty); it takes a single-leaf tree's leaf at the root's position instead of the one
+    # the root names, so those forests give other values there.
+    spec, x = v5_forest
+    attrs = _forest_attrs(spec, np.float64)
+    model = _v5_model(attrs, np.float64, x.shape[1])
+    rows = _v5_rows(attrs, x[:40], np.float64)
+    ours = _kernel(model, rows)
+    theirs = _reference_outputs(model, rows, None)[0]
+    single = [
+        root
+        for root in attrs["tree_roots"]
+        if attrs["nodes_trueleafs"][root] and attrs["nodes_falseleafs"][root]
+    ]
+    if single:
+        assert not np.allclose(theirs, ours)
+        np.testing.assert_array_equal(ours, _one_thread(model, rows))
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-9)
+
+
+def _leaf_index_forest(dtype: Any, targets: int | None = None) -> tuple[dict[str, Any], np.ndarray]:
+    """A forest whose tree ``i`` writes its reached leaf's number (as double graphs ask)."""
+    x, y = _regression()
+    x = _with_missing(x, seed=7)
+    forest = RandomForestRegressor(6, max_depth=6, random_state=0).fit(x, y[:, 0])
+    attrs = _v5_trees([e.tree_ for e in forest.estimators_], dtype, leaf_index=True)
+    if targets is not None:
+        # Trees share targets (tree i votes for target i % targets): MIN / MAX pick among them.
+        ids = np.asarray(attrs["leaf_targetids"])
+        attrs["leaf_targetids"] = (ids % targets).tolist()
+        attrs["n_targets"] = targets
+    return attrs, _v5_rows(attrs, x[:150], dtype)
+
+
+@pytest.mark.parametrize("mode", ["LEQ", "LT", "GTE", "GT", "EQ", "NEQ"])
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_every_mode_and_aggregate_as_onnx_runtime(mode: str, aggregate: str, dtype: Any) -> None:
+    attrs, rows = _leaf_index_forest(dtype, targets=None if aggregate == "SUM" else 4)
+    attrs["nodes_modes"] = _tensor(np.full(len(attrs["nodes_featureids"]), MODES[mode]), np.uint8)
+    attrs["aggregate_function"] = AGGREGATES[aggregate]
+    if mode == "NEQ":
+        # ONNX Runtime sends NaN down the true branch of BRANCH_NEQ whatever
+        # nodes_missing_value_tracks_true says (test_v5_nan_at_branch_neq_follows_the_specification).
+        rows = rows[~np.isnan(rows).any(axis=1)]
+    model = _v5_model(attrs, dtype, rows.shape[1])
+    expected = _one_thread(model, rows)
+    assert len(np.unique(expected)) > 1
+    np.testing.assert_array_equal(_kernel(model, rows), expected)
+
+
+def test_v5_modes_mixed_in_one_forest_as_onnx_runtime() -> None:
+    attrs, rows = _leaf_index_forest(np.float64)
+    count = len(attrs["nodes_featureids"])
+    attrs["nodes_modes"] = _tensor(np.arange(count) % 5, np.uint8)  # LEQ, LT, GTE, GT, EQ
+    model = _v5_model(attrs, np.float64, rows.shape[1])
+    np.testing.assert_array_equal(_kernel(model, rows), _one_thread(model, rows))
+
+
+def test_v5_nan_at_branch_neq_follows_the_specification() -> None:
+    # As for opset 3: the specification sends NaN where nodes_missing_value_tracks_true says;
+    # ONNX Runtime takes the true branch of BRANCH_NEQ for NaN either way (NaN != t). The same
+    # trees written with BRANCH_EQ, children swapped and the flags flipped mean the same thing,
+    # and there ONNX Runtime follows the flags.
+    attrs, rows = _leaf_index_forest(np.float64)
+    rows = rows[np.isnan(rows).any(axis=1)]
+    count = len(attrs["nodes_featureids"])
+    assert 0 in attrs["nodes_missing_value_tracks_true"]
+    neq = dict(attrs, nodes_modes=_tensor(np.full(count, MODES["NEQ"]), np.uint8))
+    twin = dict(
+        attrs,
+        nodes_modes=_tensor(np.full(count, MODES["EQ"]), np.uint8),
+        nodes_truenodeids=attrs["nodes_falsenodeids"],
+        nodes_falsenodeids=attrs["nodes_truenodeids"],
+        nodes_trueleafs=attrs["nodes_falseleafs"],
+        nodes_falseleafs=attrs["nodes_trueleafs"],
+        nodes_missing_value_tracks_true=[1 - t for t in attrs["nodes_missing_value_tracks_true"]],
+    )
+    neq_model = _v5_model(neq, np.float64, rows.shape[1])
+    ours = _kernel(neq_model, rows)
+    np.testing.assert_array_equal(ours, _one_thread(_v5_model(twin, np.float64, rows.shape[1]), rows))
+    assert not np.array_equal(_one_thread(neq_model, rows), ours)
+
+
+def _member_tree(dtype: Any, first: list[float], second: list[float]) -> dict[str, Any]:
+    """Feature 0 in ``first`` -> leaf 0, else feature 1 in ``second`` -> leaf 1, else leaf 2;
+    then a second tree: feature 2 <= 0.5 -> leaf 3, else leaf 4. NaN takes the false branch
+    of the first set and the true branch of the second."""
+    members = np.asarray([*first, np.nan, *second, np.nan], dtype=dtype)
+    return {
+        "nodes_featureids": [0, 1, 2],
+        "nodes_splits": _tensor([0.0, 0.0, 0.5], dtype),
+        "nodes_modes": _tensor([MODES["MEMBER"], MODES["MEMBER"], MODES["LEQ"]], np.uint8),
+        "membership_values": numpy_helper.from_array(members, name=""),
+        "nodes_missing_value_tracks_true": [0, 1, 0],
+        "nodes_truenodeids": [0, 1, 3],
+        "nodes_falsenodeids": [1, 2, 4],
+        "nodes_trueleafs": [1, 1, 1],
+        "nodes_falseleafs": [0, 1, 1],
+        "leaf_targetids": [0, 0, 0, 0, 0],
+        "leaf_weights": _tensor([1, 10, 100, 1000, 10000], dtype),
+        "tree_roots": [0, 2],
+        "n_targets": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [([1, 3, 7], [0, 2]), ([40, -3, 5], list(range(0, 64, 2))), ([2], [5, 0]), ([1, 3], [4])],
+    ids=["small sets", "a big set (chained otherwise)", "zero a member", "no zero"],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_branch_member_as_onnx_runtime(first: list[float], second: list[float], dtype: Any) -> None:
+    # ONNX Runtime takes integer members only (it refuses others); the kernel any number.
+    attrs = _member_tree(dtype, first, second)
+    model = _v5_model(attrs, dtype, 3)
+    values = np.unique(np.r_[first, second, -1, 1.5, 62, 63, 0, 2, 100, np.nan])
+    grid = np.array(np.meshgrid(values, values, [0.0, 1.0, np.nan])).reshape(3, -1).T.astype(dtype)
+    expected = _one_thread(model, grid)
+    assert len(np.unique(expected)) == 6
+    ours = _kernel(model, grid)
+    np.testing.assert_array_equal(ours, expected)
+    # onnx.reference ends a set at its first zero (a member that reads as false), so a set
+    # holding 0 loses the members after it, and the next node takes what is left.
+    theirs = _reference_outputs(model, grid, None)[0]
+    assert np.array_equal(theirs, ours) == (0 not in first + second)
