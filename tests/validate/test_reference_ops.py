@@ -28,6 +28,7 @@ import pytest
 import xgboost
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from scipy.special import ndtri
 from skl2onnx import convert_sklearn
 from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 from sklearn.datasets import make_classification, make_regression
@@ -1007,3 +1008,53 @@ def test_v5_branch_member_as_onnx_runtime(first: list[float], second: list[float
     # holding 0 loses the members after it, and the next node takes what is left.
     theirs = _reference_outputs(model, grid, None)[0]
     assert np.array_equal(theirs, ours) == (0 not in first + second)
+
+
+def _scaled_leaf_values(targets: int) -> tuple[dict[str, Any], np.ndarray]:
+    """Scores in (-1, 1): leaf numbers scaled down so no transform saturates."""
+    attrs, rows = _leaf_index_forest(np.float64, targets=targets)
+    weights = numpy_helper.to_array(attrs["leaf_weights"])
+    attrs["leaf_weights"] = _tensor(np.sin(weights) / 4, np.float64)
+    return attrs, rows
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    exps = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return exps / exps.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("targets", [1, 3])
+def test_v5_post_transforms_follow_the_specification(targets: int) -> None:
+    attrs, rows = _scaled_leaf_values(targets)
+
+    def run(transform: str, runtime: Callable[..., np.ndarray]) -> np.ndarray:
+        model = _v5_model(dict(attrs, post_transform=TRANSFORMS[transform]), np.float64, 6)
+        return runtime(model, rows)
+
+    scores = run("NONE", _kernel)
+    np.testing.assert_array_equal(scores, run("NONE", _one_thread))
+    assert np.abs(scores).max() < 1.5 and len(np.unique(scores)) > 3
+    logistic = 1.0 / (1.0 + np.exp(-scores))
+    np.testing.assert_allclose(run("LOGISTIC", _kernel), logistic, rtol=1e-12)
+    np.testing.assert_allclose(run("SOFTMAX", _kernel), _softmax(scores), rtol=1e-12)
+    # PROBIT, the normal quantile of scores in (0, 1): ONNX Runtime approximates the inverse
+    # error function (up to about 5e-4 off).
+    weights = numpy_helper.to_array(attrs["leaf_weights"]) / 20 + 0.5 / len(attrs["tree_roots"])
+    shifted = dict(attrs, leaf_weights=_tensor(weights, np.float64))
+    probit = _v5_model(dict(shifted, post_transform=TRANSFORMS["PROBIT"]), np.float64, 6)
+    quantiles = _kernel(probit, rows)
+    plain = _kernel(_v5_model(shifted, np.float64, 6), rows)
+    np.testing.assert_allclose(quantiles, ndtri(plain), rtol=1e-12)
+    np.testing.assert_allclose(quantiles, _one_thread(probit, rows), rtol=0, atol=1e-3)
+    if targets == 1:
+        # ONNX Runtime applies no transform but PROBIT to one target.
+        for transform in ("LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"):
+            np.testing.assert_array_equal(run(transform, _one_thread), scores)
+        return
+    # ONNX Runtime reads 1 as LOGISTIC and 2 as SOFTMAX, the other way round from the
+    # specification (and onnx.defs); its transforms are float32-accurate, on double too.
+    np.testing.assert_allclose(run("SOFTMAX", _one_thread), logistic, rtol=1e-6)
+    np.testing.assert_allclose(run("LOGISTIC", _one_thread), _softmax(scores), rtol=1e-6)
+    np.testing.assert_allclose(
+        run("SOFTMAX_ZERO", _kernel), run("SOFTMAX_ZERO", _one_thread), rtol=1e-6
+    )
