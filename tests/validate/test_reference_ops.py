@@ -738,7 +738,10 @@ def _v5_trees(
                 roots.append(nodes)
                 add(feature=tree.feature[inner], split=tree.threshold[inner])
                 add(missing=tree.missing_go_to_left[inner])
-                for side, flag, child in (("true", "tl", left[inner]), ("false", "fl", right[inner])):
+                for side, flag, child in (
+                    ("true", "tl", left[inner]),
+                    ("false", "fl", right[inner]),
+                ):
                     is_leaf = left[child] < 0
                     add(**{side: np.where(is_leaf, leaves, nodes) + position[child]})
                     add(**{flag: is_leaf.astype(np.int64)})
@@ -924,8 +927,8 @@ def test_v5_every_mode_and_aggregate_as_onnx_runtime(mode: str, aggregate: str, 
     attrs["nodes_modes"] = _tensor(np.full(len(attrs["nodes_featureids"]), MODES[mode]), np.uint8)
     attrs["aggregate_function"] = AGGREGATES[aggregate]
     if mode == "NEQ":
-        # ONNX Runtime sends NaN down the true branch of BRANCH_NEQ whatever
-        # nodes_missing_value_tracks_true says (test_v5_nan_at_branch_neq_follows_the_specification).
+        # ONNX Runtime sends NaN down the true branch of BRANCH_NEQ whatever the missing
+        # flags say (test_v5_nan_at_branch_neq_follows_the_specification).
         rows = rows[~np.isnan(rows).any(axis=1)]
     model = _v5_model(attrs, dtype, rows.shape[1])
     expected = _one_thread(model, rows)
@@ -962,7 +965,9 @@ def test_v5_nan_at_branch_neq_follows_the_specification() -> None:
     )
     neq_model = _v5_model(neq, np.float64, rows.shape[1])
     ours = _kernel(neq_model, rows)
-    np.testing.assert_array_equal(ours, _one_thread(_v5_model(twin, np.float64, rows.shape[1]), rows))
+    np.testing.assert_array_equal(
+        ours, _one_thread(_v5_model(twin, np.float64, rows.shape[1]), rows)
+    )
     assert not np.array_equal(_one_thread(neq_model, rows), ours)
 
 
@@ -994,7 +999,9 @@ def _member_tree(dtype: Any, first: list[float], second: list[float]) -> dict[st
     ids=["small sets", "a big set (chained otherwise)", "zero a member", "no zero"],
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
-def test_v5_branch_member_as_onnx_runtime(first: list[float], second: list[float], dtype: Any) -> None:
+def test_v5_branch_member_as_onnx_runtime(
+    first: list[float], second: list[float], dtype: Any
+) -> None:
     # ONNX Runtime takes integer members only (it refuses others); the kernel any number.
     attrs = _member_tree(dtype, first, second)
     model = _v5_model(attrs, dtype, 3)
@@ -1058,3 +1065,138 @@ def test_v5_post_transforms_follow_the_specification(targets: int) -> None:
     np.testing.assert_allclose(
         run("SOFTMAX_ZERO", _kernel), run("SOFTMAX_ZERO", _one_thread), rtol=1e-6
     )
+
+
+def test_v5_batches_larger_than_one_chunk_as_onnx_runtime() -> None:
+    # 70 000 rows of a 60-tree forest span several chunks of (row, tree) cells.
+    x, y = _regression()
+    forest = RandomForestRegressor(60, max_depth=4, random_state=0).fit(x, y[:, 0])
+    attrs = _v5_trees([e.tree_ for e in forest.estimators_], np.float32, scale=1 / 60)
+    model = _v5_model(attrs, np.float32, x.shape[1])
+    rows = (np.random.RandomState(1).normal(size=(70_000, x.shape[1])) * x.std(axis=0)).astype(
+        np.float32
+    )
+    np.testing.assert_array_equal(_kernel(model, rows), _one_thread(model, rows))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"leaf_targetids": [0, 0, 0, 0, 1]}, r"leaf_targetids must lie in \[0, 1\)"),
+        ({"tree_roots": [0, 3]}, r"tree_roots must name"),
+        ({"nodes_truenodeids": [0, 1, 9]}, "points past its array"),
+        ({"nodes_featureids": [0, 1, 7]}, "the trees read feature 7, the input has 3 columns"),
+        ({"aggregate_function": 7}, r"aggregate_function=7 is not one of the specification's"),
+        ({"nodes_modes": _tensor([6, 0, 0], np.uint8)}, "2 NaN-delimited sets for 1 BRANCH_MEMBER"),
+        ({"nodes_truenodeids": [1, 0, 3], "nodes_trueleafs": [0, 0, 1]}, "cycle"),
+    ],
+)
+def test_v5_malformed_nodes_fail_with_one_line(change: dict[str, Any], message: str) -> None:
+    attrs = dict(_member_tree(np.float64, [1, 3], [2]), **change)
+    model = _v5_model(attrs, np.float64, 3)
+    rows = np.asarray([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])  # the second one goes true, true
+    with pytest.raises(ValueError, match=message) as raised:
+        _reference_outputs(model, rows, [TreeEnsemble])
+    assert "\n" not in str(raised.value)
+
+
+def _as_v5(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its TreeEnsembleRegressor node written as the opset-5 TreeEnsemble."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    (old,) = [n for n in model.graph.node if n.op_type == "TreeEnsembleRegressor"]
+    a = {x.name: helper.get_attribute_value(x) for x in old.attribute}
+    double = "nodes_values_as_tensor" in a
+    dtype = np.float64 if double else np.float32
+    values = numpy_helper.to_array(a["nodes_values_as_tensor"]) if double else a["nodes_values"]
+    weights = (
+        numpy_helper.to_array(a["target_weights_as_tensor"])
+        if "target_weights_as_tensor" in a
+        else np.asarray(a["target_weights"])
+    )
+    keys = list(zip(a["nodes_treeids"], a["nodes_nodeids"], strict=True))
+    is_leaf = np.asarray([m == b"LEAF" for m in a["nodes_modes"]])
+    # Branches and leaves numbered apart, in the order of the old arrays.
+    index = np.where(is_leaf, np.cumsum(is_leaf) - 1, np.cumsum(~is_leaf) - 1)
+    where = {key: p for p, key in enumerate(keys)}
+    votes = {
+        (t, n): (i, w)
+        for t, n, i, w in zip(
+            a["target_treeids"], a["target_nodeids"], a["target_ids"], weights, strict=True
+        )
+    }
+    assert len(votes) == len(a["target_ids"]), "one vote per leaf"
+    branches = np.flatnonzero(~is_leaf)
+    children: dict[str, list[int]] = {"true": [], "false": [], "tl": [], "fl": []}
+    pointed = set()
+    for p in branches:
+        for side, flag in (("true", "tl"), ("false", "fl")):
+            child = where[(keys[p][0], a[f"nodes_{side}nodeids"][p])]
+            pointed.add(child)
+            children[side].append(int(index[child]))
+            children[flag].append(int(is_leaf[child]))
+    features = [a["nodes_featureids"][p] for p in branches]
+    splits = [values[p] for p in branches]
+    missing = a.get("nodes_missing_value_tracks_true", [0] * len(keys))
+    tracks = [missing[p] for p in branches]
+    roots = []
+    for p in sorted(set(range(len(keys))) - pointed):
+        if is_leaf[p]:  # a single-leaf tree: a root whose branches both name the leaf
+            roots.append(len(features))
+            features.append(0), splits.append(0.0), tracks.append(0)
+            for side, flag in (("true", "tl"), ("false", "fl")):
+                children[side].append(int(index[p]))
+                children[flag].append(1)
+        else:
+            roots.append(int(index[p]))
+    leaves = np.flatnonzero(is_leaf)
+    leaf_votes = [votes.get(keys[p], (0, 0.0)) for p in leaves]
+    new = helper.make_node(
+        "TreeEnsemble",
+        list(old.input),
+        list(old.output),
+        name=old.name,
+        domain=ML,
+        nodes_featureids=features,
+        nodes_splits=_tensor(splits, dtype),
+        nodes_modes=_tensor(np.zeros(len(features)), np.uint8),
+        nodes_missing_value_tracks_true=tracks,
+        nodes_truenodeids=children["true"],
+        nodes_falsenodeids=children["false"],
+        nodes_trueleafs=children["tl"],
+        nodes_falseleafs=children["fl"],
+        leaf_targetids=[int(i) for i, _ in leaf_votes],
+        leaf_weights=_tensor([w for _, w in leaf_votes], dtype),
+        tree_roots=roots,
+        n_targets=a["n_targets"],
+        aggregate_function=AGGREGATES[a.get("aggregate_function", b"SUM").decode()],
+        post_transform=TRANSFORMS[a.get("post_transform", b"NONE").decode()],
+    )
+    nodes = [new if n is old else n for n in model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    # The output now has the input's type, not always float32.
+    kept = [v for v in model.graph.value_info if v.name not in old.output]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    for opset in model.opset_import:
+        if opset.domain == ML:
+            opset.version = 5
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_validate_v5_forest_compares_all_three_runtimes(tmp_path: Path, precision: str) -> None:
+    x, y = _regression()
+    x = _with_missing(x, seed=8)
+    frame = _frame(x)
+    model = RandomForestRegressor(8, max_depth=8, random_state=0).fit(frame[:350], y[:350, 0])
+    converted = convert_estimator(model, frame[:100], precision=precision).model
+    v5 = _as_v5(converted)
+    assert reference_kernels(v5) == [TreeEnsemble]
+    path = tmp_path / "v5.onnx"
+    path.write_bytes(v5.SerializeToString())
+    report = validate_model(path, model, frame[350:])
+    assert report.verdict == "EQUIVALENT"
+    _assert_three_runtimes_everywhere(report.to_dict())

@@ -7,15 +7,19 @@ forms of the ``ai.onnx.ml`` operators that onnxbridge's converters emit:
 - ``TreeEnsembleRegressor`` / ``TreeEnsembleClassifier`` with float64 attributes
   (``nodes_values_as_tensor``, ``target_weights_as_tensor``, ``base_values_as_tensor``,
   ``class_weights_as_tensor``, ...): every ``precision="double"`` tree graph. It raises.
+- ``TreeEnsemble`` (``ai.onnx.ml`` opset 5), every node: ``onnx.reference`` walks one row at a
+  time through a Python object per node (minutes on a forest of a million nodes), skips
+  ``post_transform``, takes a single-leaf tree's leaf at the root's position instead of the leaf
+  the root names, and ends a ``BRANCH_MEMBER`` set at its first zero member.
 - ``SVMClassifier`` with probability estimates (``prob_a`` / ``prob_b``) for three or more
   classes: its pairwise coupling gives other probabilities (up to 0.1 apart) than ONNX Runtime and
   scikit-learn; and ``SVMClassifier`` with two text labels (``classlabels_strings``): it raises.
 
-The kernels here are written from the operator specification (``ai.onnx.ml`` opset 3 for the tree
-ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and probabilities are
-LIBSVM's: Platt's sigmoid per pair of classes, coupled as in Wu, Lin and Weng 2004). They run on
-whole batches with numpy: trees are walked level by level for all rows and trees at once.
-:func:`reference_kernels` names the kernels a model needs;
+The kernels here are written from the operator specification (``ai.onnx.ml`` opsets 3 and 5 for
+the tree ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and
+probabilities are LIBSVM's: Platt's sigmoid per pair of classes, coupled as in Wu, Lin and Weng
+2004). They run on whole batches with numpy: trees are walked level by level for all rows and
+trees at once. :func:`reference_kernels` names the kernels a model needs;
 :class:`~onnxbridge.validate._runtimes.ReferenceRuntime` passes them to
 ``ReferenceEvaluator(model, new_ops=...)``, so every other node still runs on ``onnx.reference``'s
 own implementation.
@@ -24,11 +28,18 @@ Where ONNX Runtime departs from the specification the kernels follow the specifi
 ``BRANCH_NEQ`` node takes the branch ``nodes_missing_value_tracks_true`` names (ONNX Runtime: the
 true one always), and a ``TreeEnsembleClassifier`` labels each row with its top-scoring class
 (ONNX Runtime labels a two-class ensemble that votes for the first class only by the sign of
-that score).
+that score). For ``TreeEnsemble`` (opset 5), ONNX Runtime also reads ``post_transform`` 1 as
+LOGISTIC and 2 as SOFTMAX (the specification: 1 is SOFTMAX, 2 LOGISTIC), applies no transform
+but PROBIT to a single target, and approximates PROBIT's inverse error function (about 5e-4
+off); the kernel applies the specification's transforms.
 
 Comparison precision is the graph's: float64 input is compared with thresholds widened to float64;
-float32 input with thresholds rounded to float32 (as ONNX Runtime does). Scores are summed in
-float64 and written as the float32 tensors the specification declares.
+float32 input with thresholds rounded to float32 (as ONNX Runtime does). The opset-1/3 ensembles
+sum their scores in float64 and write the float32 tensors the specification declares. The
+opset-5 ``TreeEnsemble`` outputs the input's type, and computes in it as ONNX Runtime does:
+thresholds, members and weights of the input's type, weights summed tree after tree in that
+type (so float32 scores match ONNX Runtime's on one thread bit for bit; on several threads it
+sums in another order).
 """
 
 from __future__ import annotations
