@@ -1017,6 +1017,24 @@ def test_v5_branch_member_as_onnx_runtime(
     assert np.array_equal(theirs, ours) == (0 not in first + second)
 
 
+def test_v5_empty_member_set_holds_nothing() -> None:
+    # A BRANCH_MEMBER node with an empty set sends every number to its false branch, as a
+    # BRANCH_EQ node with a NaN threshold does in ONNX Runtime (which cannot take the empty set).
+    attrs = _member_tree(np.float64, [1, 3], [])
+    model = _v5_model(attrs, np.float64, 3)
+    twin = dict(
+        attrs,
+        nodes_modes=_tensor([MODES["MEMBER"], MODES["EQ"], MODES["LEQ"]], np.uint8),
+        nodes_splits=_tensor([0.0, np.nan, 0.5], np.float64),
+        membership_values=numpy_helper.from_array(np.asarray([1.0, 3.0, np.nan]), name=""),
+    )
+    values = [0.0, 1.0, 2.0, 3.0, np.nan]
+    grid = np.array(np.meshgrid(values, values, [0.0, 1.0])).reshape(3, -1).T
+    expected = _one_thread(_v5_model(twin, np.float64, 3), grid)
+    assert len(np.unique(expected)) == 6
+    np.testing.assert_array_equal(_kernel(model, grid), expected)
+
+
 def _scaled_leaf_values(targets: int) -> tuple[dict[str, Any], np.ndarray]:
     """Scores in (-1, 1): leaf numbers scaled down so no transform saturates."""
     attrs, rows = _leaf_index_forest(np.float64, targets=targets)

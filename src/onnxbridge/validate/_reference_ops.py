@@ -466,6 +466,8 @@ class _TreesV5:
         # (node, member) pairs and queries as one sortable integer: node * U + rank of the member
         # among the U distinct members.
         distinct = np.unique(members)
+        if distinct.size == 0:  # every set is empty
+            return np.zeros(len(here), dtype=bool)
         keys = np.sort(owner * len(distinct) + np.searchsorted(distinct, members))
         rank = np.minimum(np.searchsorted(distinct, value), len(distinct) - 1)
         query = here * len(distinct) + rank
@@ -772,7 +774,8 @@ def reference_kernels(model: ModelProto) -> list[type[OpRun]]:
 
     A kernel replaces an operator when some node of that operator in the model (subgraphs
     included) has a form ``onnx.reference`` cannot run or computes otherwise than the
-    specification; every other operator keeps ``onnx.reference``'s implementation.
+    specification, and always for ``TreeEnsemble`` (opset 5); every other operator keeps
+    ``onnx.reference``'s implementation.
     """
     needed: list[type[OpRun]] = []
     for node in _nodes(model):
