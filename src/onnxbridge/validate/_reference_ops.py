@@ -429,6 +429,7 @@ class _TreesV5:
         self.size = size
         self.modes = sorted({int(m) for m in self.mode})
         self.members = self._members(attrs)
+        self._tables: dict[type, tuple[np.ndarray, np.ndarray]] = {}
 
     @staticmethod
     def _resolve(ids: np.ndarray, leafs: np.ndarray, size: int, leaves: int) -> np.ndarray:
@@ -458,17 +459,22 @@ class _TreesV5:
         order = np.lexsort((members, owner))
         return owner[order], members[order]
 
-    def _is_member(self, here: np.ndarray, value: np.ndarray, dtype: type) -> np.ndarray:
+    def _member_table(self, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct members in ``dtype``, and each (node, member) pair as one sorted integer:
+        node * U + rank of the member among the U distinct ones. Built once per input type."""
+        if dtype not in self._tables:
+            assert self.members is not None
+            owner, members = self.members
+            distinct: np.ndarray = np.unique(members.astype(dtype))
+            keys = np.sort(owner * len(distinct) + np.searchsorted(distinct, members.astype(dtype)))
+            self._tables[dtype] = (distinct, keys)
+        return self._tables[dtype]
+
+    def _is_member(self, here: np.ndarray, value: np.ndarray) -> np.ndarray:
         """Whether each ``value`` is in the set of its ``BRANCH_MEMBER`` node ``here``."""
-        assert self.members is not None
-        owner, members = self.members
-        members = members.astype(dtype)
-        # (node, member) pairs and queries as one sortable integer: node * U + rank of the member
-        # among the U distinct members.
-        distinct = np.unique(members)
+        distinct, keys = self._member_table(value.dtype.type)
         if distinct.size == 0:  # every set is empty
             return np.zeros(len(here), dtype=bool)
-        keys = np.sort(owner * len(distinct) + np.searchsorted(distinct, members))
         rank = np.minimum(np.searchsorted(distinct, value), len(distinct) - 1)
         query = here * len(distinct) + rank
         at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
@@ -483,7 +489,7 @@ class _TreesV5:
         for code in self.modes:
             pick = mode == code
             if code == _MEMBER:
-                go_true[pick] = self._is_member(here[pick], value[pick], value.dtype.type)
+                go_true[pick] = self._is_member(here[pick], value[pick])
             else:
                 go_true[pick] = _COMPARE[code](value[pick], limit[pick])
         return go_true
