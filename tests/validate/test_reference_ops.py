@@ -28,12 +28,14 @@ import pytest
 import xgboost
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
+from scipy.special import ndtri
 from skl2onnx import convert_sklearn
 from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     GradientBoostingClassifier,
+    GradientBoostingRegressor,
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
     RandomForestClassifier,
@@ -46,6 +48,7 @@ from onnxbridge import convert_estimator, save_estimator, validate_model
 from onnxbridge.convert._registry import upstream_converters
 from onnxbridge.validate._reference_ops import (
     SVMClassifier,
+    TreeEnsemble,
     TreeEnsembleClassifier,
     TreeEnsembleRegressor,
     reference_kernels,
@@ -678,3 +681,540 @@ def test_validate_double_categorical_lightgbm_compares_all_three_runtimes(tmp_pa
         p["name"] for p in payload["probe_sets"] if p["pairs"]
     }
     _assert_three_runtimes_everywhere(payload)
+
+
+# ------------------------------------------------------------- TreeEnsemble (ai.onnx.ml 5)
+# The opset-5 operator: branches and leaves in separate arrays, thresholds and weights as
+# tensors of the input's type, integer enumerations, output of the input's type.
+V5_OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)]
+MODES = {"LEQ": 0, "LT": 1, "GTE": 2, "GT": 3, "EQ": 4, "NEQ": 5, "MEMBER": 6}
+AGGREGATES = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
+TRANSFORMS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
+# Unreferenced leaves at the end of leaf_*: never reached (their weight would show if they were).
+PADDING_WEIGHT = 1e6
+
+
+def _tensor(values: Any, dtype: Any) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, dtype=dtype), name="")
+
+
+def _v5_trees(
+    trees: list[Any],
+    dtype: Any,
+    *,
+    targets: int = 1,
+    scale: float = 1.0,
+    constant: np.ndarray | None = None,
+    leaf_index: bool = False,
+) -> dict[str, Any]:
+    """TreeEnsemble attributes of fitted scikit-learn trees (``estimator.tree_``).
+
+    One tree per (tree, target), as a v5 leaf votes for one target; ``constant`` adds a
+    single-leaf tree per target; ``leaf_index`` makes tree ``i`` vote its reached leaf's number
+    for target ``i`` (``targets`` is then the number of trees).
+    """
+    columns: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("feature", "split", "missing", "true", "false", "tl", "fl", "target", "w")
+    }
+    roots: list[int] = []
+    nodes = leaves = 0
+
+    def add(**arrays: np.ndarray) -> None:
+        for key, value in arrays.items():
+            columns[key].append(np.asarray(value))
+
+    for number, tree in enumerate(trees):
+        left, right = tree.children_left, tree.children_right
+        inner, ends = np.flatnonzero(left >= 0), np.flatnonzero(left < 0)
+        position = np.zeros(len(left), dtype=np.int64)
+        position[inner], position[ends] = np.arange(len(inner)), np.arange(len(ends))
+        for k in range(1 if leaf_index else targets):
+            if len(inner) == 0:  # a single leaf: a root whose branches both name it
+                roots.append(nodes)
+                add(feature=[0], split=[0.0], missing=[0], true=[leaves], false=[leaves])
+                add(tl=[1], fl=[1])
+                nodes += 1
+            else:
+                roots.append(nodes)
+                add(feature=tree.feature[inner], split=tree.threshold[inner])
+                add(missing=tree.missing_go_to_left[inner])
+                for side, flag, child in (
+                    ("true", "tl", left[inner]),
+                    ("false", "fl", right[inner]),
+                ):
+                    is_leaf = left[child] < 0
+                    add(**{side: np.where(is_leaf, leaves, nodes) + position[child]})
+                    add(**{flag: is_leaf.astype(np.int64)})
+                nodes += len(inner)
+            weight = np.arange(len(ends)) if leaf_index else tree.value[ends, k, 0] * scale
+            add(target=np.full(len(ends), number if leaf_index else k), w=weight)
+            leaves += len(ends)
+    for k in range(targets if constant is not None else 0):
+        roots.append(nodes)
+        add(feature=[0], split=[0.0], missing=[0], true=[leaves], false=[leaves], tl=[1], fl=[1])
+        add(target=[k], w=[constant[k]])  # type: ignore[index]
+        nodes, leaves = nodes + 1, leaves + 1
+    add(target=[0, targets - 1], w=[PADDING_WEIGHT, -PADDING_WEIGHT])
+    cat = {key: np.concatenate(value) for key, value in columns.items()}
+    return {
+        "nodes_featureids": cat["feature"].tolist(),
+        "nodes_splits": _tensor(cat["split"], dtype),
+        "nodes_modes": _tensor(np.zeros(nodes), np.uint8),
+        "nodes_missing_value_tracks_true": cat["missing"].astype(np.int64).tolist(),
+        "nodes_truenodeids": cat["true"].tolist(),
+        "nodes_falsenodeids": cat["false"].tolist(),
+        "nodes_trueleafs": cat["tl"].tolist(),
+        "nodes_falseleafs": cat["fl"].tolist(),
+        "leaf_targetids": cat["target"].tolist(),
+        "leaf_weights": _tensor(cat["w"], dtype),
+        "tree_roots": roots,
+        "n_targets": len(trees) if leaf_index else targets,
+        "aggregate_function": AGGREGATES["SUM"],
+        "post_transform": TRANSFORMS["NONE"],
+    }
+
+
+def _v5_model(attrs: dict[str, Any], dtype: Any, features: int) -> onnx.ModelProto:
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    node = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "v5",
+        [helper.make_tensor_value_info("X", elem, [None, features])],
+        [helper.make_tensor_value_info("Y", elem, [None, None])],
+    )
+    model = helper.make_model(graph, opset_imports=V5_OPSETS)
+    model.ir_version = helper.find_min_ir_version_for(V5_OPSETS)
+    return model
+
+
+def _one_thread(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """ONNX Runtime on one thread: it then sums the trees in their order, as the kernel does."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"X": x})[0]
+
+
+def _kernel(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    (kernel,) = reference_kernels(model)
+    assert kernel is TreeEnsemble
+    return _reference_outputs(model, x, [kernel])[0]
+
+
+def _v5_rows(attrs: dict[str, Any], x: np.ndarray, dtype: Any) -> np.ndarray:
+    """Held-out rows, with NaN, on every threshold and one step of ``dtype`` either side."""
+    splits = numpy_helper.to_array(attrs["nodes_splits"]).astype(dtype)
+    on = np.repeat(x[:1], len(splits), axis=0).astype(dtype)
+    on[np.arange(len(splits)), attrs["nodes_featureids"]] = splits
+    near = [np.nextafter(on, dtype(np.inf)), np.nextafter(on, dtype(-np.inf))]
+    return np.vstack([x, _with_missing(x), on, *near]).astype(dtype)
+
+
+def _rf_nan() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    x = _with_missing(x, seed=6)
+    forest = RandomForestRegressor(6, max_depth=7, random_state=0).fit(x, y[:, 0])
+    return {"trees": [e.tree_ for e in forest.estimators_], "scale": 1 / 6}, x
+
+
+def _gbr() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    gb = GradientBoostingRegressor(n_estimators=30, max_depth=4, random_state=0).fit(x, y[:, 0])
+    trees = [e.tree_ for e in gb.estimators_[:, 0]]
+    return {"trees": trees, "scale": gb.learning_rate, "constant": gb.init_.constant_[0]}, x
+
+
+def _rf_two_targets_v5() -> tuple[dict[str, Any], np.ndarray]:
+    x, y = _regression()
+    forest = RandomForestRegressor(5, max_depth=6, random_state=0).fit(x, y)
+    return {"trees": [e.tree_ for e in forest.estimators_], "targets": 2, "scale": 1 / 5}, x
+
+
+def _stumps_and_leaves() -> tuple[dict[str, Any], np.ndarray]:
+    # Trees that cannot split (min_impurity_decrease beyond any gain) are single leaves; mixed
+    # with trees that split, the single-leaf roots sit at other positions than their leaves.
+    x, y = _regression()
+    splitting = RandomForestRegressor(3, max_depth=3, random_state=0).fit(x, y[:, 0])
+    single = RandomForestRegressor(2, min_impurity_decrease=1e12, random_state=0).fit(x, y[:, 0])
+    trees = [e.tree_ for e in (*splitting.estimators_, *single.estimators_)]
+    trees = [trees[0], trees[3], trees[1], trees[4], trees[2]]
+    assert [t.node_count for t in trees].count(1) == 2
+    return {"trees": trees, "scale": 0.2}, x
+
+
+V5_FORESTS: dict[str, Callable[[], tuple[dict[str, Any], np.ndarray]]] = {
+    "random forest, NaN routed": _rf_nan,
+    "gradient boosting, init as a single-leaf tree": _gbr,
+    "random forest, 2 targets": _rf_two_targets_v5,
+    "single-leaf trees among others": _stumps_and_leaves,
+}
+
+
+@pytest.fixture(scope="module", params=sorted(V5_FORESTS))
+def v5_forest(request: pytest.FixtureRequest) -> tuple[dict[str, Any], np.ndarray]:
+    return V5_FORESTS[request.param]()
+
+
+def _forest_attrs(spec: dict[str, Any], dtype: Any) -> dict[str, Any]:
+    spec = dict(spec)
+    trees = spec.pop("trees")
+    constant = spec.pop("constant", None)
+    if constant is not None:
+        spec["constant"] = np.atleast_1d(constant)
+    return _v5_trees(trees, dtype, **spec)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_forests_run_on_the_kernel_as_on_onnx_runtime(v5_forest, dtype: Any) -> None:
+    spec, x = v5_forest
+    attrs = _forest_attrs(spec, dtype)
+    model = _v5_model(attrs, dtype, x.shape[1])
+    rows = _v5_rows(attrs, x[:200], dtype)
+    ours = _kernel(model, rows)
+    # The output has the input's type, and every bit of ONNX Runtime's (one thread).
+    assert ours.dtype == dtype
+    expected = _one_thread(model, rows)
+    assert expected.dtype == dtype and expected.shape[1] == attrs["n_targets"]
+    np.testing.assert_array_equal(ours, expected)
+    # On as many threads as it likes, ONNX Runtime sums in another order.
+    _assert_same(_session_outputs(model, rows), [ours], rtol=1e-5, atol=1e-4)
+
+
+def test_v5_forests_as_onnx_reference_where_it_runs_them(v5_forest) -> None:
+    # onnx.reference's own TreeEnsemble walks one row at a time (a few hundred rows are
+    # plenty); it takes a single-leaf tree's leaf at the root's position instead of the one
+    # the root names, so those forests give other values there.
+    spec, x = v5_forest
+    attrs = _forest_attrs(spec, np.float64)
+    model = _v5_model(attrs, np.float64, x.shape[1])
+    rows = _v5_rows(attrs, x[:40], np.float64)
+    ours = _kernel(model, rows)
+    theirs = _reference_outputs(model, rows, None)[0]
+    single = [
+        root
+        for root in attrs["tree_roots"]
+        if attrs["nodes_trueleafs"][root] and attrs["nodes_falseleafs"][root]
+    ]
+    if single:
+        assert not np.allclose(theirs, ours)
+        np.testing.assert_array_equal(ours, _one_thread(model, rows))
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-9)
+
+
+def _leaf_index_forest(dtype: Any, targets: int | None = None) -> tuple[dict[str, Any], np.ndarray]:
+    """A forest whose tree ``i`` writes its reached leaf's number (as double graphs ask)."""
+    x, y = _regression()
+    x = _with_missing(x, seed=7)
+    forest = RandomForestRegressor(6, max_depth=6, random_state=0).fit(x, y[:, 0])
+    attrs = _v5_trees([e.tree_ for e in forest.estimators_], dtype, leaf_index=True)
+    if targets is not None:
+        # Trees share targets (tree i votes for target i % targets): MIN / MAX pick among them.
+        ids = np.asarray(attrs["leaf_targetids"])
+        attrs["leaf_targetids"] = (ids % targets).tolist()
+        attrs["n_targets"] = targets
+    return attrs, _v5_rows(attrs, x[:150], dtype)
+
+
+@pytest.mark.parametrize("mode", ["LEQ", "LT", "GTE", "GT", "EQ", "NEQ"])
+@pytest.mark.parametrize("aggregate", ["SUM", "AVERAGE", "MIN", "MAX"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_every_mode_and_aggregate_as_onnx_runtime(mode: str, aggregate: str, dtype: Any) -> None:
+    attrs, rows = _leaf_index_forest(dtype, targets=None if aggregate == "SUM" else 4)
+    attrs["nodes_modes"] = _tensor(np.full(len(attrs["nodes_featureids"]), MODES[mode]), np.uint8)
+    attrs["aggregate_function"] = AGGREGATES[aggregate]
+    if mode == "NEQ":
+        # ONNX Runtime sends NaN down the true branch of BRANCH_NEQ whatever the missing
+        # flags say (test_v5_nan_at_branch_neq_follows_the_specification).
+        rows = rows[~np.isnan(rows).any(axis=1)]
+    model = _v5_model(attrs, dtype, rows.shape[1])
+    expected = _one_thread(model, rows)
+    assert len(np.unique(expected)) > 1
+    np.testing.assert_array_equal(_kernel(model, rows), expected)
+
+
+def test_v5_modes_mixed_in_one_forest_as_onnx_runtime() -> None:
+    attrs, rows = _leaf_index_forest(np.float64)
+    count = len(attrs["nodes_featureids"])
+    attrs["nodes_modes"] = _tensor(np.arange(count) % 5, np.uint8)  # LEQ, LT, GTE, GT, EQ
+    model = _v5_model(attrs, np.float64, rows.shape[1])
+    np.testing.assert_array_equal(_kernel(model, rows), _one_thread(model, rows))
+
+
+def test_v5_nan_at_branch_neq_follows_the_specification() -> None:
+    # As for opset 3: the specification sends NaN where nodes_missing_value_tracks_true says;
+    # ONNX Runtime takes the true branch of BRANCH_NEQ for NaN either way (NaN != t). The same
+    # trees written with BRANCH_EQ, children swapped and the flags flipped mean the same thing,
+    # and there ONNX Runtime follows the flags.
+    attrs, rows = _leaf_index_forest(np.float64)
+    rows = rows[np.isnan(rows).any(axis=1)]
+    count = len(attrs["nodes_featureids"])
+    assert 0 in attrs["nodes_missing_value_tracks_true"]
+    neq = dict(attrs, nodes_modes=_tensor(np.full(count, MODES["NEQ"]), np.uint8))
+    twin = dict(
+        attrs,
+        nodes_modes=_tensor(np.full(count, MODES["EQ"]), np.uint8),
+        nodes_truenodeids=attrs["nodes_falsenodeids"],
+        nodes_falsenodeids=attrs["nodes_truenodeids"],
+        nodes_trueleafs=attrs["nodes_falseleafs"],
+        nodes_falseleafs=attrs["nodes_trueleafs"],
+        nodes_missing_value_tracks_true=[1 - t for t in attrs["nodes_missing_value_tracks_true"]],
+    )
+    neq_model = _v5_model(neq, np.float64, rows.shape[1])
+    ours = _kernel(neq_model, rows)
+    np.testing.assert_array_equal(
+        ours, _one_thread(_v5_model(twin, np.float64, rows.shape[1]), rows)
+    )
+    assert not np.array_equal(_one_thread(neq_model, rows), ours)
+
+
+def _member_tree(dtype: Any, first: list[float], second: list[float]) -> dict[str, Any]:
+    """Feature 0 in ``first`` -> leaf 0, else feature 1 in ``second`` -> leaf 1, else leaf 2;
+    then a second tree: feature 2 <= 0.5 -> leaf 3, else leaf 4. NaN takes the false branch
+    of the first set and the true branch of the second."""
+    members = np.asarray([*first, np.nan, *second, np.nan], dtype=dtype)
+    return {
+        "nodes_featureids": [0, 1, 2],
+        "nodes_splits": _tensor([0.0, 0.0, 0.5], dtype),
+        "nodes_modes": _tensor([MODES["MEMBER"], MODES["MEMBER"], MODES["LEQ"]], np.uint8),
+        "membership_values": numpy_helper.from_array(members, name=""),
+        "nodes_missing_value_tracks_true": [0, 1, 0],
+        "nodes_truenodeids": [0, 1, 3],
+        "nodes_falsenodeids": [1, 2, 4],
+        "nodes_trueleafs": [1, 1, 1],
+        "nodes_falseleafs": [0, 1, 1],
+        "leaf_targetids": [0, 0, 0, 0, 0],
+        "leaf_weights": _tensor([1, 10, 100, 1000, 10000], dtype),
+        "tree_roots": [0, 2],
+        "n_targets": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [([1, 3, 7], [0, 2]), ([40, -3, 5], list(range(0, 64, 2))), ([2], [5, 0]), ([1, 3], [4])],
+    ids=["small sets", "a big set (chained otherwise)", "zero a member", "no zero"],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float", "double"])
+def test_v5_branch_member_as_onnx_runtime(
+    first: list[float], second: list[float], dtype: Any
+) -> None:
+    # ONNX Runtime takes integer members only (it refuses others); the kernel any number.
+    attrs = _member_tree(dtype, first, second)
+    model = _v5_model(attrs, dtype, 3)
+    values = np.unique(np.r_[first, second, -1, 1.5, 62, 63, 0, 2, 100, np.nan])
+    grid = np.array(np.meshgrid(values, values, [0.0, 1.0, np.nan])).reshape(3, -1).T.astype(dtype)
+    expected = _one_thread(model, grid)
+    assert len(np.unique(expected)) == 6
+    ours = _kernel(model, grid)
+    np.testing.assert_array_equal(ours, expected)
+    # onnx.reference ends a set at its first zero (a member that reads as false), so a set
+    # holding 0 loses the members after it, and the next node takes what is left.
+    theirs = _reference_outputs(model, grid, None)[0]
+    assert np.array_equal(theirs, ours) == (0 not in first + second)
+
+
+def test_v5_empty_member_set_holds_nothing() -> None:
+    # A BRANCH_MEMBER node with an empty set sends every number to its false branch, as a
+    # BRANCH_EQ node with a NaN threshold does in ONNX Runtime (which cannot take the empty set).
+    attrs = _member_tree(np.float64, [1, 3], [])
+    model = _v5_model(attrs, np.float64, 3)
+    twin = dict(
+        attrs,
+        nodes_modes=_tensor([MODES["MEMBER"], MODES["EQ"], MODES["LEQ"]], np.uint8),
+        nodes_splits=_tensor([0.0, np.nan, 0.5], np.float64),
+        membership_values=numpy_helper.from_array(np.asarray([1.0, 3.0, np.nan]), name=""),
+    )
+    values = [0.0, 1.0, 2.0, 3.0, np.nan]
+    grid = np.array(np.meshgrid(values, values, [0.0, 1.0])).reshape(3, -1).T
+    expected = _one_thread(_v5_model(twin, np.float64, 3), grid)
+    assert len(np.unique(expected)) == 6
+    np.testing.assert_array_equal(_kernel(model, grid), expected)
+
+
+def _scaled_leaf_values(targets: int) -> tuple[dict[str, Any], np.ndarray]:
+    """Scores in (-1, 1): leaf numbers scaled down so no transform saturates."""
+    attrs, rows = _leaf_index_forest(np.float64, targets=targets)
+    weights = numpy_helper.to_array(attrs["leaf_weights"])
+    attrs["leaf_weights"] = _tensor(np.sin(weights) / 4, np.float64)
+    return attrs, rows
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    exps = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return exps / exps.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("targets", [1, 3])
+def test_v5_post_transforms_follow_the_specification(targets: int) -> None:
+    attrs, rows = _scaled_leaf_values(targets)
+
+    def run(transform: str, runtime: Callable[..., np.ndarray]) -> np.ndarray:
+        model = _v5_model(dict(attrs, post_transform=TRANSFORMS[transform]), np.float64, 6)
+        return runtime(model, rows)
+
+    scores = run("NONE", _kernel)
+    np.testing.assert_array_equal(scores, run("NONE", _one_thread))
+    assert np.abs(scores).max() < 1.5 and len(np.unique(scores)) > 3
+    logistic = 1.0 / (1.0 + np.exp(-scores))
+    np.testing.assert_allclose(run("LOGISTIC", _kernel), logistic, rtol=1e-12)
+    np.testing.assert_allclose(run("SOFTMAX", _kernel), _softmax(scores), rtol=1e-12)
+    # PROBIT, the normal quantile of scores in (0, 1): ONNX Runtime approximates the inverse
+    # error function (up to about 5e-4 off).
+    weights = numpy_helper.to_array(attrs["leaf_weights"]) / 20 + 0.5 / len(attrs["tree_roots"])
+    shifted = dict(attrs, leaf_weights=_tensor(weights, np.float64))
+    probit = _v5_model(dict(shifted, post_transform=TRANSFORMS["PROBIT"]), np.float64, 6)
+    quantiles = _kernel(probit, rows)
+    plain = _kernel(_v5_model(shifted, np.float64, 6), rows)
+    np.testing.assert_allclose(quantiles, ndtri(plain), rtol=1e-12)
+    np.testing.assert_allclose(quantiles, _one_thread(probit, rows), rtol=0, atol=1e-3)
+    if targets == 1:
+        # ONNX Runtime applies no transform but PROBIT to one target.
+        for transform in ("LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"):
+            np.testing.assert_array_equal(run(transform, _one_thread), scores)
+        return
+    # ONNX Runtime reads 1 as LOGISTIC and 2 as SOFTMAX, the other way round from the
+    # specification (and onnx.defs); its transforms are float32-accurate, on double too.
+    np.testing.assert_allclose(run("SOFTMAX", _one_thread), logistic, rtol=1e-6)
+    np.testing.assert_allclose(run("LOGISTIC", _one_thread), _softmax(scores), rtol=1e-6)
+    np.testing.assert_allclose(
+        run("SOFTMAX_ZERO", _kernel), run("SOFTMAX_ZERO", _one_thread), rtol=1e-6
+    )
+
+
+def test_v5_batches_larger_than_one_chunk_as_onnx_runtime() -> None:
+    # 70 000 rows of a 60-tree forest span several chunks of (row, tree) cells.
+    x, y = _regression()
+    forest = RandomForestRegressor(60, max_depth=4, random_state=0).fit(x, y[:, 0])
+    attrs = _v5_trees([e.tree_ for e in forest.estimators_], np.float32, scale=1 / 60)
+    model = _v5_model(attrs, np.float32, x.shape[1])
+    rows = (np.random.RandomState(1).normal(size=(70_000, x.shape[1])) * x.std(axis=0)).astype(
+        np.float32
+    )
+    np.testing.assert_array_equal(_kernel(model, rows), _one_thread(model, rows))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"leaf_targetids": [0, 0, 0, 0, 1]}, r"leaf_targetids must lie in \[0, 1\)"),
+        ({"tree_roots": [0, 3]}, r"tree_roots must name"),
+        ({"nodes_truenodeids": [0, 1, 9]}, "points past its array"),
+        ({"nodes_featureids": [0, 1, 7]}, "the trees read feature 7, the input has 3 columns"),
+        ({"aggregate_function": 7}, r"aggregate_function=7 is not one of the specification's"),
+        ({"nodes_modes": _tensor([6, 0, 0], np.uint8)}, "2 NaN-delimited sets for 1 BRANCH_MEMBER"),
+        ({"nodes_truenodeids": [1, 0, 3], "nodes_trueleafs": [0, 0, 1]}, "cycle"),
+    ],
+)
+def test_v5_malformed_nodes_fail_with_one_line(change: dict[str, Any], message: str) -> None:
+    attrs = dict(_member_tree(np.float64, [1, 3], [2]), **change)
+    model = _v5_model(attrs, np.float64, 3)
+    rows = np.asarray([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])  # the second one goes true, true
+    with pytest.raises(ValueError, match=message) as raised:
+        _reference_outputs(model, rows, [TreeEnsemble])
+    assert "\n" not in str(raised.value)
+
+
+def _as_v5(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its TreeEnsembleRegressor node written as the opset-5 TreeEnsemble."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    (old,) = [n for n in model.graph.node if n.op_type == "TreeEnsembleRegressor"]
+    a = {x.name: helper.get_attribute_value(x) for x in old.attribute}
+    double = "nodes_values_as_tensor" in a
+    dtype = np.float64 if double else np.float32
+    values = numpy_helper.to_array(a["nodes_values_as_tensor"]) if double else a["nodes_values"]
+    weights = (
+        numpy_helper.to_array(a["target_weights_as_tensor"])
+        if "target_weights_as_tensor" in a
+        else np.asarray(a["target_weights"])
+    )
+    keys = list(zip(a["nodes_treeids"], a["nodes_nodeids"], strict=True))
+    is_leaf = np.asarray([m == b"LEAF" for m in a["nodes_modes"]])
+    # Branches and leaves numbered apart, in the order of the old arrays.
+    index = np.where(is_leaf, np.cumsum(is_leaf) - 1, np.cumsum(~is_leaf) - 1)
+    where = {key: p for p, key in enumerate(keys)}
+    votes = {
+        (t, n): (i, w)
+        for t, n, i, w in zip(
+            a["target_treeids"], a["target_nodeids"], a["target_ids"], weights, strict=True
+        )
+    }
+    assert len(votes) == len(a["target_ids"]), "one vote per leaf"
+    branches = np.flatnonzero(~is_leaf)
+    children: dict[str, list[int]] = {"true": [], "false": [], "tl": [], "fl": []}
+    pointed = set()
+    for p in branches:
+        for side, flag in (("true", "tl"), ("false", "fl")):
+            child = where[(keys[p][0], a[f"nodes_{side}nodeids"][p])]
+            pointed.add(child)
+            children[side].append(int(index[child]))
+            children[flag].append(int(is_leaf[child]))
+    features = [a["nodes_featureids"][p] for p in branches]
+    splits = [values[p] for p in branches]
+    missing = a.get("nodes_missing_value_tracks_true", [0] * len(keys))
+    tracks = [missing[p] for p in branches]
+    roots = []
+    for p in sorted(set(range(len(keys))) - pointed):
+        if is_leaf[p]:  # a single-leaf tree: a root whose branches both name the leaf
+            roots.append(len(features))
+            features.append(0), splits.append(0.0), tracks.append(0)
+            for side, flag in (("true", "tl"), ("false", "fl")):
+                children[side].append(int(index[p]))
+                children[flag].append(1)
+        else:
+            roots.append(int(index[p]))
+    leaves = np.flatnonzero(is_leaf)
+    leaf_votes = [votes.get(keys[p], (0, 0.0)) for p in leaves]
+    new = helper.make_node(
+        "TreeEnsemble",
+        list(old.input),
+        list(old.output),
+        name=old.name,
+        domain=ML,
+        nodes_featureids=features,
+        nodes_splits=_tensor(splits, dtype),
+        nodes_modes=_tensor(np.zeros(len(features)), np.uint8),
+        nodes_missing_value_tracks_true=tracks,
+        nodes_truenodeids=children["true"],
+        nodes_falsenodeids=children["false"],
+        nodes_trueleafs=children["tl"],
+        nodes_falseleafs=children["fl"],
+        leaf_targetids=[int(i) for i, _ in leaf_votes],
+        leaf_weights=_tensor([w for _, w in leaf_votes], dtype),
+        tree_roots=roots,
+        n_targets=a["n_targets"],
+        aggregate_function=AGGREGATES[a.get("aggregate_function", b"SUM").decode()],
+        post_transform=TRANSFORMS[a.get("post_transform", b"NONE").decode()],
+    )
+    nodes = [new if n is old else n for n in model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    # The output now has the input's type, not always float32.
+    kept = [v for v in model.graph.value_info if v.name not in old.output]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(kept)
+    for opset in model.opset_import:
+        if opset.domain == ML:
+            opset.version = 5
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_validate_v5_forest_compares_all_three_runtimes(tmp_path: Path, precision: str) -> None:
+    x, y = _regression()
+    x = _with_missing(x, seed=8)
+    frame = _frame(x)
+    model = RandomForestRegressor(8, max_depth=8, random_state=0).fit(frame[:350], y[:350, 0])
+    converted = convert_estimator(model, frame[:100], precision=precision).model
+    v5 = _as_v5(converted)
+    assert reference_kernels(v5) == [TreeEnsemble]
+    path = tmp_path / "v5.onnx"
+    path.write_bytes(v5.SerializeToString())
+    report = validate_model(path, model, frame[350:])
+    assert report.verdict == "EQUIVALENT"
+    _assert_three_runtimes_everywhere(report.to_dict())

@@ -7,15 +7,19 @@ forms of the ``ai.onnx.ml`` operators that onnxbridge's converters emit:
 - ``TreeEnsembleRegressor`` / ``TreeEnsembleClassifier`` with float64 attributes
   (``nodes_values_as_tensor``, ``target_weights_as_tensor``, ``base_values_as_tensor``,
   ``class_weights_as_tensor``, ...): every ``precision="double"`` tree graph. It raises.
+- ``TreeEnsemble`` (``ai.onnx.ml`` opset 5), every node: ``onnx.reference`` walks one row at a
+  time through a Python object per node (minutes on a forest of a million nodes), skips
+  ``post_transform``, takes a single-leaf tree's leaf at the root's position instead of the leaf
+  the root names, and ends a ``BRANCH_MEMBER`` set at its first zero member.
 - ``SVMClassifier`` with probability estimates (``prob_a`` / ``prob_b``) for three or more
   classes: its pairwise coupling gives other probabilities (up to 0.1 apart) than ONNX Runtime and
   scikit-learn; and ``SVMClassifier`` with two text labels (``classlabels_strings``): it raises.
 
-The kernels here are written from the operator specification (``ai.onnx.ml`` opset 3 for the tree
-ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and probabilities are
-LIBSVM's: Platt's sigmoid per pair of classes, coupled as in Wu, Lin and Weng 2004). They run on
-whole batches with numpy: trees are walked level by level for all rows and trees at once.
-:func:`reference_kernels` names the kernels a model needs;
+The kernels here are written from the operator specification (``ai.onnx.ml`` opsets 3 and 5 for
+the tree ensembles, 1 for ``SVMClassifier``; the SVM attributes are LIBSVM's model, and
+probabilities are LIBSVM's: Platt's sigmoid per pair of classes, coupled as in Wu, Lin and Weng
+2004). They run on whole batches with numpy: trees are walked level by level for all rows and
+trees at once. :func:`reference_kernels` names the kernels a model needs;
 :class:`~onnxbridge.validate._runtimes.ReferenceRuntime` passes them to
 ``ReferenceEvaluator(model, new_ops=...)``, so every other node still runs on ``onnx.reference``'s
 own implementation.
@@ -24,11 +28,18 @@ Where ONNX Runtime departs from the specification the kernels follow the specifi
 ``BRANCH_NEQ`` node takes the branch ``nodes_missing_value_tracks_true`` names (ONNX Runtime: the
 true one always), and a ``TreeEnsembleClassifier`` labels each row with its top-scoring class
 (ONNX Runtime labels a two-class ensemble that votes for the first class only by the sign of
-that score).
+that score). For ``TreeEnsemble`` (opset 5), ONNX Runtime also reads ``post_transform`` 1 as
+LOGISTIC and 2 as SOFTMAX (the specification: 1 is SOFTMAX, 2 LOGISTIC), applies no transform
+but PROBIT to a single target, and approximates PROBIT's inverse error function (about 5e-4
+off); the kernel applies the specification's transforms.
 
 Comparison precision is the graph's: float64 input is compared with thresholds widened to float64;
-float32 input with thresholds rounded to float32 (as ONNX Runtime does). Scores are summed in
-float64 and written as the float32 tensors the specification declares.
+float32 input with thresholds rounded to float32 (as ONNX Runtime does). The opset-1/3 ensembles
+sum their scores in float64 and write the float32 tensors the specification declares. The
+opset-5 ``TreeEnsemble`` outputs the input's type, and computes in it as ONNX Runtime does:
+thresholds, members and weights of the input's type, weights summed tree after tree in that
+type (so float32 scores match ONNX Runtime's on one thread bit for bit; on several threads it
+sums in another order).
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from onnx.reference.op_run import OpRun
 
 __all__ = [
     "SVMClassifier",
+    "TreeEnsemble",
     "TreeEnsembleClassifier",
     "TreeEnsembleRegressor",
     "reference_kernels",
@@ -348,6 +360,224 @@ class TreeEnsembleClassifier(_CachedNode):
         return labels[chosen], out
 
 
+# ------------------------------------------------------------- TreeEnsemble (ai.onnx.ml 5)
+# aggregate_function and post_transform of opset 5: integers, by the specification's names.
+_AGGREGATES_V5 = ("AVERAGE", "SUM", "MIN", "MAX")
+_TRANSFORMS_V5 = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
+_MEMBER = 6
+
+
+def _enum(attrs: dict[str, Any], name: str, names: tuple[str, ...], default: int) -> str:
+    value = int(attrs.get(name, default))
+    if not 0 <= value < len(names):
+        raise ValueError(f"{name}={value} is not one of the specification's (0..{len(names) - 1})")
+    return names[value]
+
+
+def _tensor(attrs: dict[str, Any], name: str, size: int | None = None) -> np.ndarray:
+    """A numeric attribute (tensor or list) as a flat array; a missing one is zeros of ``size``."""
+    if name not in attrs:
+        if size is None:
+            raise ValueError(f"attribute {name!r} is required")
+        return np.zeros(size)
+    return np.asarray(attrs[name]).reshape(-1)
+
+
+class _TreesV5:
+    """The trees of an opset-5 ``TreeEnsemble`` node, as arrays.
+
+    Branch nodes are positions ``[0, n)`` of the ``nodes_*`` attributes and leaves positions
+    ``[n, n + leaves)``: each branch's children, leaf or node, are resolved once into that one
+    index space, so a walk is a gather per level. A tree whose root sends both branches to the
+    same leaf is a single leaf: walked like any other, it reaches that leaf whatever the row.
+    """
+
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.feature = _ints(attrs, "nodes_featureids")
+        size = len(self.feature)
+        self.mode = _tensor(attrs, "nodes_modes").astype(np.int64)
+        self.threshold = _tensor(attrs, "nodes_splits", size)
+        self.missing_true = _ints(attrs, "nodes_missing_value_tracks_true", size).astype(bool)
+        children = []
+        for side in ("true", "false"):
+            ids = _ints(attrs, f"nodes_{side}nodeids")
+            leafs = _ints(attrs, f"nodes_{side}leafs").astype(bool)
+            children.append((ids, leafs))
+        arrays = (self.mode, self.threshold, self.missing_true, *[a for c in children for a in c])
+        if {len(a) for a in arrays} != {size} or size == 0:
+            raise ValueError("the nodes_* attributes must all hold one entry per node (none empty)")
+        if np.any((self.mode < 0) | (self.mode > _MEMBER)):
+            raise ValueError("nodes_modes must lie in 0..6 (BRANCH_LEQ .. BRANCH_MEMBER)")
+        if self.feature.min() < 0:
+            raise ValueError("nodes_featureids cannot be negative")
+        self.target = _ints(attrs, "leaf_targetids")
+        self.weight = _tensor(attrs, "leaf_weights")
+        leaves = len(self.target)
+        if len(self.weight) != leaves:
+            raise ValueError("leaf_targetids and leaf_weights must have the same length")
+        self.n_targets = int(attrs.get("n_targets", 0))
+        if self.n_targets < 1:
+            raise ValueError("n_targets must be a positive number of targets")
+        if leaves and (self.target.min() < 0 or self.target.max() >= self.n_targets):
+            raise ValueError(f"leaf_targetids must lie in [0, {self.n_targets})")
+        (true_ids, true_leafs), (false_ids, false_leafs) = children
+        self.true_to = self._resolve(true_ids, true_leafs, size, leaves)
+        self.false_to = self._resolve(false_ids, false_leafs, size, leaves)
+        self.roots = _ints(attrs, "tree_roots")
+        if len(self.roots) == 0 or self.roots.min() < 0 or self.roots.max() >= size:
+            raise ValueError(f"tree_roots must name at least one node, each in [0, {size})")
+        self.size = size
+        self.modes = sorted({int(m) for m in self.mode})
+        self.members = self._members(attrs)
+        self._tables: dict[type, tuple[np.ndarray, np.ndarray]] = {}
+
+    @staticmethod
+    def _resolve(ids: np.ndarray, leafs: np.ndarray, size: int, leaves: int) -> np.ndarray:
+        bound = np.where(leafs, leaves, size)
+        if np.any((ids < 0) | (ids >= bound)):
+            raise ValueError("a nodes_truenodeids / nodes_falsenodeids entry points past its array")
+        return np.where(leafs, size + ids, ids)
+
+    def _members(self, attrs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+        """``BRANCH_MEMBER`` sets as sorted ``(node position, member)`` pairs, or None."""
+        member_nodes = np.flatnonzero(self.mode == _MEMBER)
+        if member_nodes.size == 0:
+            return None
+        values = _tensor(attrs, "membership_values", 0)
+        gaps = np.isnan(values)
+        # The sets follow the BRANCH_MEMBER nodes in order, each closed by NaN (the last one may
+        # end the list instead).
+        sets = int(gaps.sum()) + int(len(values) > 0 and not gaps[-1])
+        if sets != member_nodes.size:
+            raise ValueError(
+                f"membership_values holds {sets} NaN-delimited sets for "
+                f"{member_nodes.size} BRANCH_MEMBER nodes"
+            )
+        # A member's set is the number of NaN before it.
+        owner = member_nodes[np.cumsum(gaps)[~gaps]]
+        members = values[~gaps]
+        order = np.lexsort((members, owner))
+        return owner[order], members[order]
+
+    def _member_table(self, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct members in ``dtype``, and each (node, member) pair as one sorted integer:
+        node * U + rank of the member among the U distinct ones. Built once per input type."""
+        if dtype not in self._tables:
+            assert self.members is not None
+            owner, members = self.members
+            distinct: np.ndarray = np.unique(members.astype(dtype))
+            keys = np.sort(owner * len(distinct) + np.searchsorted(distinct, members.astype(dtype)))
+            self._tables[dtype] = (distinct, keys)
+        return self._tables[dtype]
+
+    def _is_member(self, here: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Whether each ``value`` is in the set of its ``BRANCH_MEMBER`` node ``here``."""
+        distinct, keys = self._member_table(value.dtype.type)
+        if distinct.size == 0:  # every set is empty
+            return np.zeros(len(here), dtype=bool)
+        rank = np.minimum(np.searchsorted(distinct, value), len(distinct) - 1)
+        query = here * len(distinct) + rank
+        at = np.minimum(np.searchsorted(keys, query), len(keys) - 1)
+        return (distinct[rank] == value) & (keys[at] == query)
+
+    def _go_true(self, here: np.ndarray, value: np.ndarray, limit: np.ndarray) -> np.ndarray:
+        if len(self.modes) == 1 and self.modes[0] != _MEMBER:
+            go_true: np.ndarray = _COMPARE[self.modes[0]](value, limit)
+            return go_true
+        go_true = np.zeros(len(here), dtype=bool)
+        mode = self.mode[here]
+        for code in self.modes:
+            pick = mode == code
+            if code == _MEMBER:
+                go_true[pick] = self._is_member(here[pick], value[pick])
+            else:
+                go_true[pick] = _COMPARE[code](value[pick], limit[pick])
+        return go_true
+
+    def leaves(self, x: np.ndarray) -> np.ndarray:
+        """``[N, F] -> [N, trees]``: the ``leaf_*`` position each row reaches in each tree.
+
+        All (row, tree) pairs go down one level per step, as for opset 3. A NaN feature takes the
+        branch ``nodes_missing_value_tracks_true`` names, whatever the mode.
+        """
+        if x.shape[1] <= self.feature.max():
+            raise ValueError(
+                f"the trees read feature {self.feature.max()}, the input has {x.shape[1]} columns"
+            )
+        thresholds: np.ndarray = self.threshold.astype(x.dtype)
+        n, trees = x.shape[0], len(self.roots)
+        reached = np.tile(self.roots, n)
+        rows = np.repeat(np.arange(n), trees)
+        active = np.arange(len(reached))
+        for _ in range(self.size + 1):
+            if active.size == 0:
+                break
+            here = reached[active]
+            value = x[rows[active], self.feature[here]]
+            go_true = self._go_true(here, value, thresholds[here])
+            go_true = np.where(np.isnan(value), self.missing_true[here], go_true)
+            step = np.where(go_true, self.true_to[here], self.false_to[here])
+            reached[active] = step
+            active = active[step < self.size]
+        else:
+            raise ValueError("the trees hold a cycle (a branch points back to an ancestor)")
+        return reached.reshape(n, trees) - self.size
+
+    def aggregate(self, leaves: np.ndarray, how: str, dtype: type) -> np.ndarray:
+        """``[N, trees] -> [N, n_targets]`` in ``dtype``, by ``aggregate_function``.
+
+        Each reached leaf adds its weight to its target, tree after tree in ``dtype`` (as ONNX
+        Runtime does on one thread); a target no reached leaf votes for scores 0. AVERAGE
+        divides the sum by the number of trees.
+        """
+        n, trees = leaves.shape
+        size = n * self.n_targets
+        # Row-major: a row's trees in order, which ``ufunc.at`` applies one after the other.
+        cells = (np.arange(n)[:, None] * self.n_targets + self.target[leaves]).ravel()
+        weights = self.weight.astype(dtype)[leaves].ravel()
+        if how in ("SUM", "AVERAGE"):
+            total = np.zeros(size, dtype=dtype)
+            np.add.at(total, cells, weights)
+            if how == "AVERAGE":
+                total /= dtype(trees)
+            return total.reshape(n, self.n_targets)
+        pick = np.minimum if how == "MIN" else np.maximum
+        result = np.full(size, np.inf if how == "MIN" else -np.inf, dtype=dtype)
+        pick.at(result, cells, weights)
+        voted = np.zeros(size, dtype=bool)
+        voted[cells] = True
+        return np.where(voted, result, dtype(0)).reshape(n, self.n_targets)
+
+
+class TreeEnsemble(_CachedNode):
+    """``ai.onnx.ml.TreeEnsemble`` (opset 5): ``X [N, F] -> Y [N, n_targets]``, of ``X``'s type.
+
+    Thresholds, members and weights are compared and summed in the input's precision
+    (``nodes_splits`` and ``leaf_weights`` are tensors of that type): float64 input in float64,
+    float32 input in float32.
+    """
+
+    def _prepare(self, attrs: dict[str, Any]) -> Any:
+        return (
+            _TreesV5(attrs),
+            _enum(attrs, "aggregate_function", _AGGREGATES_V5, 1),
+            _enum(attrs, "post_transform", _TRANSFORMS_V5, 0),
+        )
+
+    def _run(self, x: np.ndarray, **_: Any) -> tuple[np.ndarray]:
+        trees, aggregate, transform = self.spec
+        x = np.asarray(x)
+        dtype = x.dtype.type if x.dtype.kind == "f" else np.float32
+        x = x.astype(dtype, copy=False)
+        x = x.reshape(1, -1) if x.ndim == 1 else x
+        parts = [
+            trees.aggregate(trees.leaves(x[rows]), aggregate, dtype)
+            for rows in _row_chunks(len(x), len(trees.roots))
+        ]
+        scores = np.vstack(parts) if parts else np.zeros((0, trees.n_targets), dtype=dtype)
+        return (_post_transform(scores.astype(np.float64), transform).astype(dtype),)
+
+
 # ------------------------------------------------------------------------------- SVMClassifier
 def _kernel(x: np.ndarray, vectors: np.ndarray, kind: str, params: list[float]) -> np.ndarray:
     """``[N, F], [L, F] -> [N, L]`` kernel values, by ``kernel_type``."""
@@ -525,6 +755,8 @@ _KERNELS: dict[str, tuple[type[OpRun], Any]] = {
     "TreeEnsembleRegressor": (TreeEnsembleRegressor, _needs_tree_kernel),
     "TreeEnsembleClassifier": (TreeEnsembleClassifier, _needs_tree_kernel),
     "SVMClassifier": (SVMClassifier, _needs_svm_kernel),
+    # onnx.reference's own walks every row through Python objects, one at a time.
+    "TreeEnsemble": (TreeEnsemble, lambda node: True),
 }
 
 
@@ -548,7 +780,8 @@ def reference_kernels(model: ModelProto) -> list[type[OpRun]]:
 
     A kernel replaces an operator when some node of that operator in the model (subgraphs
     included) has a form ``onnx.reference`` cannot run or computes otherwise than the
-    specification; every other operator keeps ``onnx.reference``'s implementation.
+    specification, and always for ``TreeEnsemble`` (opset 5); every other operator keeps
+    ``onnx.reference``'s implementation.
     """
     needed: list[type[OpRun]] = []
     for node in _nodes(model):
