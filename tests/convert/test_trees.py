@@ -132,11 +132,15 @@ def test_double_graph_loads_with_float64_input_and_thresholds(make) -> None:
     result = convert_estimator(model, X[:20], precision="double")
     graph = result.model.graph
     assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
-    trees = [n for n in graph.node if n.op_type == "TreeEnsembleRegressor"]
+    # ai.onnx.ml 5's TreeEnsemble where the model allows it, else TreeEnsembleRegressor (3).
+    trees = [n for n in graph.node if n.op_type in ("TreeEnsemble", "TreeEnsembleRegressor")]
     assert len(trees) == 1
     attrs = {a.name: a for a in trees[0].attribute}
-    assert numpy_helper.to_array(attrs["nodes_values_as_tensor"].t).dtype == np.float64
-    assert result.metadata.opsets["ai.onnx.ml"] == 3
+    thresholds = attrs.get("nodes_splits", attrs.get("nodes_values_as_tensor"))
+    assert thresholds is not None
+    assert numpy_helper.to_array(thresholds.t).dtype == np.float64
+    expected = 5 if trees[0].op_type == "TreeEnsemble" else 3
+    assert result.metadata.opsets["ai.onnx.ml"] == expected
     got = _run(result, X)["value"]
     assert got.dtype == np.float64
     # Exact up to the order of float64 additions (XGBoost and CatBoost add float32 leaves).

@@ -215,7 +215,8 @@ def nan_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any
     # The same graph without the learned direction for NaN: what a converter that ignores
     # missing_go_to_left writes.
     node = _tree_node(conversion.model)
-    n_nodes = len(next(a for a in node.attribute if a.name == "nodes_modes").strings)
+    # One entry per node (per interior node in ai.onnx.ml 5's TreeEnsemble).
+    n_nodes = len(next(a for a in node.attribute if a.name == "nodes_featureids").ints)
     _set_attribute(node, "nodes_missing_value_tracks_true", [0] * n_nodes)
     lost = folder / "lost.onnx"
     onnx.save(conversion.model, lost)

@@ -120,7 +120,9 @@ def _probe_rows(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
         if not node.op_type.startswith("TreeEnsemble"):
             continue
         attrs = {a.name: a for a in node.attribute}
-        if "nodes_values_as_tensor" in attrs:
+        if "nodes_splits" in attrs:  # ai.onnx.ml 5
+            thresholds = numpy_helper.to_array(attrs["nodes_splits"].t)
+        elif "nodes_values_as_tensor" in attrs:
             thresholds = numpy_helper.to_array(attrs["nodes_values_as_tensor"].t)
         else:
             thresholds = np.asarray(attrs["nodes_values"].floats)
@@ -199,24 +201,37 @@ TREE_MODELS: dict[str, Callable[[], tuple[Any, np.ndarray]]] = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(TREE_MODELS))
+@pytest.fixture(
+    scope="module",
+    params=[(name, ml) for name in sorted(TREE_MODELS) for ml in (3, None)],
+    ids=lambda p: f"{p[0]}, ml_opset={p[1]}",
+)
 def double_tree(request: pytest.FixtureRequest) -> tuple[onnx.ModelProto, np.ndarray]:
-    model, x = TREE_MODELS[request.param]()
-    converted = convert_estimator(model, _frame(x[:100]), precision="double").model
+    name, ml_opset = request.param
+    model, x = TREE_MODELS[name]()
+    converted = convert_estimator(
+        model, _frame(x[:100]), precision="double", ml_opset=ml_opset
+    ).model
     return converted, _probe_rows(converted, x[:200])
 
 
 def test_double_tree_graphs_run_on_the_kernel_as_on_onnx_runtime(double_tree) -> None:
     model, rows = double_tree
-    # The converters write float64 thresholds and weights as *_as_tensor attributes.
+    # The converters write float64 thresholds as *_as_tensor attributes (ai.onnx.ml 3) or as
+    # the opset-5 TreeEnsemble's nodes_splits tensor.
     trees = [n for n in model.graph.node if n.op_type.startswith("TreeEnsemble")]
+    float64 = {"TreeEnsemble": "nodes_splits"}
     assert trees and all(
-        any(a.name == "nodes_values_as_tensor" for a in n.attribute) for n in trees
+        any(a.name == float64.get(n.op_type, "nodes_values_as_tensor") for a in n.attribute)
+        for n in trees
     )
-    with pytest.raises(Exception):  # noqa: B017 - onnx.reference has no kernel for them
-        _reference_outputs(model, rows, None)
     kernels = reference_kernels(model)
-    assert TreeEnsembleRegressor in kernels
+    if any(n.op_type != "TreeEnsemble" for n in trees):
+        with pytest.raises(Exception):  # noqa: B017 - onnx.reference has no kernel for them
+            _reference_outputs(model, rows, None)
+        assert TreeEnsembleRegressor in kernels
+    else:
+        assert kernels == [TreeEnsemble]
     _assert_same(
         _session_outputs(model, rows),
         _reference_outputs(model, rows, kernels),
@@ -260,7 +275,7 @@ def _set(node: onnx.NodeProto, name: str, value: Any) -> None:
 @pytest.fixture(scope="module")
 def double_regressor_node() -> tuple[onnx.ModelProto, np.ndarray]:
     model, x = _hgb_missing()
-    converted = convert_estimator(model, _frame(x[:100]), precision="double").model
+    converted = convert_estimator(model, _frame(x[:100]), precision="double", ml_opset=3).model
     return _only_node(converted, "TreeEnsembleRegressor"), _probe_rows(converted, x[:150])
 
 
@@ -347,7 +362,9 @@ def test_float_graphs_compare_in_float32_as_onnx_runtime() -> None:
     # data: float32 input moves rows across thresholds), so convert would refuse it; this
     # test compares the kernel with ONNX Runtime, not with scikit-learn.
     with pytest.warns(UserWarning, match="NOT CHECKED: the ONNX graph differs"):
-        result = convert_estimator(model, _frame(x[:50]), precision="float", allow_divergent=True)
+        result = convert_estimator(
+            model, _frame(x[:50]), precision="float", allow_divergent=True, ml_opset=3
+        )
     converted = result.model
     rows = _probe_rows(converted, x[:100])
     rows = np.vstack([rows, np.nextafter(rows, np.inf), np.nextafter(rows, -np.inf)])
@@ -1210,7 +1227,7 @@ def test_validate_v5_forest_compares_all_three_runtimes(tmp_path: Path, precisio
     x = _with_missing(x, seed=8)
     frame = _frame(x)
     model = RandomForestRegressor(8, max_depth=8, random_state=0).fit(frame[:350], y[:350, 0])
-    converted = convert_estimator(model, frame[:100], precision=precision).model
+    converted = convert_estimator(model, frame[:100], precision=precision, ml_opset=3).model
     v5 = _as_v5(converted)
     assert reference_kernels(v5) == [TreeEnsemble]
     path = tmp_path / "v5.onnx"
