@@ -4,7 +4,7 @@
 threshold (or, for a categorical split, the category codes that go left), children, where a
 missing value (NaN) goes, and per leaf its value(s). The readers walk
 scikit-learn's ``tree_`` (trees, forests, extra-trees, gradient boosting), HistGradientBoosting's
-``_predictors``, XGBoost's JSON model and LightGBM's ``dump_model()``. The same spec feeds the
+``_predictors``, XGBoost's JSON model and LightGBM's text model. The same spec feeds the
 converters (``converters/trees.py`` and kin) and the precision probes
 (:mod:`onnxbridge.convert._precision`).
 
@@ -690,7 +690,7 @@ class _LightGBMForest:
         """Parse the arrays of every tree block at once (one numpy array per attribute)."""
         leaves = np.array([int(b["num_leaves"]) for b in blocks], dtype=np.int64)
         sizes = 2 * leaves - 1
-        start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        start = np.cumsum(sizes) - sizes
         inner_tree = np.repeat(np.arange(len(blocks)), leaves - 1)
         leaf_tree = np.repeat(np.arange(len(blocks)), leaves)
         inner = start[inner_tree] + _positions(leaves - 1)
@@ -826,12 +826,11 @@ class _LightGBMForest:
 def _positions(counts: np.ndarray) -> np.ndarray:
     """``0 … c-1`` for each count ``c``, one after the other."""
     total = int(counts.sum())
-    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    return np.arange(total, dtype=np.int64) - np.repeat(firsts, counts)
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def _lightgbm_refuse(forest: _LightGBMForest, rows: np.ndarray) -> None:
-    """Refuse what cannot be converted, at the first such node in preorder (as LightGBM shows it).
+    """Refuse what cannot be converted, named by the first such node in preorder.
 
     Raises:
         ConversionError: a split that reads 0 as missing, a leaf of a linear tree.
