@@ -15,7 +15,7 @@ float32 rounding), saying so in :attr:`ConversionResult.notes`.
 
 The trees are read (:func:`find_tree_ensemble`) from scikit-learn's ``tree_`` (trees, forests,
 extra-trees, gradient boosting), HistGradientBoosting's ``_predictors``, XGBoost's JSON model,
-LightGBM's ``dump_model()`` and CatBoost's ONNX export (see
+LightGBM's text model (``model_to_string()``) and CatBoost's ONNX export (see
 :mod:`onnxbridge.convert._tree_ensemble`). When the trees sit at the end of a Pipeline, each
 threshold is carried back to the input column feeding the split column
 (:mod:`onnxbridge.convert._input_map`: ColumnTransformer branches, scalers inverted, imputers the

@@ -4,7 +4,7 @@
 threshold (or, for a categorical split, the category codes that go left), children, where a
 missing value (NaN) goes, and per leaf its value(s). The readers walk
 scikit-learn's ``tree_`` (trees, forests, extra-trees, gradient boosting), HistGradientBoosting's
-``_predictors``, XGBoost's JSON model and LightGBM's ``dump_model()``. The same spec feeds the
+``_predictors``, XGBoost's JSON model and LightGBM's text model. The same spec feeds the
 converters (``converters/trees.py`` and kin) and the precision probes
 (:mod:`onnxbridge.convert._precision`).
 
@@ -170,47 +170,6 @@ class TreeEnsembleSpec:
             axis=0,
         )
         return [(int(f), float(t)) for f, t in pairs]
-
-
-class _Builder:
-    """Collects nodes of one ensemble tree by tree."""
-
-    def __init__(self, n_outputs: int) -> None:
-        self.rows: list[tuple[int, int, int, float, int, int, int]] = []
-        self.values: list[np.ndarray] = []
-        self.n_outputs = n_outputs
-
-    def split(
-        self,
-        tree: int,
-        node: int,
-        feature: int,
-        threshold: float,
-        left: int,
-        right: int,
-        nan_left: bool,
-    ) -> None:
-        self.rows.append((tree, node, int(feature), float(threshold), left, right, int(nan_left)))
-        self.values.append(np.zeros(self.n_outputs))
-
-    def leaf(self, tree: int, node: int, value: Any) -> None:
-        self.rows.append((tree, node, -1, 0.0, -1, -1, 0))
-        self.values.append(np.asarray(value, dtype=np.float64).reshape(self.n_outputs))
-
-    def build(self, base: Any, **kwargs: Any) -> TreeEnsembleSpec:
-        table = np.array([r[:3] + r[4:] for r in self.rows], dtype=np.int64).reshape(-1, 6)
-        return TreeEnsembleSpec(
-            tree=table[:, 0],
-            node=table[:, 1],
-            feature=table[:, 2],
-            threshold=np.array([r[3] for r in self.rows], dtype=np.float64),
-            left=table[:, 3],
-            right=table[:, 4],
-            missing_left=table[:, 5].astype(bool),
-            values=np.vstack(self.values) if self.values else np.zeros((0, self.n_outputs)),
-            base=np.asarray(base, dtype=np.float64).reshape(-1),
-            **kwargs,
-        )
 
 
 # -- readers ---------------------------------------------------------------------------------
@@ -474,9 +433,6 @@ def from_xgboost(
     trees_model = gradient_booster["model"]
     objective = learner["objective"]["name"]
     params = learner["learner_model_param"]
-    k = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
-    builder = _Builder(1)
-    tree_output = [int(c) for c in trees_model["tree_info"]]
     limit = len(trees_model["trees"])
     best = getattr(model, "best_iteration", None)
     indptr = trees_model.get("iteration_indptr")
@@ -484,35 +440,86 @@ def from_xgboost(
         # predict() stops at the best iteration when early stopping was used.
         limit = min(limit, int(indptr[int(best) + 1]))
     stored = _xgboost_stored_categories(document)
+    parts: list[dict[str, np.ndarray]] = []
     # row -> (feature, categories listed at the node: they go right)
     listed: dict[int, tuple[int, np.ndarray]] = {}
+    rows = 0
     for index, tree in enumerate(trees_model["trees"][:limit]):
-        if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
-            raise ConversionError(
-                "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
-                "default one_output_per_tree"
-            )
-        split_type = tree.get("split_type") or [0] * len(tree["left_children"])
+        part = _xgboost_tree(tree, index)
         node_categories = _xgboost_node_categories(tree)
-        lefts, rights = tree["left_children"], tree["right_children"]
-        for node, (left, right) in enumerate(zip(lefts, rights, strict=True)):
-            if int(left) < 0:
-                leaf = float(np.float32(tree["split_conditions"][node]))
-                builder.leaf(index, node, [leaf])
-                continue
-            feature = int(tree["split_indices"][node])
-            categorical = int(split_type[node]) != 0
-            if categorical:
-                listed[len(builder.rows)] = (feature, node_categories.get(node, np.zeros(0)))
-            builder.split(
-                index,
-                node,
-                feature,
-                0.0 if categorical else float(np.float32(tree["split_conditions"][node])),
-                int(left),
-                int(right),
-                bool(int(tree["default_left"][node])),
+        for node in np.flatnonzero(part["categorical"]):
+            listed[rows + int(node)] = (
+                int(part["feature"][node]),
+                node_categories.get(int(node), np.zeros(0, dtype=np.int64)),
             )
+        parts.append(part)
+        rows += len(part["node"])
+    spec = _xgboost_spec(parts, int(params["num_feature"]))
+    spec.base = _xgboost_base(params, objective)
+    tree_output = np.asarray([int(c) for c in trees_model["tree_info"]], dtype=np.int64)
+    spec.tree_output = tree_output[:limit]
+    if listed:
+        _xgboost_categorical_splits(spec, listed, stored, string_features or [])
+    return spec, objective
+
+
+def _xgboost_tree(tree: dict[str, Any], index: int) -> dict[str, np.ndarray]:
+    """One tree of XGBoost's JSON model as spec columns (its node ids are the array indices).
+
+    XGBoost compares in float32 and stores a leaf's value in ``split_conditions``.
+    """
+    if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
+        raise ConversionError(
+            "XGBoost multi_strategy='multi_output_tree' cannot be converted yet; use the "
+            "default one_output_per_tree"
+        )
+    left = np.asarray(tree["left_children"], dtype=np.int64)
+    count = len(left)
+    leaf = left < 0
+    split_type = np.asarray(tree.get("split_type") or np.zeros(count), dtype=np.int64)
+    categorical = (split_type != 0) & ~leaf
+    conditions = np.asarray(tree["split_conditions"], dtype=np.float64).reshape(count)
+    conditions = conditions.astype(np.float32).astype(np.float64)
+    features = np.asarray(tree["split_indices"], dtype=np.int64).reshape(count)
+    default_left = np.asarray(tree["default_left"], dtype=np.int64).reshape(count) != 0
+    return {
+        "tree": np.full(count, index, dtype=np.int64),
+        "node": np.arange(count, dtype=np.int64),
+        "feature": np.where(leaf, -1, features),
+        "threshold": np.where(leaf | categorical, 0.0, conditions),
+        "left": np.where(leaf, -1, left),
+        "right": np.where(leaf, -1, np.asarray(tree["right_children"], dtype=np.int64)),
+        "missing": default_left & ~leaf,
+        "value": np.where(leaf, conditions, 0.0),
+        "categorical": categorical,
+    }
+
+
+def _xgboost_spec(parts: list[dict[str, np.ndarray]], n_features: int) -> TreeEnsembleSpec:
+    """The spec of XGBoost's trees (base and per-tree outputs filled by the caller)."""
+    joined = {
+        key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0)
+        for key in ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
+    }
+    return TreeEnsembleSpec(
+        tree=joined["tree"].astype(np.int64),
+        node=joined["node"].astype(np.int64),
+        feature=joined["feature"].astype(np.int64),
+        threshold=joined["threshold"].astype(np.float64),
+        left=joined["left"].astype(np.int64),
+        right=joined["right"].astype(np.int64),
+        missing_left=joined["missing"].astype(bool),
+        values=joined["value"].astype(np.float64).reshape(-1, 1),
+        base=np.zeros(1),
+        rule="lt",
+        native="float32",
+        n_features=n_features,
+    )
+
+
+def _xgboost_base(params: dict[str, Any], objective: str) -> np.ndarray:
+    """``[K]`` the margin XGBoost starts from: ``base_score`` through the objective's link."""
+    k = max(int(params.get("num_class", "0")), int(params.get("num_target", "1")), 1)
     base = _parse_base_score(params.get("base_score", "0"))
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
@@ -521,15 +528,7 @@ def from_xgboost(
         base = np.log(base / (1 - base))
     elif objective in ("count:poisson", "reg:gamma", "reg:tweedie", "survival:cox"):
         base = np.log(base)
-    base = base.astype(np.float32).astype(np.float64)
-    spec = builder.build(
-        np.zeros(1), rule="lt", native="float32", n_features=int(params["num_feature"])
-    )
-    spec.base = base
-    spec.tree_output = np.asarray(tree_output[:limit], dtype=np.int64)
-    if listed:
-        _xgboost_categorical_splits(spec, listed, stored, string_features or [])
-    return spec, objective
+    return base.astype(np.float32).astype(np.float64)
 
 
 def _xgboost_node_categories(tree: dict[str, Any]) -> dict[int, np.ndarray]:
@@ -593,6 +592,10 @@ def from_lightgbm(
     ``int`` cast does. A numeric split on a category
     column (an ordered category) becomes the set of codes at or below its threshold.
 
+    The trees are read from the model's text form (``model_to_string()``), which keeps each
+    tree's nodes as arrays; node ids are given in preorder (a node, its left subtree, its
+    right subtree).
+
     Args:
         model: the fitted model.
         string_features: the features that arrive as text (the DataFrame's category columns,
@@ -600,7 +603,7 @@ def from_lightgbm(
             column's code), which is the model on codes, not on the text onnxbridge feeds.
 
     Returns:
-        The spec (raw score) and the dumped model's header (``objective``, ``num_class``, ...).
+        The spec (raw score) and the model's header (``objective``, ``num_class``, ...).
 
     Raises:
         ConversionError: linear trees, ``zero_as_missing``, category columns that do not match
@@ -608,24 +611,250 @@ def from_lightgbm(
     """
     booster = model.booster_
     iteration = getattr(model, "best_iteration_", None) or None
-    dump = booster.dump_model(num_iteration=iteration)
-    k = int(dump.get("num_tree_per_iteration", dump.get("num_class", 1)))
-    n_features = int(dump["max_feature_idx"]) + 1
-    codes = _LightGBMCategorical(_lightgbm_string_features(booster, dump, string_features))
-    builder = _Builder(1)
-    tree_output: list[int] = []
-    for info in dump["tree_info"]:
-        index = int(info["tree_index"])
-        counter = [0]
-        _lightgbm_node(builder, len(tree_output), info["tree_structure"], counter, codes)
-        tree_output.append(index % k)
-    spec = builder.build(np.zeros(1), rule="leq", native="float64", n_features=n_features)
+    header, blocks = _lightgbm_model(booster.model_to_string(num_iteration=iteration))
+    header["pandas_categorical"] = getattr(booster, "pandas_categorical", None)
+    k = int(header.get("num_tree_per_iteration", header.get("num_class", 1)))
+    codes = _LightGBMCategorical(_lightgbm_string_features(booster, header, string_features))
+    forest = _LightGBMForest.read(blocks)
+    rows = forest.rows()
+    _lightgbm_refuse(forest, rows)
+    spec = forest.spec(rows, codes)
+    spec.n_features = int(header["max_feature_idx"]) + 1
     spec.base = np.zeros(k)
-    spec.tree_output = np.asarray(tree_output, dtype=np.int64)
-    spec.average = bool(dump.get("average_output", False))
+    spec.tree_output = np.asarray([int(b["Tree"]) % k for b in blocks], dtype=np.int64)
+    spec.average = bool(header.get("average_output", False))
     if codes.left_codes:
         codes.fill(spec)
-    return spec, dump
+    return spec, header
+
+
+_LIGHTGBM_INTEGERS = ("num_class", "num_tree_per_iteration", "label_index", "max_feature_idx")
+
+
+def _lightgbm_model(text: str) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """A LightGBM text model's header and its tree blocks (``key -> value`` text, per tree).
+
+    The header's counts are ints, ``feature_names`` a list and ``average_output`` (a line of
+    its own when set) a bool, as in ``dump_model()``.
+    """
+    head, _, rest = text.partition("\nTree=")
+    lines = head.splitlines()
+    header: dict[str, Any] = {"name": lines[0] if lines else ""}
+    for line in lines[1:]:
+        key, sep, value = line.partition("=")
+        if key:
+            header[key] = value if sep else True
+    for key in _LIGHTGBM_INTEGERS:
+        if key in header:
+            header[key] = int(header[key])
+    header["feature_names"] = str(header.get("feature_names", "")).split()
+    header["average_output"] = bool(header.get("average_output", False))
+    blocks: list[dict[str, str]] = []
+    if rest:
+        for chunk in rest.partition("\nend of trees")[0].split("\nTree="):
+            index, _, body = chunk.partition("\n")
+            block = {"Tree": index.strip()}
+            for line in body.splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    block[key] = value
+            blocks.append(block)
+    return header, blocks
+
+
+@dataclass
+class _LightGBMForest:
+    """A LightGBM model's trees as arrays over all trees (from its text form).
+
+    Each tree's nodes have ids ``0 … 2L-2`` here: its ``L-1`` internal nodes first (LightGBM's
+    own numbering), then its ``L`` leaves (LightGBM's leaf ``~c`` is ``L-1+c``). ``start`` is the
+    first id of each tree in the ids over all trees.
+    """
+
+    blocks: list[dict[str, str]]
+    leaves: np.ndarray  # [T] leaves per tree
+    start: np.ndarray  # [T] first id of each tree
+    inner: np.ndarray  # [I] the id of each internal node
+    inner_tree: np.ndarray  # [I] its tree
+    leaf: np.ndarray  # [L] the id of each leaf
+    leaf_tree: np.ndarray  # [L] its tree
+    left: np.ndarray  # [U] left child's id (-1 for leaves)
+    right: np.ndarray  # [U] right child's id (-1 for leaves)
+    feature: np.ndarray  # [I]
+    threshold: np.ndarray  # [I] as written (a categorical node's: its index in the tree)
+    decision: np.ndarray  # [I] decision_type bits
+    value: np.ndarray  # [L]
+
+    @classmethod
+    def read(cls, blocks: list[dict[str, str]]) -> _LightGBMForest:
+        """Parse the arrays of every tree block at once (one numpy array per attribute)."""
+        leaves = np.array([int(b["num_leaves"]) for b in blocks], dtype=np.int64)
+        sizes = 2 * leaves - 1
+        start = np.cumsum(sizes) - sizes
+        inner_tree = np.repeat(np.arange(len(blocks)), leaves - 1)
+        leaf_tree = np.repeat(np.arange(len(blocks)), leaves)
+        inner = start[inner_tree] + _positions(leaves - 1)
+        leaf = start[leaf_tree] + leaves[leaf_tree] - 1 + _positions(leaves)
+
+        def column(key: str, dtype: Any, count: int) -> np.ndarray:
+            values = np.array(" ".join(b.get(key, "") for b in blocks).split(), dtype=dtype)
+            if len(values) != count:
+                raise ConversionError(
+                    f"the LightGBM model's trees list {len(values)} {key} values for {count} "
+                    "nodes; the model text is damaged: save it again from the fitted model"
+                )
+            return values
+
+        n_inner, n_leaves = len(inner), len(leaf)
+        children = np.full((2, int(sizes.sum())), -1, dtype=np.int64)
+        for side, key in enumerate(("left_child", "right_child")):
+            child = column(key, np.int64, n_inner)
+            offset = np.where(child >= 0, 0, leaves[inner_tree] - 1)
+            children[side, inner] = start[inner_tree] + offset + np.where(child >= 0, child, ~child)
+        return cls(
+            blocks=blocks,
+            leaves=leaves,
+            start=start,
+            inner=inner,
+            inner_tree=inner_tree,
+            leaf=leaf,
+            leaf_tree=leaf_tree,
+            left=children[0],
+            right=children[1],
+            feature=column("split_feature", np.int64, n_inner),
+            # As dump_model() writes them: an infinite threshold as +-1e300, NaN as 0.
+            threshold=np.clip(
+                np.nan_to_num(column("threshold", np.float64, n_inner), nan=0.0), -1e300, 1e300
+            ),
+            decision=column("decision_type", np.int64, n_inner),
+            value=column("leaf_value", np.float64, n_leaves),
+        )
+
+    def rows(self) -> np.ndarray:
+        """``[U]`` each node's spec row: trees in order, each tree's nodes in preorder.
+
+        Worked level by level over all trees at once: a subtree's size comes bottom-up, a
+        node's preorder position top-down (a left child follows its parent, a right child
+        follows its parent's left subtree).
+        """
+        levels = [self.start]
+        inner = self.start[self.left[self.start] >= 0]
+        while inner.size and sum(len(level) for level in levels) <= len(self.left):
+            levels.append(np.concatenate([self.left[inner], self.right[inner]]))
+            inner = levels[-1][self.left[levels[-1]] >= 0]
+        if sum(len(level) for level in levels) != len(self.left):
+            raise ConversionError(
+                "the LightGBM model's trees do not link every node once; the model text is "
+                "damaged: save it again from the fitted model"
+            )
+        size = np.ones(len(self.left), dtype=np.int64)
+        for level in reversed(levels):
+            inner = level[self.left[level] >= 0]
+            size[inner] += size[self.left[inner]] + size[self.right[inner]]
+        position = np.zeros(len(self.left), dtype=np.int64)
+        for level in levels:
+            inner = level[self.left[level] >= 0]
+            position[self.left[inner]] = position[inner] + 1
+            position[self.right[inner]] = position[inner] + 1 + size[self.left[inner]]
+        tree = np.repeat(np.arange(len(self.leaves)), 2 * self.leaves - 1)
+        return self.start[tree] + position
+
+    def spec(self, rows: np.ndarray, codes: _LightGBMCategorical) -> TreeEnsembleSpec:
+        """The trees as a spec, rows in ``rows`` order; categorical splits go to ``codes``.
+
+        ``n_features``, ``base`` and ``tree_output`` are left for the caller.
+        """
+        count = len(self.left)
+        order = np.empty(count, dtype=np.int64)
+        order[rows] = np.arange(count, dtype=np.int64)
+        tree = np.repeat(np.arange(len(self.leaves), dtype=np.int64), 2 * self.leaves - 1)
+        position = rows - self.start[tree]
+        categorical = (self.decision & 1) != 0
+        threshold = _lightgbm_threshold(self.threshold)
+        threshold[categorical] = 0.0
+        missing_nan = ((self.decision >> 2) & 3) == 2
+        # Without a missing type LightGBM reads NaN as 0; NaN is never in a category.
+        nan_left = np.where(missing_nan, (self.decision & 2) != 0, 0.0 <= threshold)
+        nan_left &= ~categorical
+        text = np.isin(self.feature, list(codes.pandas)) & ~categorical
+        special = np.flatnonzero(categorical | text)
+        for g in special[np.argsort(rows[self.inner[special]])]:
+            row, feature = int(rows[self.inner[g]]), int(self.feature[g])
+            if categorical[g]:
+                codes.category_split(row, feature, self.category_codes(int(g)))
+            else:
+                codes.numeric_split(row, feature, float(threshold[g]), bool(nan_left[g]))
+        columns = {
+            "feature": np.full(count, -1, dtype=np.int64),
+            "threshold": np.zeros(count),
+            "left": np.full(count, -1, dtype=np.int64),
+            "right": np.full(count, -1, dtype=np.int64),
+            "missing": np.zeros(count, dtype=bool),
+            "value": np.zeros(count),
+        }
+        columns["feature"][self.inner] = self.feature
+        columns["threshold"][self.inner] = np.where(text, 0.0, threshold)
+        columns["left"][self.inner] = position[self.left[self.inner]]
+        columns["right"][self.inner] = position[self.right[self.inner]]
+        columns["missing"][self.inner] = nan_left
+        columns["value"][self.leaf] = self.value
+        return TreeEnsembleSpec(
+            tree=tree[order],
+            node=position[order],
+            feature=columns["feature"][order],
+            threshold=columns["threshold"][order],
+            left=columns["left"][order],
+            right=columns["right"][order],
+            missing_left=columns["missing"][order],
+            values=columns["value"][order].reshape(-1, 1),
+            base=np.zeros(1),
+            rule="leq",
+            native="float64",
+        )
+
+    def category_codes(self, g: int) -> np.ndarray:
+        """The codes internal node ``g`` (a categorical split) sends left: its bitset's bits."""
+        block = self.blocks[int(self.inner_tree[g])]
+        bounds = np.array(block.get("cat_boundaries", "").split(), dtype=np.int64)
+        words = np.array(block.get("cat_threshold", "").split(), dtype=np.int64)
+        index = int(self.threshold[g])
+        part = words[bounds[index] : bounds[index + 1]]
+        bits = (part[:, None] >> np.arange(32, dtype=np.int64)) & 1
+        return np.flatnonzero(bits.reshape(-1)).astype(np.int64)
+
+
+def _positions(counts: np.ndarray) -> np.ndarray:
+    """``0 … c-1`` for each count ``c``, one after the other."""
+    total = int(counts.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _lightgbm_refuse(forest: _LightGBMForest, rows: np.ndarray) -> None:
+    """Refuse what cannot be converted, named by the first such node in preorder.
+
+    Raises:
+        ConversionError: a split that reads 0 as missing, a leaf of a linear tree.
+    """
+    count = len(forest.left)
+    zero = np.zeros(count, dtype=bool)
+    zero[rows[forest.inner]] = ((forest.decision >> 2) & 3) == 1
+    linear_trees = np.array(
+        [block.get("is_linear", "0").strip() not in ("", "0") for block in forest.blocks],
+        dtype=bool,
+    )
+    linear = np.zeros(count, dtype=bool)
+    linear[rows[forest.leaf]] = linear_trees[forest.leaf_tree]
+    bad = np.flatnonzero(zero | linear)
+    if not bad.size:
+        return
+    if zero[bad[0]]:
+        raise ConversionError(
+            "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
+            "zero_as_missing=False (the default)"
+        )
+    raise ConversionError(
+        "LightGBM linear trees (linear_tree=True) cannot be converted; fit with linear_tree=False"
+    )
 
 
 def _lightgbm_string_features(
@@ -666,9 +895,8 @@ class _LightGBMCategorical:
     unknown_left: dict[int, bool] = field(default_factory=dict)
     highest: dict[int, int] = field(default_factory=dict)
 
-    def category_split(self, row: int, feature: int, threshold: str) -> None:
-        """A ``==`` split: the ``"1||3||5"`` codes go left, anything else right."""
-        listed = np.array([int(v) for v in str(threshold).split("||")], dtype=np.int64)
+    def category_split(self, row: int, feature: int, listed: np.ndarray) -> None:
+        """A categorical split: the ``listed`` codes go left, anything else right."""
         self.left_codes[row] = listed
         self.unknown_left[row] = False
         if feature not in self.pandas:
@@ -701,66 +929,21 @@ class _LightGBMCategorical:
 _LIGHTGBM_ZERO = float(np.float32(1e-35))
 
 
-def _lightgbm_threshold(threshold: float) -> float:
-    """A LightGBM threshold for the raw input: ``x <= t`` as LightGBM decides it.
+def _lightgbm_threshold(threshold: np.ndarray) -> np.ndarray:
+    """LightGBM thresholds for the raw input: ``x <= t`` as LightGBM decides it (a new array).
 
     LightGBM turns every value with ``|x| <= 1e-35`` into 0 before its trees see it, and puts
     splits between negative values and zero at -1e-35: there ``x <= t`` holds for LightGBM only
     when ``x < -1e-35``. A threshold within that band compares 0 for the whole band.
     """
-    if -_LIGHTGBM_ZERO <= threshold < 0.0:
-        return float(np.nextafter(-_LIGHTGBM_ZERO, -np.inf))
-    if 0.0 <= threshold < _LIGHTGBM_ZERO:
-        return _LIGHTGBM_ZERO
-    return threshold
-
-
-def _lightgbm_node(
-    builder: _Builder,
-    tree: int,
-    node: dict[str, Any],
-    counter: list[int],
-    codes: _LightGBMCategorical,
-) -> int:
-    """Add ``node`` and its subtree with preorder ids; returns the node's id."""
-    node_id = counter[0]
-    counter[0] += 1
-    if "leaf_value" in node and "split_feature" not in node:
-        if "leaf_coeff" in node or "leaf_features" in node:
-            raise ConversionError(
-                "LightGBM linear trees (linear_tree=True) cannot be converted; fit with "
-                "linear_tree=False"
-            )
-        builder.leaf(tree, node_id, [float(node["leaf_value"])])
-        return node_id
-    missing = node.get("missing_type", "None")
-    if missing == "Zero":
-        raise ConversionError(
-            "LightGBM models fitted with zero_as_missing=True cannot be converted; refit with "
-            "zero_as_missing=False (the default)"
-        )
-    feature = int(node["split_feature"])
-    position = len(builder.rows)
-    if node.get("decision_type", "<=") == "==":
-        # LightGBM sends NaN (and so an unseen pandas category) and negative values right.
-        codes.category_split(position, feature, node["threshold"])
-        threshold, nan_left = 0.0, False
-    else:
-        threshold = _lightgbm_threshold(float(node["threshold"]))
-        if missing == "NaN":
-            nan_left = bool(node.get("default_left", True))
-        else:
-            # Without a missing type LightGBM reads NaN as 0.
-            nan_left = 0.0 <= threshold
-        if feature in codes.pandas:
-            codes.numeric_split(position, feature, threshold, nan_left)
-            threshold = 0.0
-    builder.split(tree, node_id, feature, threshold, -1, -1, nan_left)
-    left = _lightgbm_node(builder, tree, node["left_child"], counter, codes)
-    right = _lightgbm_node(builder, tree, node["right_child"], counter, codes)
-    row = builder.rows[position]
-    builder.rows[position] = (*row[:4], left, right, row[6])
-    return node_id
+    threshold = np.asarray(threshold, dtype=np.float64)
+    below = (-_LIGHTGBM_ZERO <= threshold) & (threshold < 0.0)
+    above = (0.0 <= threshold) & (threshold < _LIGHTGBM_ZERO)
+    return np.where(
+        below,
+        np.nextafter(-_LIGHTGBM_ZERO, -np.inf),
+        np.where(above, _LIGHTGBM_ZERO, threshold),
+    )
 
 
 # -- graph -----------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """LGBMClassifier and LGBMRegressor (registered when lightgbm is installed).
 
-Read from ``booster_.dump_model()`` (no onnxmltools): ``[N, F] -> label [N], probabilities
+Read from ``booster_.model_to_string()`` (no onnxmltools): ``[N, F] -> label [N], probabilities
 [N, C]`` (binary: logistic with LightGBM's ``sigmoid`` scale, multiclass: softmax, multiclassova:
 a logistic per class) / ``value [N, 1]`` (identity; exp for poisson / gamma / tweedie; logistic
 for cross_entropy). LightGBM compares ``x <= t`` in float64. onnxmltools' converter rounds the
