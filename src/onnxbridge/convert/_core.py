@@ -388,21 +388,28 @@ def convert_estimator(
         ModelNotFittedError, MissingConverterError, DataError, ConversionError (also when
         the ONNX graph differs from scikit-learn, unless ``allow_divergent``).
     """
-    result = _convert_checked(
-        estimator,
-        sample,
-        opset=opset,
-        ml_opset=ml_opset,
-        zipmap=zipmap,
-        precision=precision,
-        target=target,
-        description=description,
-        fold=fold,
-        categories=categories,
-        allow_divergent=allow_divergent,
-    )
-    result._session = None  # the checks are done: free the runtime's copy of the model
-    return result
+    from onnxbridge.convert._steps import release_session
+
+    opened: list[ConversionResult] = []
+    try:
+        return _convert_checked(
+            estimator,
+            sample,
+            opset=opset,
+            ml_opset=ml_opset,
+            zipmap=zipmap,
+            precision=precision,
+            target=target,
+            description=description,
+            fold=fold,
+            categories=categories,
+            allow_divergent=allow_divergent,
+            opened=opened,
+        )
+    finally:
+        # The checks are done (or failed): free the runtime's copies of the models, also
+        # when an exception's traceback keeps the results alive.
+        release_session(*opened)
 
 
 def _convert_checked(
@@ -418,8 +425,10 @@ def _convert_checked(
     fold: bool,
     categories: Mapping[str, Sequence[Any]] | None,
     allow_divergent: bool,
+    opened: list[ConversionResult],
 ) -> ConversionResult:
     from onnxbridge.convert._check import check_conversion
+    from onnxbridge.convert._steps import release_session
 
     result = convert_unchecked(
         estimator,
@@ -433,6 +442,7 @@ def _convert_checked(
         fold=fold,
         categories=categories,
     )
+    opened.append(result)
     names = getattr(estimator, "feature_names_in_", None)
     frame = _sample_frame(sample, None if names is None else [str(n) for n in names])
     frame = _training_columns(estimator, frame)
@@ -458,6 +468,7 @@ def _convert_checked(
     if not result.check.ok and precision == "auto" and result.precision == "float":
         # auto means float32 unless that changes results: here it does, so try float64.
         first = result.check
+        release_session(result)  # not two big sessions at once while the float64 graph loads
         try:
             double = convert_unchecked(
                 estimator,
@@ -475,6 +486,7 @@ def _convert_checked(
         except ConversionError:
             double = None
         if double is not None:
+            opened.append(double)
             # The same source model and rows: the float graph's policy, not asked again.
             policy = (result.metadata.missing_values, result.metadata.missing_by_column)
             _set_missing_policy(double, policy)

@@ -811,6 +811,9 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
     if report.flipped == 0 and report.complete:
         result.notes.append(report.note(switched=False))
         return result
+    from onnxbridge.convert._steps import release_session
+
+    release_session(result)  # not two big sessions at once while the float64 graph loads
     try:
         double = convert("double")
     except ConversionError as exc:

@@ -35,6 +35,7 @@ __all__ = [
     "locate_diverging_step",
     "onnx_outputs",
     "onnx_session",
+    "release_session",
     "source_outputs",
 ]
 
@@ -102,6 +103,15 @@ def result_session(result: Any) -> Any:
         session = onnx_session(result.model)
         result._session = session
     return session
+
+
+def release_session(*results: Any) -> None:
+    """Let go of the sessions ``results`` hold (None entries are skipped): a big forest's
+    session is larger than its model, and a result that is kept or a traceback that holds it
+    must not keep the runtime's copy too."""
+    for result in results:
+        if result is not None:
+            result._session = None
 
 
 def _as_matrix(raw: Any, classes: list[Any] | None) -> np.ndarray:
