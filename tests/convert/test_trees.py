@@ -387,3 +387,16 @@ def test_lightgbm_reads_values_near_zero_as_zero(tmp_path, precision: str) -> No
     if precision == "double":  # LightGBM compares in float64: float32 flips its thresholds
         path = result.save(tmp_path / "lgbm.onnx")
         assert validate_model(path, model, X.tail(100)).verdict == "EQUIVALENT"
+
+
+@pytest.mark.parametrize("ml_opset", [None, 3])
+def test_xgboost_with_two_targets_declares_both_columns(ml_opset) -> None:
+    X = np.random.RandomState(SEED).normal(size=(400, 4)).astype(np.float32)
+    y = X[:, 0] * 3 + np.sin(X[:, 1])
+    model = XGBRegressor(n_estimators=5, max_depth=3, n_jobs=1).fit(X, np.c_[y, -y])
+    result = convert_estimator(model, X[:20], precision="float", ml_opset=ml_opset)
+    (output,) = result.model.graph.output
+    assert [d.dim_value for d in output.type.tensor_type.shape.dim][1:] == [2]
+    onnx.checker.check_model(result.model, full_check=True)
+    got = _run(result, X)["value"]
+    np.testing.assert_allclose(got, model.predict(X), rtol=1e-5, atol=1e-3)

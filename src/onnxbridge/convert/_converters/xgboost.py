@@ -17,6 +17,7 @@ one go left, as in XGBoost.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -111,8 +112,19 @@ register_converter(
         family=__name__,
     )
 )
+
+
+def _regressor_shape(operator: Any) -> None:
+    """Value ``[N, K]``, ``K`` the booster's targets (XGBRegressor has no ``n_outputs_``)."""
+    regressor_shape(operator)
+    config = json.loads(operator.raw_operator.get_booster().save_config())
+    targets = int(config["learner"]["learner_model_param"].get("num_target", 1))
+    if targets > 1:
+        operator.outputs[0].type = type(operator.outputs[0].type)([None, targets])
+
+
 register_converter(
     ConverterSpec(
-        XGBRegressor, regressor_shape, _regressor_convert, _regressor_example, family=__name__
+        XGBRegressor, _regressor_shape, _regressor_convert, _regressor_example, family=__name__
     )
 )
