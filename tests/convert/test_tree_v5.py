@@ -198,3 +198,20 @@ def test_node_attributes_are_the_fitted_arrays() -> None:
     np.testing.assert_array_equal(attrs["leaf_targetids"], np.zeros(int(leaf.sum())))
     (value,) = _run(result.model, X)
     np.testing.assert_array_equal(value.ravel(), tree.predict(X).astype(np.float32))
+
+
+def test_an_onnx_runtime_without_the_opset5_kernel_keeps_opset3(monkeypatch) -> None:
+    # ONNX Runtime 1.20 loads ai.onnx.ml 5 but has no TreeEnsemble kernel: the probe must run
+    # the operator, and where it does not run the ensemble stays TreeEnsembleRegressor.
+    from onnxbridge.convert import _core
+    from onnxbridge.convert._opsets import onnxruntime_runs_tree_ensemble
+
+    assert onnxruntime_runs_tree_ensemble()  # the installed ONNX Runtime has the kernel
+    monkeypatch.setattr(_core, "onnxruntime_runs_tree_ensemble", lambda: False)
+    X, y = _regression(600)
+    model = GradientBoostingRegressor(n_estimators=10, random_state=0).fit(X, y)
+    result = convert_estimator(model, X[:100], precision="float")
+    assert _tree_ops(result.model) == ["TreeEnsembleRegressor"]
+    assert _ml_opset(result.model) <= 3
+    (value,) = _run(result.model, X)
+    np.testing.assert_allclose(value.ravel(), model.predict(X), rtol=1e-5, atol=1e-3)

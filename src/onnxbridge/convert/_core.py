@@ -31,11 +31,10 @@ from onnxbridge.convert._check import ConversionCheck
 from onnxbridge.convert._folding import fold_scaling_into_linear
 from onnxbridge.convert._given_rows import conversion_rows
 from onnxbridge.convert._opsets import (
-    ML_DOMAIN,
     OpsetChoice,
     choose_opsets,
     fallback_opsets,
-    onnxruntime_max_opset,
+    onnxruntime_runs_tree_ensemble,
 )
 from onnxbridge.convert._registry import accepts_option, load_converters, tree_default_options
 from onnxbridge.convert._roles import model_task, output_roles, reference_method, target_classes
@@ -751,7 +750,7 @@ def _convert_with_opsets(
     choice = choose_opsets(opset, ml_opset)
     # Unless ai.onnx.ml is pinned, tree ensembles that allow it become the smaller opset-5
     # TreeEnsemble (onnxbridge.convert._tree_v5).
-    opset5 = ml_opset is None and onnxruntime_max_opset(ML_DOMAIN) >= 5
+    opset5 = ml_opset is None and onnxruntime_runs_tree_ensemble()
     try:
         return _run_skl2onnx(estimator, inputs, choice, zipmap, opset5=opset5), choice
     except ConversionError as first:

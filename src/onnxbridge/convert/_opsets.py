@@ -16,6 +16,7 @@ __all__ = [
     "choose_opsets",
     "fallback_opsets",
     "onnxruntime_max_opset",
+    "onnxruntime_runs_tree_ensemble",
     "skl2onnx_max_opset",
 ]
 
@@ -89,6 +90,64 @@ def onnxruntime_max_opset(domain: str = DEFAULT_DOMAIN) -> int:
             continue
         return version
     raise ConversionError(f"the installed onnxruntime loads no opset of domain {domain!r}")
+
+
+@cache
+def onnxruntime_runs_tree_ensemble() -> bool:
+    """Whether the installed ONNX Runtime runs ``ai.onnx.ml`` 5 ``TreeEnsemble`` (probed, cached).
+
+    Loading the opset is not enough: ONNX Runtime 1.20 loads ``ai.onnx.ml`` 5 but has no kernel
+    for ``TreeEnsemble``.
+    """
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    if onnxruntime_max_opset(ML_DOMAIN) < 5:
+        return False
+
+    def tensor(values: list[float], dtype: type) -> TensorProto:
+        return numpy_helper.from_array(np.asarray(values, dtype=dtype), name="")
+
+    # One split, x <= 0 -> 1.0 else 2.0.
+    node = helper.make_node(
+        "TreeEnsemble",
+        ["x"],
+        ["y"],
+        domain=ML_DOMAIN,
+        aggregate_function=1,
+        post_transform=0,
+        n_targets=1,
+        nodes_featureids=[0],
+        nodes_splits=tensor([0.0], np.float32),
+        nodes_modes=tensor([0], np.uint8),
+        nodes_truenodeids=[0],
+        nodes_falsenodeids=[1],
+        nodes_trueleafs=[1],
+        nodes_falseleafs=[1],
+        leaf_targetids=[0, 0],
+        leaf_weights=tensor([1.0, 2.0], np.float32),
+        tree_roots=[0],
+    )
+    graph = helper.make_graph(
+        [node],
+        "tree_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1])],
+    )
+    opsets = [helper.make_opsetid(DEFAULT_DOMAIN, 13), helper.make_opsetid(ML_DOMAIN, 5)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        (y,) = session.run(None, {"x": np.asarray([[-1.0], [1.0]], dtype=np.float32)})
+    except Exception:  # NOT_IMPLEMENTED where the kernel is missing
+        return False
+    return bool(np.array_equal(np.ravel(y), [1.0, 2.0]))
 
 
 def choose_opsets(opset: int | None = None, ml_opset: int | None = None) -> OpsetChoice:

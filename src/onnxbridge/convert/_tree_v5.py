@@ -15,7 +15,8 @@ kernel), so onnxbridge writes opset 5 wherever the result is the same ensemble:
   would need a copy of each tree per class, and stays ``TreeEnsembleClassifier``;
 - ``aggregate_function="SUM"``, ``post_transform="NONE"``; ``base_values`` become an ``Add``
   after the node (ONNX Runtime adds them after the sum too);
-- the installed ONNX Runtime loads ``ai.onnx.ml`` 5, and the user did not pin ``ml_opset``;
+- the installed ONNX Runtime runs ``TreeEnsemble`` (1.20 loads ``ai.onnx.ml`` 5 without a
+  kernel for it), and the user did not pin ``ml_opset``;
 - no other operator of the model changes meaning between ``ai.onnx.ml`` 3 and 5 (the opset-5
   import applies to the whole model: ``LabelEncoder`` changes at 4, ``TreeEnsembleClassifier``
   and ``TreeEnsembleRegressor`` are deprecated at 5).
