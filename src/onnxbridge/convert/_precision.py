@@ -523,27 +523,32 @@ def threshold_probes(
     largest = float(np.finfo(np.float32).max) / 2
     categorical = spec.is_categorical
     inner = np.flatnonzero(~spec.is_leaf & ~categorical & (np.abs(spec.threshold) < largest))
-    chosen = np.zeros(0, dtype=np.int64)
-    if len(inner):
-        pairs = np.stack([spec.feature[inner].astype(np.float64), spec.threshold[inner]], axis=1)
-        _, first = np.unique(pairs, axis=0, return_index=True)
-        chosen = inner[np.sort(first)]
+    chosen = _first_of_each_split(spec, inner)
+    # Per feature (the spec's columns): whether a step that cannot be inverted hides it, and how
+    # many rows a threshold on it takes; then per chosen node, with numpy (forests have millions).
+    opaque = np.array([source.kind == "opaque" for source in sources], dtype=bool)
+    costs = np.array([_rows_per_threshold(source) for source in sources], dtype=np.int64)
+    features = spec.feature[chosen]
     behind: dict[str, int] = {}
-    usable = []
-    for row in chosen:
-        source = sources[int(spec.feature[row])]
-        if source.kind == "opaque":
-            behind[source.step] = behind.get(source.step, 0) + 1
-        else:
-            usable.append(int(row))
-    cost = [_rows_per_threshold(sources[int(spec.feature[r])]) for r in usable]
-    if sum(cost) > max_rows:
+    hidden, first, counts = np.unique(
+        features[opaque[features]], return_index=True, return_counts=True
+    )
+    by_first = np.argsort(first)  # steps in the order their first threshold comes
+    for feature, count in zip(hidden[by_first].tolist(), counts[by_first].tolist(), strict=True):
+        step = sources[feature].step
+        behind[step] = behind.get(step, 0) + count
+    usable_rows = chosen[~opaque[features]]
+    cost = costs[spec.feature[usable_rows]]
+    usable = usable_rows.tolist()
+    if int(cost.sum()) > max_rows:
         order = np.random.RandomState(seed).permutation(len(usable))
-        keep, total = [], 0
-        for k in order:
-            if total + cost[k] <= max_rows:
-                keep.append(int(k))
-                total += cost[k]
+        keep, total, least = [], 0, int(cost.min())
+        for k in order.tolist():
+            if total + int(cost[k]) <= max_rows:
+                keep.append(k)
+                total += int(cost[k])
+            if max_rows - total < least:
+                break  # nothing more fits
         usable = [usable[k] for k in sorted(keep)]
     if not usable or len(base) == 0:
         empty = base.iloc[:0].copy()
@@ -621,6 +626,18 @@ def threshold_probes(
             )
     frame_out = _as_frame(rows, base, moved)
     return ThresholdProbes(frame_out, meta, len(chosen), len(usable), behind)
+
+
+def _first_of_each_split(spec: TreeEnsembleSpec, inner: np.ndarray) -> np.ndarray:
+    """Of ``inner`` (spec rows), the first row testing each distinct (feature, threshold), in
+    row order."""
+    if not len(inner):
+        return np.zeros(0, dtype=np.int64)
+    features, thresholds = spec.feature[inner], spec.threshold[inner]
+    order = np.lexsort((thresholds, features))  # stable: the first row of a pair comes first
+    features, thresholds = features[order], thresholds[order]
+    starts = np.r_[True, (features[1:] != features[:-1]) | (thresholds[1:] != thresholds[:-1])]
+    return inner[np.sort(order[starts])]
 
 
 def _final_inputs(estimator: Any, frame: pd.DataFrame) -> np.ndarray | None:
