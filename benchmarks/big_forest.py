@@ -6,7 +6,8 @@ Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32
   ``make_classification(300_000, 28, n_informative=15)`` (about 1.2 M nodes);
 - ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
   ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes);
-- ``medium`` and ``large``: the first 3 and 4 trees of ``big`` (about 10 M and 14 M nodes).
+- ``medium``, ``large`` and ``half``: the first 3, 4 and 8 trees of ``big`` (about 10 M, 14 M and
+  27 M nodes).
 
 Each measurement runs in a fresh process that loads the cached model and converts it once:
 
@@ -48,7 +49,7 @@ import numpy as np
 
 DATA = Path(__file__).resolve().parent / "data"
 # Models made of the first trees of ``big``.
-_PARTS = {"medium": 3, "large": 4}
+_PARTS = {"medium": 3, "large": 4, "half": 8}
 N_FEATURES = 28
 
 
@@ -157,9 +158,11 @@ def _step(step: str, name: str, model: Any) -> dict[str, Any]:
         data = path.with_name(path.name + ".data")
         return {"bytes": path.stat().st_size + data.stat().st_size, "precision": result.precision}
     X = np.random.default_rng(1).normal(size=(1_000_000, N_FEATURES)).astype(np.float32)
+    import onnx
+
     from onnxbridge.convert import read_metadata
 
-    metadata = read_metadata(str(path))
+    metadata = read_metadata(onnx.load(str(path), load_external_data=False))
     assert metadata is not None, "convert writes the metadata"
     columns = metadata.inputs[0]["columns"]
     if step == "validate":
