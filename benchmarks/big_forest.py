@@ -280,6 +280,13 @@ def main() -> None:
     for name in models:
         if not (DATA / f"big_forest_{name}.joblib").is_file():
             _fitted(name)  # fit and cache before anything is timed
+    if models:
+        _print_table(models, tools, args)
+    if args.end_to_end:
+        _end_to_end(args.end_to_end, args.cap_gib)
+
+
+def _print_table(models: list[str], tools: list[str], args: argparse.Namespace) -> None:
     print(
         f"one conversion per fresh process, median of {args.repeat} (range: max - min), "
         f"address space capped at {args.cap_gib:g} GiB; ratios: onnxbridge / skl2onnx"
@@ -294,8 +301,6 @@ def main() -> None:
         found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
         for result in found.values():
             print(_row(result, found.get("skl2onnx", {})), flush=True)
-    if args.end_to_end:
-        _end_to_end(args.end_to_end, args.cap_gib)
 
 
 def _end_to_end(name: str, cap_gib: float) -> None:

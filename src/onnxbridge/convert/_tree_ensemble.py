@@ -311,13 +311,25 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
             parts.append(part)
             tree_output.append(column)
             rows += len(part["node"])
-    joined = {
-        key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
-        for key in ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
-    }
     base = np.asarray(model._baseline_prediction, dtype=np.float64).reshape(-1)
     if base.shape[0] == 1 and k > 1:
         base = np.repeat(base, k)
+    return _joined_spec(
+        parts,
+        base=base,
+        rule="leq",
+        native="float64",
+        n_features=int(model.n_features_in_),
+        tree_output=np.asarray(tree_output, dtype=np.int64),
+        categories=categories,
+        left_codes=left_codes,
+    )
+
+
+def _joined_spec(parts: list[dict[str, np.ndarray]], **fields: Any) -> TreeEnsembleSpec:
+    """One spec from per-tree column arrays (one value per leaf), plus the other ``fields``."""
+    keys = ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
+    joined = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in keys}
     return TreeEnsembleSpec(
         tree=joined["tree"].astype(np.int64),
         node=joined["node"].astype(np.int64),
@@ -327,13 +339,7 @@ def from_hist_gradient_boosting(model: Any) -> TreeEnsembleSpec:
         right=joined["right"].astype(np.int64),
         missing_left=joined["missing"].astype(bool),
         values=joined["value"].astype(np.float64).reshape(-1, 1),
-        base=base,
-        rule="leq",
-        native="float64",
-        n_features=int(model.n_features_in_),
-        tree_output=np.asarray(tree_output, dtype=np.int64),
-        categories=categories,
-        left_codes=left_codes,
+        **fields,
     )
 
 
@@ -497,19 +503,8 @@ def _xgboost_tree(tree: dict[str, Any], index: int) -> dict[str, np.ndarray]:
 
 def _xgboost_spec(parts: list[dict[str, np.ndarray]], n_features: int) -> TreeEnsembleSpec:
     """The spec of XGBoost's trees (base and per-tree outputs filled by the caller)."""
-    joined = {
-        key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0)
-        for key in ("tree", "node", "feature", "threshold", "left", "right", "missing", "value")
-    }
-    return TreeEnsembleSpec(
-        tree=joined["tree"].astype(np.int64),
-        node=joined["node"].astype(np.int64),
-        feature=joined["feature"].astype(np.int64),
-        threshold=joined["threshold"].astype(np.float64),
-        left=joined["left"].astype(np.int64),
-        right=joined["right"].astype(np.int64),
-        missing_left=joined["missing"].astype(bool),
-        values=joined["value"].astype(np.float64).reshape(-1, 1),
+    return _joined_spec(
+        parts,
         base=np.zeros(1),
         rule="lt",
         native="float32",

@@ -299,7 +299,8 @@ def set_ml_opset(model: ModelProto) -> None:
 def _add_base(graph: Any, node: NodeProto, base: list[float], dtype: Any) -> None:
     """``output = node's sum + base``: the node writes a new name and an ``Add`` after it the
     old one."""
-    taken = {name for n in graph.node for name in n.output} | {i.name for i in graph.initializer}
+    taken = {name for n in graph.node for name in n.output} | {n.name for n in graph.node}
+    taken |= {i.name for i in graph.initializer} | {i.name for i in graph.input}
     out = node.output[0]
     summed, values = _fresh(f"{out}_sum", taken), _fresh(f"{out}_base", taken)
     node.output[0] = summed
