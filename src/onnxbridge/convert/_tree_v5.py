@@ -2,7 +2,7 @@
 
 The opset-5 operator keeps interior nodes and leaves apart: a node lists its feature, threshold
 (a tensor), mode (a ``uint8`` tensor) and two children, each either a node or a leaf, and a leaf
-is one ``(target, weight)`` pair. So a forest is about a third of the size of the opset-3
+is one ``(target, weight)`` pair. So a forest takes about 40 % of the bytes of the opset-3
 ``TreeEnsembleRegressor``, which repeats tree ids, node ids and a mode string for every node and
 lists leaves a second time as targets; thresholds and weights are tensors, which a model past
 protobuf's 2 GiB limit keeps in an external data file.
