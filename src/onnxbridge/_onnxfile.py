@@ -7,6 +7,9 @@ by side; ``--external-data`` on ``convert`` writes a small model that way too. E
 reads a model from a path asks this module which files belong to it and whether the external data
 references are safe to follow: a reference that leaves the model's folder (``../..``, an absolute
 path, a symbolic link out) is refused before any other code opens it.
+
+:func:`unique_names` names the nodes and values that convert and the runtime's rewrites add to
+a graph.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import math
 import mmap
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ __all__ = [
     "save_model",
     "tensor_bytes",
     "total_bytes",
+    "unique_names",
 ]
 
 # Protobuf refuses a message of 2 GiB or more: no .onnx file (without its external data) is.
@@ -449,3 +453,19 @@ def model_sha256(path: str | os.PathLike[str]) -> str:
     for file in files[1:]:
         digest.update(f"{file.name}\0{file_sha256(file)}\n".encode())
     return digest.hexdigest()
+
+
+def unique_names(graph: Any) -> Callable[[str], str]:
+    """``unique(base)``: a node / value name not yet used in ``graph`` (nor by earlier calls)."""
+    taken = {n.name for n in graph.node} | {v for n in graph.node for v in n.output}
+    taken |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
+
+    def unique(base: str) -> str:
+        candidate, i = base, 0
+        while candidate in taken:
+            i += 1
+            candidate = f"{base}_{i}"
+        taken.add(candidate)
+        return candidate
+
+    return unique

@@ -1349,15 +1349,14 @@ def deferred_arrays(*, opset5: bool = False) -> Iterator[Callable[[ModelProto], 
     def attach(model: ModelProto) -> None:
         from onnxbridge.convert import _tree_v5
 
+        walked = list(_graph_nodes(model.graph))
         found = [
             (graph, node)
-            for graph, node in _graph_nodes(model.graph)
+            for graph, node in walked
             if node.name in pending
             and not any(a.name in pending[node.name] for a in node.attribute)
         ]
-        upgrade = opset5 and _tree_v5.can_use_v5(
-            model, [node for _, node in _graph_nodes(model.graph)], pending
-        )
+        upgrade = opset5 and _tree_v5.can_use_v5(model, [node for _, node in walked], pending)
         for graph, node in found:
             arrays = pending.pop(node.name)
             if upgrade and node.op_type == "TreeEnsembleRegressor":

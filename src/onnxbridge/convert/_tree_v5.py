@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
+from onnxbridge._onnxfile import unique_names
+
 __all__ = ["ML_OPSET", "can_use_v5", "make_v5", "set_ml_opset"]
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -141,6 +143,8 @@ def _single_value_leaves(small: dict[str, Any], arrays: dict[str, Any]) -> bool:
     if len(arrays["target_ids"]) != int(is_leaf.sum()):
         return False
     positions = _positions(arrays["nodes_treeids"], arrays["nodes_nodeids"])
+    if positions is None:
+        return False
     targets = positions(arrays["target_treeids"], arrays["target_nodeids"])
     if targets is None:
         return False
@@ -149,35 +153,26 @@ def _single_value_leaves(small: dict[str, Any], arrays: dict[str, Any]) -> bool:
 
 
 def _positions(trees: np.ndarray, ids: np.ndarray) -> Any:
-    """``find(tree, id) -> row`` over the node arrays (None where a pair is not a node)."""
+    """``find(tree, id) -> row`` over the node arrays (None where a pair is not a node), or
+    None when the arrays are not laid out as the converter writes them: trees one after
+    another in order, node ids ``0..n-1`` within each."""
     trees = np.asarray(trees, dtype=np.int64)
     ids = np.asarray(ids, dtype=np.int64)
     starts = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]]) if len(trees) else trees
     run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(trees)]))
     tree_order = trees[starts] if len(trees) else trees
-    # The converter's layout: trees one after another, in order, node ids 0..n-1 within each.
-    if np.all(np.diff(tree_order) > 0) and np.array_equal(ids, np.arange(len(ids)) - starts[run]):
-        sizes = np.diff(np.r_[starts, len(trees)])
+    if not len(trees) or not np.all(np.diff(tree_order) > 0):
+        return None
+    if not np.array_equal(ids, np.arange(len(ids)) - starts[run]):
+        return None
+    sizes = np.diff(np.r_[starts, len(trees)])
 
-        def direct(tree: np.ndarray, node: np.ndarray) -> np.ndarray | None:
-            where = np.searchsorted(tree_order, tree)
-            where = np.minimum(where, len(tree_order) - 1)
-            valid = (tree_order[where] == tree) & (node >= 0) & (node < sizes[where])
-            return (starts[where] + node) if bool(np.all(valid)) else None
+    def find(tree: np.ndarray, node: np.ndarray) -> np.ndarray | None:
+        where = np.minimum(np.searchsorted(tree_order, tree), len(tree_order) - 1)
+        valid = (tree_order[where] == tree) & (node >= 0) & (node < sizes[where])
+        return (starts[where] + node) if bool(np.all(valid)) else None
 
-        return direct
-    width = int(ids.max()) + 1 if len(ids) else 1
-    keys = trees * width + ids
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-
-    def search(tree: np.ndarray, node: np.ndarray) -> np.ndarray | None:
-        wanted = np.asarray(tree, dtype=np.int64) * width + np.asarray(node, dtype=np.int64)
-        where = np.minimum(np.searchsorted(sorted_keys, wanted), len(keys) - 1)
-        found = sorted_keys[where] == wanted
-        return order[where] if bool(np.all(found)) and len(keys) else None
-
-    return search
+    return find
 
 
 def make_v5(graph: Any, node: NodeProto, arrays: dict[str, Any]) -> dict[str, Any]:
@@ -299,21 +294,11 @@ def set_ml_opset(model: ModelProto) -> None:
 def _add_base(graph: Any, node: NodeProto, base: list[float], dtype: Any) -> None:
     """``output = node's sum + base``: the node writes a new name and an ``Add`` after it the
     old one."""
-    taken = {name for n in graph.node for name in n.output} | {n.name for n in graph.node}
-    taken |= {i.name for i in graph.initializer} | {i.name for i in graph.input}
+    unique = unique_names(graph)
     out = node.output[0]
-    summed, values = _fresh(f"{out}_sum", taken), _fresh(f"{out}_base", taken)
+    summed, values = unique(f"{out}_sum"), unique(f"{out}_base")
     node.output[0] = summed
     graph.initializer.append(numpy_helper.from_array(np.asarray([base], dtype=dtype), values))
-    add = helper.make_node("Add", [summed, values], [out], name=_fresh(f"{node.name}_base", taken))
+    add = helper.make_node("Add", [summed, values], [out], name=unique(f"{node.name}_base"))
     at = next(i for i, n in enumerate(graph.node) if n.name == node.name)
     graph.node.insert(at + 1, add)
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    found, k = name, 0
-    while found in taken:
-        k += 1
-        found = f"{name}{k}"
-    taken.add(found)
-    return found

@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge._onnxfile import unique_names
 from onnxbridge.runtime._rewrites import Rewrite
-from onnxbridge.runtime._rewrites.tree_blocks import ML_DOMAIN, attributes_of, unique_names
+from onnxbridge.runtime._rewrites.tree_blocks import ML_DOMAIN, attributes_of
 
 # A rewritten operator: its nodes and their initializers.
 _Nodes = tuple[list[Any], list[Any]]

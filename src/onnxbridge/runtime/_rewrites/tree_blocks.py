@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from onnxbridge._onnxfile import unique_names
 from onnxbridge.runtime._rewrites import Rewrite
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
     "attributes_of",
     "block_tree_ensembles",
     "tree_blocks",
-    "unique_names",
 ]
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -102,22 +102,6 @@ def _attribute(name: str, value: Any) -> Any:
         attr.type = AttributeProto.INTS
         attr.ints.extend(value.tolist())
     return attr
-
-
-def unique_names(graph: Any) -> Callable[[str], str]:
-    """``unique(base)``: a node / value name not yet used in ``graph`` (nor by earlier calls)."""
-    taken = {n.name for n in graph.node} | {v for n in graph.node for v in n.output}
-    taken |= {i.name for i in graph.input} | {i.name for i in graph.initializer}
-
-    def unique(base: str) -> str:
-        candidate, i = base, 0
-        while candidate in taken:
-            i += 1
-            candidate = f"{base}_{i}"
-        taken.add(candidate)
-        return candidate
-
-    return unique
 
 
 def _plan(attrs: dict[str, Any], max_nodes: int) -> list[np.ndarray] | None:
