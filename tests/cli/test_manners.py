@@ -175,6 +175,8 @@ def test_a_good_train_into_an_existing_bundle_names_out_and_overwrite(
 def test_flags_are_checked_before_files(tmp_path: Path) -> None:
     done = shell("onnxbridge convert nowhere --precision half", tmp_path)
     assert "--precision 'half' is not supported" in one_error_line(done)
+    done = shell("onnxbridge convert nowhere --tree-block-nodes -1", tmp_path)
+    assert "--tree-block-nodes -1 is negative" in one_error_line(done)
     done = shell("onnxbridge validate nowhere --missing-values sometimes", tmp_path)
     assert "--missing-values 'sometimes' is not valid" in one_error_line(done)
 

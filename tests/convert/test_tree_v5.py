@@ -215,3 +215,83 @@ def test_an_onnx_runtime_without_the_opset5_kernel_keeps_opset3(monkeypatch) -> 
     assert _ml_opset(result.model) <= 3
     (value,) = _run(result.model, X)
     np.testing.assert_allclose(value.ravel(), model.predict(X), rtol=1e-5, atol=1e-3)
+
+
+def _blocks(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "TreeEnsemble"]
+
+
+def _block_size(node: onnx.NodeProto) -> tuple[int, int]:
+    """(trees, splits and the leaves they reach) of a ``TreeEnsemble`` node."""
+    attrs = {a.name: np.array(helper.get_attribute_value(a)) for a in node.attribute}
+    leaves = set()
+    for side in ("true", "false"):
+        is_leaf = attrs[f"nodes_{side}leafs"] == 1
+        leaves |= set(attrs[f"nodes_{side}nodeids"][is_leaf].tolist())
+    return len(attrs["tree_roots"]), len(attrs["nodes_featureids"]) + len(leaves)
+
+
+BLOCK_CASES = [
+    pytest.param(lambda: RandomForestRegressor(n_estimators=12, random_state=0), "r", id="RF"),
+    pytest.param(lambda: GradientBoostingRegressor(random_state=0), "r", id="GBR"),
+    pytest.param(lambda: HistGradientBoostingRegressor(random_state=0), "r", id="HGBR"),
+    pytest.param(lambda: XGBRegressor(n_estimators=30, max_depth=5), "r", id="XGB"),
+    pytest.param(lambda: LGBMRegressor(n_estimators=30, verbose=-1), "r", id="LGBM"),
+    pytest.param(lambda: GradientBoostingClassifier(random_state=0), "c", id="GBC-3"),
+]
+
+
+@pytest.mark.parametrize("precision", ["float", "double"])
+@pytest.mark.parametrize(("make", "task"), BLOCK_CASES)
+def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(make, task, precision) -> None:
+    X, y = _regression() if task == "r" else _classification()
+    model = make().fit(X, y)
+    whole = convert_estimator(model, X[:100], precision=precision, tree_block_nodes=0)
+    ((trees, nodes),) = [_block_size(n) for n in _blocks(whole.model)]
+    limit = nodes // 5
+    blocked = convert_estimator(model, X[:100], precision=precision, tree_block_nodes=limit)
+    sizes = [_block_size(n) for n in _blocks(blocked.model)]
+    assert len(sizes) >= 5
+    assert sum(t for t, _ in sizes) == trees  # every tree once
+    assert all(n <= limit or t == 1 for t, n in sizes)  # a bigger tree is a block of its own
+    (summed,) = [n for n in blocked.model.graph.node if n.op_type == "Sum"]
+    assert sorted(summed.input) == sorted(n.output[0] for n in _blocks(blocked.model))
+    assert blocked.check is not None and blocked.check.ok
+    onnx.checker.check_model(blocked.model, full_check=True)
+    rows = _rows().astype(np.float64 if precision == "double" else np.float32)
+    for got, want in zip(_run(blocked.model, rows), _run(whole.model, rows), strict=True):
+        if precision == "double" or got.dtype.kind != "f":
+            # The float64 graph's ensemble writes each tree's leaf index to the tree's own
+            # column: the blocks' sum adds zeros, which is exact (and labels are the same).
+            np.testing.assert_array_equal(got, want)
+        else:
+            # The float32 scores are added in another order: the last places may differ.
+            scale = np.abs(want).max()
+            np.testing.assert_allclose(got, want, rtol=0, atol=scale * 4e-7 * len(sizes))
+
+
+def test_the_default_keeps_small_ensembles_whole_and_blocks_a_validated_model(tmp_path) -> None:
+    from onnxbridge.validate import validate_model
+
+    X, y = _regression(3000)
+    model = ExtraTreesRegressor(n_estimators=8, random_state=0).fit(X, y)
+    assert len(_blocks(convert_estimator(model, X[:100]).model)) == 1
+    blocked = convert_estimator(model, X[:100], tree_block_nodes=3000)
+    assert len(_blocks(blocked.model)) == 8  # each tree has more than 3 000 nodes
+    path = blocked.save(tmp_path / "blocks.onnx")
+    frame = pd.DataFrame(X[2000:], columns=blocked.metadata.inputs[0]["columns"])
+    assert validate_model(path, model, frame).verdict == "EQUIVALENT"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(-1, "tree_block_nodes=-1 is negative"), (2.5, "tree_block_nodes=2.5 is not a whole")],
+)
+def test_tree_block_nodes_must_be_a_count(value, message) -> None:
+    from onnxbridge.errors import ConversionError
+
+    X, y = _regression(300)
+    model = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(X, y)
+    with pytest.raises(ConversionError, match=message) as info:
+        convert_estimator(model, X[:50], tree_block_nodes=value)
+    assert info.value.arguments == ("tree_block_nodes",)

@@ -334,6 +334,14 @@ def convert(
             "float unless that changes the model's decisions."
         ),
     ] = "auto",
+    tree_block_nodes: Annotated[
+        int | None,
+        typer.Option(
+            help="A TreeEnsemble (ai.onnx.ml 5) of more nodes is written as blocks of whole "
+            "trees of at most this many nodes, summed; 0 writes one operator "
+            "[default: 1048576].",
+        ),
+    ] = None,
     fold: Annotated[
         bool,
         typer.Option(
@@ -383,12 +391,19 @@ def convert(
     """Convert a bundle's model (or a model file plus sample data) to a checked model.onnx."""
     from onnxbridge._cli._inspect_view import format_opsets
     from onnxbridge.convert import convert_bundle, convert_estimator
-    from onnxbridge.convert._core import PRECISIONS, sample_rows
+    from onnxbridge.convert._core import PRECISIONS, TREE_BLOCK_NODES, sample_rows
 
     # Flags first: they are the cheapest to check and name the mistake best.
     if precision not in PRECISIONS:
         raise DataError(
             f"--precision {precision!r} is not supported; use one of {', '.join(PRECISIONS)}"
+        )
+    if tree_block_nodes is None:
+        tree_block_nodes = TREE_BLOCK_NODES
+    if tree_block_nodes < 0:
+        raise DataError(
+            f"--tree-block-nodes {tree_block_nodes} is negative; pass a number of nodes "
+            f"(default {TREE_BLOCK_NODES}), or 0 for one operator per tree ensemble"
         )
     if source.is_dir():
         if sample is not None or out is not None or allow_pickle:
@@ -403,6 +418,7 @@ def convert(
             source,
             opset=opset,
             ml_opset=ml_opset,
+            tree_block_nodes=tree_block_nodes,
             zipmap=zipmap,
             precision=precision,
             fold=fold,
@@ -432,6 +448,7 @@ def convert(
             sample_rows(frame),
             opset=opset,
             ml_opset=ml_opset,
+            tree_block_nodes=tree_block_nodes,
             zipmap=zipmap,
             precision=precision,
             target=target,

@@ -1328,7 +1328,9 @@ _DEFERRED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("deferred",
 
 
 @contextmanager
-def deferred_arrays(*, opset5: bool = False) -> Iterator[Callable[[ModelProto], None]]:
+def deferred_arrays(
+    *, opset5: bool = False, block_nodes: int = 0
+) -> Iterator[Callable[[ModelProto], None]]:
     """Within the block, tree-ensemble nodes get their big attributes only when attached.
 
     skl2onnx copies every node a few times on its way to a model; a forest's node is most of
@@ -1339,6 +1341,8 @@ def deferred_arrays(*, opset5: bool = False) -> Iterator[Callable[[ModelProto], 
     Args:
         opset5: write the ensembles as ``ai.onnx.ml`` 5 ``TreeEnsemble`` nodes where the model
             allows it (:mod:`onnxbridge.convert._tree_v5`).
+        block_nodes: an opset-5 ensemble of more nodes is written as blocks of whole trees of
+            at most this many nodes each, their scores summed (0: one node).
 
     Yields:
         ``attach(model)``: set the arrays on the model's nodes.
@@ -1360,8 +1364,10 @@ def deferred_arrays(*, opset5: bool = False) -> Iterator[Callable[[ModelProto], 
         for graph, node in found:
             arrays = pending.pop(node.name)
             if upgrade and node.op_type == "TreeEnsembleRegressor":
-                arrays = _tree_v5.make_v5(graph, node, arrays)
-            _set_array_attributes(node, arrays)
+                for block, block_arrays in _tree_v5.make_v5(graph, node, arrays, block_nodes):
+                    _set_array_attributes(block, block_arrays)
+            else:
+                _set_array_attributes(node, arrays)
         if upgrade:
             _tree_v5.set_ml_opset(model)
         if pending:

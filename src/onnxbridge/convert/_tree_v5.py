@@ -29,6 +29,7 @@ shift every leaf id past any such clash.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,12 @@ def _small(node: NodeProto) -> dict[str, Any]:
 
 
 def _floats(value: Any) -> np.ndarray:
-    """A float attribute's values: a ``TensorProto`` keeps its type, a list is float32."""
+    """A float attribute's values: a ``TensorProto`` or an array keeps its type, a list is
+    float32."""
     if isinstance(value, TensorProto):
         return numpy_helper.to_array(value).reshape(-1)
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1)
     return np.asarray(value, dtype=np.float32).reshape(-1)
 
 
@@ -175,14 +179,119 @@ def _positions(trees: np.ndarray, ids: np.ndarray) -> Any:
     return find
 
 
-def make_v5(graph: Any, node: NodeProto, arrays: dict[str, Any]) -> dict[str, Any]:
-    """Turn ``node`` of ``graph`` (a ``TreeEnsembleRegressor`` without its arrays) into a
-    ``TreeEnsemble``; returns the array attributes to set on it.
+def make_v5(
+    graph: Any, node: NodeProto, arrays: dict[str, Any], block_nodes: int = 0
+) -> list[tuple[NodeProto, dict[str, Any]]]:
+    """Turn ``node`` of ``graph`` (a ``TreeEnsembleRegressor`` without its arrays) into
+    ``TreeEnsemble`` nodes; returns each node with the array attributes to set on it.
 
     ``can_use_v5`` must hold. The node's small attributes are replaced, and its
-    ``base_values`` become an ``Add`` after it.
+    ``base_values`` become an ``Add`` after it. An ensemble of more than ``block_nodes`` nodes
+    (0: no limit) becomes one ``TreeEnsemble`` per block of whole trees, each of at most
+    ``block_nodes`` nodes unless a single tree is bigger, and a ``Sum`` of their scores.
     """
     small = _small(node)
+    parts = _tree_blocks(arrays, block_nodes)
+    dtype = _floats(arrays.get("nodes_values_as_tensor", arrays.get("nodes_values"))).dtype
+    out = node.output[0]
+    del node.attribute[:]
+    node.op_type = "TreeEnsemble"
+    node.attribute.extend(
+        [
+            helper.make_attribute("aggregate_function", 1),
+            helper.make_attribute("n_targets", int(small.get("n_targets", 1))),
+            helper.make_attribute("post_transform", 0),
+        ]
+    )
+    # The opset-5 node outputs the input's type (opset 3: always float32).
+    kept = [v for v in graph.value_info if v.name != out]
+    if len(kept) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
+    last = node
+    made = [(node, _v5_arrays(parts[0]))]
+    if len(parts) > 1:
+        unique = unique_names(graph)
+        at = _index(graph, node)
+        block_outputs = [unique(f"{out}_block0")]
+        node.output[0] = block_outputs[0]
+        for k, part in enumerate(parts[1:], start=1):
+            block = NodeProto()
+            block.CopyFrom(node)
+            block.name = unique(f"{node.name}_block{k}")
+            block.output[0] = unique(f"{out}_block{k}")
+            block_outputs.append(block.output[0])
+            graph.node.insert(at + k, block)
+            made.append((graph.node[at + k], _v5_arrays(part)))
+        total = helper.make_node("Sum", block_outputs, [out], name=unique(f"{node.name}_sum"))
+        graph.node.insert(at + len(parts), total)
+        last = graph.node[at + len(parts)]
+    base = small.get("base_values")
+    if base is not None and any(base):
+        _add_base(graph, last, [float(v) for v in base], dtype)
+    return made
+
+
+def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any]]:
+    """``arrays`` cut into blocks of whole trees of at most ``block_nodes`` nodes each (a
+    bigger tree alone): node rows and leaf (``target_*``) rows of consecutive trees. One block,
+    ``arrays`` itself, when the ensemble is no bigger or a name is neither kind."""
+    trees = np.asarray(arrays["nodes_treeids"], dtype=np.int64)
+    if block_nodes <= 0 or len(trees) <= block_nodes:
+        return [arrays]
+    if any(not k.startswith(("nodes_", "target_")) for k in arrays):
+        return [arrays]
+    starts = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
+    sizes = np.diff(np.r_[starts, len(trees)])
+    cuts, filled = [0], 0
+    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
+        if filled and filled + size > block_nodes:
+            cuts.append(start)
+            filled = 0
+        filled += size
+    cuts.append(len(trees))
+    if len(cuts) == 2:
+        return [arrays]
+    values = {k: _rows(v) for k, v in arrays.items()}
+    target_trees = np.asarray(arrays["target_treeids"], dtype=np.int64)
+    ordered = bool(np.all(target_trees[1:] >= target_trees[:-1]))
+    parts = []
+    for a, b in pairwise(cuts):
+        first, last = int(trees[a]), int(trees[b - 1])
+        if ordered:
+            lo, hi = np.searchsorted(target_trees, [first, last + 1])
+            targets: Any = slice(int(lo), int(hi))
+        else:
+            targets = (target_trees >= first) & (target_trees <= last)
+        parts.append(
+            {k: v[slice(a, b) if k.startswith("nodes_") else targets] for k, v in values.items()}
+        )
+    return parts
+
+
+def _rows(value: Any) -> Any:
+    """An array attribute as something rows can be taken from (a table of texts keeps its
+    table)."""
+    if getattr(value, "table", None) is not None:
+        return _Texts(value.table, np.asarray(value.codes))
+    if isinstance(value, TensorProto):
+        return numpy_helper.to_array(value).reshape(-1)
+    return np.asarray(value)
+
+
+class _Texts:
+    """The converter's table of texts with a code per node, cut by rows like an array."""
+
+    def __init__(self, table: Any, codes: np.ndarray) -> None:
+        self.table = table
+        self.codes = codes
+
+    def __getitem__(self, rows: Any) -> _Texts:
+        return _Texts(self.table, self.codes[rows])
+
+
+def _v5_arrays(arrays: dict[str, Any]) -> dict[str, Any]:
+    """The opset-5 array attributes of the trees in ``arrays`` (converter layout)."""
     thresholds = _floats(arrays.get("nodes_values_as_tensor", arrays.get("nodes_values")))
     dtype = thresholds.dtype
     found = _modes(arrays["nodes_modes"])
@@ -232,24 +341,11 @@ def make_v5(graph: Any, node: NodeProto, arrays: dict[str, Any]) -> dict[str, An
     }
     if len(missing) and np.any(missing[inner]):
         out["nodes_missing_value_tracks_true"] = np.r_[missing[inner].astype(np.int64), zeros]
-    base = small.get("base_values")
-    del node.attribute[:]
-    node.op_type = "TreeEnsemble"
-    node.attribute.extend(
-        [
-            helper.make_attribute("aggregate_function", 1),
-            helper.make_attribute("n_targets", int(small.get("n_targets", 1))),
-            helper.make_attribute("post_transform", 0),
-        ]
-    )
-    # The opset-5 node outputs the input's type (opset 3: always float32).
-    kept = [v for v in graph.value_info if v.name not in set(node.output)]
-    if len(kept) != len(graph.value_info):
-        del graph.value_info[:]
-        graph.value_info.extend(kept)
-    if base is not None and any(base):
-        _add_base(graph, node, [float(v) for v in base], dtype)
     return out
+
+
+def _index(graph: Any, node: NodeProto) -> int:
+    return next(i for i, n in enumerate(graph.node) if n.name == node.name)
 
 
 def _tensor(values: np.ndarray) -> TensorProto:
@@ -300,5 +396,4 @@ def _add_base(graph: Any, node: NodeProto, base: list[float], dtype: Any) -> Non
     node.output[0] = summed
     graph.initializer.append(numpy_helper.from_array(np.asarray([base], dtype=dtype), values))
     add = helper.make_node("Add", [summed, values], [out], name=unique(f"{node.name}_base"))
-    at = next(i for i, n in enumerate(graph.node) if n.name == node.name)
-    graph.node.insert(at + 1, add)
+    graph.node.insert(_index(graph, node) + 1, add)

@@ -48,7 +48,7 @@ MERGEABLE_OPS = frozenset(
         ("", op)
         for op in (
             "Abs", "Add", "ArgMax", "ArgMin", "Cast", "Concat", "Div", "Flatten", "Gather",
-            "Identity", "Mul", "Neg", "Reshape", "Squeeze", "Sub", "Unsqueeze",
+            "Identity", "Mul", "Neg", "Reshape", "Squeeze", "Sub", "Sum", "Unsqueeze",
         )
     }
 )  # fmt: skip
