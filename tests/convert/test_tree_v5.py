@@ -218,12 +218,15 @@ def test_an_onnx_runtime_without_the_opset5_kernel_keeps_opset3(monkeypatch) -> 
 
 
 def _blocks(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    return [n for n in model.graph.node if n.op_type == "TreeEnsemble"]
+    ops = ("TreeEnsemble", "TreeEnsembleRegressor")
+    return [n for n in model.graph.node if n.domain == ML and n.op_type in ops]
 
 
 def _block_size(node: onnx.NodeProto) -> tuple[int, int]:
-    """(trees, splits and the leaves they reach) of a ``TreeEnsemble`` node."""
+    """(trees, splits and the leaves they reach) of a tree-ensemble node."""
     attrs = {a.name: np.array(helper.get_attribute_value(a)) for a in node.attribute}
+    if node.op_type == "TreeEnsembleRegressor":
+        return len(np.unique(attrs["nodes_treeids"])), len(attrs["nodes_treeids"])
     leaves = set()
     for side in ("true", "false"):
         is_leaf = attrs[f"nodes_{side}leafs"] == 1
@@ -241,15 +244,20 @@ BLOCK_CASES = [
 ]
 
 
+@pytest.mark.parametrize("ml_opset", [None, 3])
 @pytest.mark.parametrize("precision", ["float", "double"])
 @pytest.mark.parametrize(("make", "task"), BLOCK_CASES)
-def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(make, task, precision) -> None:
+def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(
+    make, task, precision, ml_opset
+) -> None:
     X, y = _regression() if task == "r" else _classification()
     model = make().fit(X, y)
-    whole = convert_estimator(model, X[:100], precision=precision, tree_block_nodes=0)
+    options = {"precision": precision, "ml_opset": ml_opset}
+    whole = convert_estimator(model, X[:100], tree_block_nodes=0, **options)
     ((trees, nodes),) = [_block_size(n) for n in _blocks(whole.model)]
     limit = nodes // 5
-    blocked = convert_estimator(model, X[:100], precision=precision, tree_block_nodes=limit)
+    blocked = convert_estimator(model, X[:100], tree_block_nodes=limit, **options)
+    assert {n.op_type for n in _blocks(blocked.model)} == {n.op_type for n in _blocks(whole.model)}
     sizes = [_block_size(n) for n in _blocks(blocked.model)]
     assert len(sizes) >= 5
     assert sum(t for t, _ in sizes) == trees  # every tree once

@@ -1286,8 +1286,12 @@ def _fill_attribute(attribute: AttributeProto, name: str, values: Any) -> None:
         attribute.MergeFromString(_length_prefix(_FLOATS_FIELD, len(body)) + body)
 
 
-def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
-    """Give ``node`` the ``arrays`` as attributes, all of them in sorted order (``make_node``'s)."""
+def _set_array_attributes(
+    node: NodeProto, arrays: dict[str, Any], *, check_size: bool = True
+) -> None:
+    """Give ``node`` the ``arrays`` as attributes, all of them in sorted order (``make_node``'s);
+    ``check_size``: refuse a node whose lists pass protobuf's limit (the caller checks blocks
+    of one ensemble together)."""
     kept = {a.name: a for a in node.attribute if a.name not in arrays}
     small = {name: AttributeProto() for name in kept}
     for name, attribute in kept.items():
@@ -1303,21 +1307,26 @@ def _set_array_attributes(node: NodeProto, arrays: dict[str, Any]) -> None:
             _fill_attribute(parsed, name, arrays[name])
             node.attribute.add().CopyFrom(parsed)
             del parsed
-    _check_listed_size(node)
+    if check_size:
+        _check_listed_size([node])
 
 
-def _check_listed_size(node: NodeProto) -> None:
-    """Refuse a node whose list attributes (all but tensors) alone reach protobuf's limit."""
-    entries = sum(len(a.ints) + len(a.floats) + len(a.strings) for a in node.attribute)
+def _check_listed_size(nodes: list[NodeProto]) -> None:
+    """Refuse an ensemble (its nodes) whose list attributes (all but tensors) alone reach
+    protobuf's limit."""
+    attributes = [a for node in nodes for a in node.attribute]
+    entries = sum(len(a.ints) + len(a.floats) + len(a.strings) for a in attributes)
     if entries * 16 < PROTOBUF_LIMIT:
         return  # an entry takes at most 11 bytes, a mode 12: far below the limit
-    listed = sum(a.ByteSize() for a in node.attribute if a.type != AttributeProto.TENSOR)
+    listed = sum(a.ByteSize() for a in attributes if a.type != AttributeProto.TENSOR)
     if listed >= PROTOBUF_LIMIT:
         ids = ("nodes_treeids", "nodes_featureids")
-        count = max((len(a.ints) for a in node.attribute if a.name in ids), default=0)
+        count = sum(
+            max((len(a.ints) for a in node.attribute if a.name in ids), default=0) for node in nodes
+        )
         raise ConversionError(
             f"the tree ensemble's {count:,} nodes need {listed / 2**30:.2f} GiB of integer and "
-            "text attributes in one ONNX node, over protobuf's 2 GiB limit (only tensors can "
+            "text attributes, over protobuf's 2 GiB limit for the ONNX file (only tensors can "
             "go to an external data file); train fewer or smaller trees (n_estimators, "
             "max_depth, min_samples_leaf)"
         )
@@ -1363,11 +1372,16 @@ def deferred_arrays(
         upgrade = opset5 and _tree_v5.can_use_v5(model, [node for _, node in walked], pending)
         for graph, node in found:
             arrays = pending.pop(node.name)
-            if upgrade and node.op_type == "TreeEnsembleRegressor":
-                for block, block_arrays in _tree_v5.make_v5(graph, node, arrays, block_nodes):
-                    _set_array_attributes(block, block_arrays)
-            else:
+            if node.op_type != "TreeEnsembleRegressor":
                 _set_array_attributes(node, arrays)
+                continue
+            if upgrade:
+                blocks = _tree_v5.make_v5(graph, node, arrays, block_nodes)
+            else:
+                blocks = _tree_v5.split_regressor(graph, node, arrays, block_nodes)
+            for block, block_arrays in blocks:
+                _set_array_attributes(block, block_arrays, check_size=False)
+            _check_listed_size([block for block, _ in blocks])
         if upgrade:
             _tree_v5.set_ml_opset(model)
         if pending:

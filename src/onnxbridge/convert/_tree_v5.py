@@ -29,6 +29,8 @@ shift every leaf id past any such clash.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
@@ -37,7 +39,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from onnxbridge._onnxfile import unique_names
 
-__all__ = ["ML_OPSET", "can_use_v5", "make_v5", "set_ml_opset"]
+__all__ = ["ML_OPSET", "can_use_v5", "make_v5", "set_ml_opset", "split_regressor"]
 
 ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 5
@@ -208,34 +210,62 @@ def make_v5(
     if len(kept) != len(graph.value_info):
         del graph.value_info[:]
         graph.value_info.extend(kept)
-    last = node
-    made = [(node, _v5_arrays(parts[0]))]
-    if len(parts) > 1:
-        unique = unique_names(graph)
-        at = _index(graph, node)
-        block_outputs = [unique(f"{out}_block0")]
-        node.output[0] = block_outputs[0]
-        for k, part in enumerate(parts[1:], start=1):
-            block = NodeProto()
-            block.CopyFrom(node)
-            block.name = unique(f"{node.name}_block{k}")
-            block.output[0] = unique(f"{out}_block{k}")
-            block_outputs.append(block.output[0])
-            graph.node.insert(at + k, block)
-            made.append((graph.node[at + k], _v5_arrays(part)))
-        total = helper.make_node("Sum", block_outputs, [out], name=unique(f"{node.name}_sum"))
-        graph.node.insert(at + len(parts), total)
-        last = graph.node[at + len(parts)]
+    blocks, last = _blocked(graph, node, len(parts))
     base = small.get("base_values")
     if base is not None and any(base):
         _add_base(graph, last, [float(v) for v in base], dtype)
-    return made
+    return [(block, _v5_arrays(part)) for block, part in zip(blocks, parts, strict=True)]
+
+
+def split_regressor(
+    graph: Any, node: NodeProto, arrays: dict[str, Any], block_nodes: int
+) -> list[tuple[NodeProto, dict[str, Any]]]:
+    """An opset-3 ``TreeEnsembleRegressor`` (``SUM``, ``NONE``; without its arrays) of more
+    than ``block_nodes`` nodes as one such node per block of whole trees and a ``Sum`` of
+    their scores; ``base_values`` stay on the first block. Returns each node with its arrays."""
+    small = _small(node)
+    if small.get("aggregate_function", b"SUM") not in (b"SUM", "SUM"):
+        return [(node, arrays)]
+    if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
+        return [(node, arrays)]
+    parts = _tree_blocks(arrays, block_nodes)
+    blocks, _ = _blocked(graph, node, len(parts))
+    for block in blocks[1:]:
+        kept = [a for a in block.attribute if a.name != "base_values"]
+        del block.attribute[:]
+        block.attribute.extend(kept)
+    return list(zip(blocks, parts, strict=True))
+
+
+def _blocked(graph: Any, node: NodeProto, count: int) -> tuple[list[NodeProto], NodeProto]:
+    """``node`` (without its arrays) and ``count - 1`` copies after it, each writing a score
+    of its own, and a ``Sum`` of the scores writing ``node``'s output: (the tree nodes, the
+    node that writes the output)."""
+    if count == 1:
+        return [node], node
+    unique = unique_names(graph)
+    at = _index(graph, node)
+    out = node.output[0]
+    node.output[0] = unique(f"{out}_block0")
+    blocks, scores = [node], [node.output[0]]
+    for k in range(1, count):
+        block = NodeProto()
+        block.CopyFrom(node)
+        block.name = unique(f"{node.name}_block{k}")
+        block.output[0] = unique(f"{out}_block{k}")
+        scores.append(block.output[0])
+        graph.node.insert(at + k, block)
+        blocks.append(graph.node[at + k])
+    total = helper.make_node("Sum", scores, [out], name=unique(f"{node.name}_sum"))
+    graph.node.insert(at + count, total)
+    return blocks, graph.node[at + count]
 
 
 def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any]]:
     """``arrays`` cut into blocks of whole trees of at most ``block_nodes`` nodes each (a
-    bigger tree alone): node rows and leaf (``target_*``) rows of consecutive trees. One block,
-    ``arrays`` itself, when the ensemble is no bigger or a name is neither kind."""
+    bigger tree alone): node rows and leaf (``target_*``) rows of consecutive trees, each
+    value of the same kind as in ``arrays``. One block, ``arrays`` itself, when the ensemble
+    is no bigger or a name is neither kind."""
     trees = np.asarray(arrays["nodes_treeids"], dtype=np.int64)
     if block_nodes <= 0 or len(trees) <= block_nodes:
         return [arrays]
@@ -252,7 +282,7 @@ def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any
     cuts.append(len(trees))
     if len(cuts) == 2:
         return [arrays]
-    values = {k: _rows(v) for k, v in arrays.items()}
+    take = {k: _rows_of(v) for k, v in arrays.items()}
     target_trees = np.asarray(arrays["target_treeids"], dtype=np.int64)
     ordered = bool(np.all(target_trees[1:] >= target_trees[:-1]))
     parts = []
@@ -264,30 +294,22 @@ def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any
         else:
             targets = (target_trees >= first) & (target_trees <= last)
         parts.append(
-            {k: v[slice(a, b) if k.startswith("nodes_") else targets] for k, v in values.items()}
+            {k: cut(slice(a, b) if k.startswith("nodes_") else targets) for k, cut in take.items()}
         )
     return parts
 
 
-def _rows(value: Any) -> Any:
-    """An array attribute as something rows can be taken from (a table of texts keeps its
-    table)."""
-    if getattr(value, "table", None) is not None:
-        return _Texts(value.table, np.asarray(value.codes))
+def _rows_of(value: Any) -> Callable[[Any], Any]:
+    """``rows -> `` those rows of an array attribute, of the same kind: an array, a tensor,
+    or the converter's table of texts with a code per node."""
     if isinstance(value, TensorProto):
-        return numpy_helper.to_array(value).reshape(-1)
-    return np.asarray(value)
-
-
-class _Texts:
-    """The converter's table of texts with a code per node, cut by rows like an array."""
-
-    def __init__(self, table: Any, codes: np.ndarray) -> None:
-        self.table = table
-        self.codes = codes
-
-    def __getitem__(self, rows: Any) -> _Texts:
-        return _Texts(self.table, self.codes[rows])
+        array = numpy_helper.to_array(value).reshape(-1)
+        return lambda rows: _tensor(array[rows])
+    if getattr(value, "table", None) is not None:
+        codes = np.asarray(value.codes)
+        return lambda rows: replace(value, codes=codes[rows])
+    array = np.asarray(value)
+    return lambda rows: array[rows]
 
 
 def _v5_arrays(arrays: dict[str, Any]) -> dict[str, Any]:
