@@ -7,7 +7,9 @@ Models (fitted once, cached in ``benchmarks/data/``, ``random_state=0``, float32
 - ``big``: unpruned ExtraTreesRegressor(n_estimators=16, max_features=0.5) on
   ``make_regression(1_700_000, 28, n_informative=15, noise=1)`` (about 54 M nodes);
 - ``medium``, ``large`` and ``half``: the first 3, 4 and 8 trees of ``big`` (about 10 M, 14 M and
-  27 M nodes).
+  27 M nodes);
+- ``rf80``: RandomForestRegressor(n_estimators=80, max_features=0.3) on the first 100 000 rows
+  of ``big``'s data (about 10 M nodes in trees of about 126 000).
 
 Each measurement runs in a fresh process that loads the cached model and converts it once:
 
@@ -15,6 +17,8 @@ Each measurement runs in a fresh process that loads the cached model and convert
   and one ONNX Runtime session on the sample; no comparison with scikit-learn);
 - ``onnxbridge+check``: ``convert_estimator(model, X[:100])`` (also the comparison with
   scikit-learn and the float32 precision probes);
+- ``onnxbridge-whole``: as ``onnxbridge`` with ``tree_block_nodes=0``: each ensemble one
+  operator, not blocks of whole trees of at most 1 Mi nodes;
 - ``skl2onnx``: skl2onnx's own ``convert_sklearn`` (zipmap off, the same opsets), then
   ``SerializeToString``.
 
@@ -23,6 +27,11 @@ Each measurement runs in a fresh process that loads the cached model and convert
 big_forest_<model>.onnx`` + ``.onnx.data``), ``validate`` (``validate_model`` on 2 000 held-out
 rows and the probe sets, all three runtimes) and ``score`` (1 000 000 rows from a Parquet file).
 
+``--load`` converts one model twice (``convert_unchecked``, float, blocks and whole) and saves
+both; then, in a fresh process per form and round, ONNX Runtime (default options) opens the
+saved model: the load's time and the process's peak RSS by then, the median time of one row
+(2 000 calls) and of 10 000 rows (5 calls).
+
 Time is the conversion's wall clock; memory is the process's peak RSS (``VmHWM``) and the
 peak minus the RSS with the model loaded; the last columns divide onnxbridge's by skl2onnx's.
 Every child runs under an address-space cap (``RLIMIT_AS``, ``--cap-gib``): running out of it
@@ -30,7 +39,7 @@ is recorded as out of memory.
 
     PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
         [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20] [--repeat 1]
-        [--end-to-end big]
+        [--end-to-end big] [--load rf80]
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ DATA = Path(__file__).resolve().parent / "data"
 # Models made of the first trees of ``big``.
 _PARTS = {"medium": 3, "large": 4, "half": 8}
 N_FEATURES = 28
+_CONVERTS = ("onnxbridge", "onnxbridge+check", "onnxbridge-whole", "skl2onnx")
+_FORMS = {"blocks": None, "whole": 0}  # tree_block_nodes: the default, one operator
 
 
 def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +85,7 @@ def _data(name: str) -> tuple[np.ndarray, np.ndarray]:
 def _fitted(name: str) -> Any:
     """The cached model, fitted (and cached) on first use."""
     import joblib
-    from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+    from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor, RandomForestRegressor
 
     path = DATA / f"big_forest_{name}.joblib"
     if path.is_file():
@@ -87,6 +98,9 @@ def _fitted(name: str) -> Any:
     X, y = _data(name)
     if name == "small":
         model = ExtraTreesClassifier(n_estimators=10, random_state=0, n_jobs=2)
+    elif name == "rf80":
+        X, y = X[:100_000], y[:100_000]
+        model = RandomForestRegressor(n_estimators=80, max_features=0.3, random_state=0, n_jobs=2)
     else:
         model = ExtraTreesRegressor(n_estimators=16, max_features=0.5, random_state=0, n_jobs=2)
     model.fit(X, y)
@@ -131,10 +145,11 @@ def _convert(tool: str, model: Any, sample: np.ndarray) -> int:
             target_opset=choose_opsets().as_target(),
         )
         return len(onx.SerializeToString())
-    if tool == "onnxbridge":
+    if tool in ("onnxbridge", "onnxbridge-whole"):
         from onnxbridge.convert._core import convert_unchecked
 
-        return convert_unchecked(model, sample, precision="float").model.ByteSize()
+        blocks = {"tree_block_nodes": 0} if tool == "onnxbridge-whole" else {}
+        return convert_unchecked(model, sample, precision="float", **blocks).model.ByteSize()
     from onnxbridge import convert_estimator
 
     return convert_estimator(model, sample).model.ByteSize()
@@ -149,6 +164,18 @@ def _step(step: str, name: str, model: Any) -> dict[str, Any]:
     import pandas as pd
 
     path = _model_path(name)
+    if step.startswith("save-"):
+        from onnxbridge.convert._core import convert_unchecked
+
+        form = step.removeprefix("save-")
+        blocks = _FORMS[form]
+        sample = _data("big")[0][:100]
+        options = {} if blocks is None else {"tree_block_nodes": blocks}
+        result = convert_unchecked(model, sample, precision="float", **options)
+        result.save(_model_path(f"{name}_{form}"))
+        return {"bytes": result.model.ByteSize()}
+    if step.startswith("load-"):
+        return _load(_model_path(f"{name}_{step.removeprefix('load-')}"))
     if step == "convert":
         from onnxbridge import convert_estimator
 
@@ -180,10 +207,35 @@ def _step(step: str, name: str, model: Any) -> dict[str, Any]:
     return {"rows": done.rows}
 
 
+def _load(path: Path) -> dict[str, Any]:
+    """Open ``path`` in ONNX Runtime; the load's time and peak, one row's and 10 000 rows'."""
+    import statistics
+
+    import onnx
+    import onnxruntime as ort
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    operators = sum(1 for n in graph.node if n.domain == "ai.onnx.ml" and "Tree" in n.op_type)
+    start = time.perf_counter()
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    found: dict[str, Any] = {"load_s": time.perf_counter() - start, "load_peak_mib": _peak_mib()}
+    rows = np.random.default_rng(1).normal(size=(10_000, N_FEATURES)).astype(np.float32)
+    feed = session.get_inputs()[0].name
+    for key, block, calls in (("one_row_s", rows[:1], 2000), ("rows_s", rows, 5)):
+        times = []
+        for _ in range(calls):
+            began = time.perf_counter()
+            session.run(None, {feed: block})
+            times.append(time.perf_counter() - began)
+        found[key] = statistics.median(times)
+    return {**found, "operators": operators}
+
+
 def child(tool: str, name: str, cap_gib: float) -> None:
     """One measurement (in its own process): prints a JSON line."""
-    model = _fitted(name) if tool != "score" else None  # scoring needs only the .onnx
-    converts = tool in ("onnxbridge", "onnxbridge+check", "skl2onnx")
+    # Scoring and loading need only the .onnx.
+    model = _fitted(name) if tool != "score" and not tool.startswith("load-") else None
+    converts = tool in _CONVERTS
     sample = _data("small" if name == "small" else "big")[0][:100] if converts else None
     nodes = sum(int(e.tree_.node_count) for e in model.estimators_) if model is not None else 0
     import onnxbridge.convert._core  # noqa: F401  (imports are not the conversion's cost)
@@ -264,10 +316,11 @@ def _row(found: dict[str, Any], base: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="small,big")
-    parser.add_argument("--tools", default="onnxbridge,onnxbridge+check,skl2onnx")
+    parser.add_argument("--tools", default=",".join(_CONVERTS))
     parser.add_argument("--cap-gib", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="rounds, tools interleaved")
     parser.add_argument("--end-to-end", metavar="MODEL", help="convert, validate and score it")
+    parser.add_argument("--load", metavar="MODEL", help="load it in blocks and whole")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
     args = parser.parse_args()
     if args.child:
@@ -284,6 +337,45 @@ def main() -> None:
         _print_table(models, tools, args)
     if args.end_to_end:
         _end_to_end(args.end_to_end, args.cap_gib)
+    if args.load:
+        _fitted(args.load)
+        _load_table(args.load, args.repeat, args.cap_gib)
+
+
+def _load_table(name: str, repeat: int, cap_gib: float) -> None:
+    for form in _FORMS:
+        saved = _run_child(f"save-{form}", name, cap_gib)
+        if saved.get("status") != "ok":
+            print(f"load, {name}: saving {form} {saved.get('status')}")
+            return
+    print(
+        f"load, {name}: ONNX Runtime (default options) opens the saved model in a fresh process, "
+        f"median of {repeat} (range: max - min); one row: median of 2 000 calls, 10 000 rows: of 5"
+    )
+    print(f"{'form':<8}{'ops':>5}{'load s':>8}{'range':>7}{'peak MiB':>10}{'1 row us':>10}"
+          f"{'10k rows s':>12}")  # fmt: skip
+    found = {}
+    for form in _FORMS:
+        rounds = [_run_child(f"load-{form}", name, cap_gib) for _ in range(repeat)]
+        failed = [r for r in rounds if r.get("status") != "ok"]
+        if failed:
+            print(f"{form:<8}{failed[0].get('status')}")
+            return
+        times = sorted(r["load_s"] for r in rounds)
+        middle = sorted(rounds, key=lambda r: r["load_s"])[(repeat - 1) // 2]
+        found[form] = {**middle, "spread": times[-1] - times[0]}
+        row = found[form]
+        print(
+            f"{form:<8}{row['operators']:>5}{row['load_s']:>8.2f}{row['spread']:>7.2f}"
+            f"{row['load_peak_mib']:>10.0f}{row['one_row_s'] * 1e6:>10.1f}{row['rows_s']:>12.3f}"
+        )
+    blocks, whole = found["blocks"], found["whole"]
+    print(
+        f"{'blocks / whole':<21}{blocks['load_s'] / whole['load_s']:>6.2f}x"
+        f"{blocks['load_peak_mib'] / whole['load_peak_mib']:>16.2f}x"
+        f"{blocks['one_row_s'] / whole['one_row_s']:>9.2f}x"
+        f"{blocks['rows_s'] / whole['rows_s']:>11.2f}x"
+    )
 
 
 def _print_table(models: list[str], tools: list[str], args: argparse.Namespace) -> None:

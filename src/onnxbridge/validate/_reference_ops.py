@@ -310,6 +310,10 @@ class _CachedNode(OpRun):
     def __init__(self, onnx_node: NodeProto, run_params: dict[str, Any], schema: Any = None):
         super().__init__(onnx_node, run_params, schema)
         self.spec = self._prepare(_attributes(onnx_node))
+        # OpRun keeps every attribute as a Python value too (lists of ints: some 40 bytes an
+        # entry, gigabytes for a big forest); the kernel reads only ``spec``.
+        for name in self.attributes_names_:
+            setattr(self, name, None)
 
     def _prepare(self, attrs: dict[str, Any]) -> Any:
         raise NotImplementedError
