@@ -187,32 +187,39 @@ def from_sklearn_trees(
         base: ``[K]`` initial raw score.
         **kwargs: extra :class:`TreeEnsembleSpec` fields (``average``, ``tree_output``).
     """
-    columns: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in ("tree", "node", "feature", "threshold", "left", "right", "missing", "values")
+    # Each column is allocated once at its full size and filled tree by tree: no list of
+    # per-tree pieces to join (which would hold every column twice).
+    counts = np.array([int(e.tree_.node_count) for e in trees], dtype=np.int64)
+    starts = np.r_[0, np.cumsum(counts)]
+    total = int(starts[-1])
+    joined = {
+        "tree": np.repeat(np.arange(len(trees), dtype=np.int64), counts),
+        "node": np.arange(total, dtype=np.int64) - np.repeat(starts[:-1], counts),
+        "feature": np.empty(total, dtype=np.int64),
+        "threshold": np.empty(total, dtype=np.float64),
+        "left": np.empty(total, dtype=np.int64),
+        "right": np.empty(total, dtype=np.int64),
+        "missing": np.zeros(total, dtype=bool),
+        "values": np.zeros((total, n_outputs)),
     }
     for index, estimator in enumerate(trees):
         t = estimator.tree_
-        count = int(t.node_count)
+        rows = slice(int(starts[index]), int(starts[index + 1]))
         leaf = np.asarray(t.children_left) < 0
-        values = np.zeros((count, n_outputs))
-        values[leaf] = np.asarray(values_of(np.asarray(t.value)[leaf]), dtype=np.float64).reshape(
-            -1, n_outputs
-        )
+        for name, read, blank in (
+            ("feature", t.feature, -1),
+            ("threshold", t.threshold, 0.0),
+            ("left", t.children_left, -1),
+            ("right", t.children_right, -1),
+        ):
+            column = joined[name][rows]  # a view: filling it fills the joined column
+            column[:] = read
+            column[leaf] = blank
         missing = getattr(t, "missing_go_to_left", None)
-        columns["tree"].append(np.full(count, index, dtype=np.int64))
-        columns["node"].append(np.arange(count, dtype=np.int64))
-        columns["feature"].append(np.where(leaf, -1, np.asarray(t.feature)).astype(np.int64))
-        columns["threshold"].append(np.where(leaf, 0.0, np.asarray(t.threshold, dtype=np.float64)))
-        columns["left"].append(np.where(leaf, -1, np.asarray(t.children_left)).astype(np.int64))
-        columns["right"].append(np.where(leaf, -1, np.asarray(t.children_right)).astype(np.int64))
-        columns["missing"].append(
-            np.zeros(count, dtype=bool)
-            if missing is None
-            else (np.asarray(missing).astype(bool) & ~leaf)
-        )
-        columns["values"].append(values)
-    joined = {k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()}
+        if missing is not None:
+            joined["missing"][rows] = np.asarray(missing).astype(bool) & ~leaf
+        values = np.asarray(values_of(np.asarray(t.value)[leaf]), dtype=np.float64)
+        joined["values"][rows][leaf] = values.reshape(-1, n_outputs)
     n_features = int(getattr(trees[0], "n_features_in_", 0)) if trees else 0
     return TreeEnsembleSpec(
         tree=joined["tree"],
