@@ -539,17 +539,17 @@ def threshold_probes(
         behind[step] = behind.get(step, 0) + count
     usable_rows = chosen[~opaque[features]]
     cost = costs[spec.feature[usable_rows]]
-    usable = usable_rows.tolist()
     if int(cost.sum()) > max_rows:
-        order = np.random.RandomState(seed).permutation(len(usable))
+        order = np.random.RandomState(seed).permutation(len(usable_rows))
         keep, total, least = [], 0, int(cost.min())
-        for k in order.tolist():
+        for k in order:  # element by element: a big forest's list would take gigabytes
             if total + int(cost[k]) <= max_rows:
-                keep.append(k)
+                keep.append(int(k))
                 total += int(cost[k])
             if max_rows - total < least:
                 break  # nothing more fits
-        usable = [usable[k] for k in sorted(keep)]
+        usable_rows = usable_rows[np.sort(np.asarray(keep, dtype=np.int64))]
+    usable = usable_rows.tolist()
     if not usable or len(base) == 0:
         empty = base.iloc[:0].copy()
         return ThresholdProbes(empty, [], len(chosen), 0, behind)
