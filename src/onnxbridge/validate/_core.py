@@ -617,6 +617,20 @@ def validate_model(
         runtimes = [r for r in runtimes if r != SKLEARN]
     predictor = Predictor(model)
     frame = _rows(data, predictor, estimator)
+    schema = (
+        predictor.metadata.features
+        if predictor.metadata is not None
+        else FeatureSchema.from_frame(frame)
+    )
+    # Before the other runtimes load: the threshold probes read a big forest's arrays once more,
+    # and those are let go before onnx.reference holds its own copy of the model.
+    sets = build_probe_sets(
+        frame,
+        schema,
+        estimator=estimator,
+        accepts_missing=_accepts_missing(predictor, estimator, frame),
+        spec=spec,
+    )
     ort = OnnxRuntime(predictor)
     runtime_info: dict[str, dict[str, Any]] = {}
     onnx_runtimes: list[Any] = []
@@ -642,18 +656,6 @@ def validate_model(
             f"({why}); pass the source model (estimator=) and compare with scikit-learn",
             arguments=("estimator",),
         )
-    schema = (
-        predictor.metadata.features
-        if predictor.metadata is not None
-        else FeatureSchema.from_frame(frame)
-    )
-    sets = build_probe_sets(
-        frame,
-        schema,
-        estimator=estimator,
-        accepts_missing=_accepts_missing(predictor, estimator, frame),
-        spec=spec,
-    )
     rows_per_batch = batch_rows(graph_width(model, len(frame.columns)), memory_bound)
     compared = [p for p in sets if p.skipped is None]
     plan = Budget(
