@@ -339,6 +339,29 @@ def test_convert_folds_a_scaler_unless_told_not_to(capsys, tmp_path: Path) -> No
     assert code == 0 and "verdict: EQUIVALENT" in stdout, err
 
 
+def test_convert_writes_tree_blocks_of_the_size_asked(capsys, tmp_path: Path) -> None:
+    import onnx
+
+    out = tmp_path / "forest"
+    model = "RandomForestRegressor(n_estimators=6, random_state=0)"
+    assert run(capsys, "train", "--data", "diabetes", "--model", model, "--out", out)[0] == 0
+
+    def trees_after(*flags: str) -> list[str]:
+        code, _, err = run(capsys, "convert", out, *flags)
+        assert code == 0, err
+        nodes = onnx.load(str(out / "model.onnx")).graph.node
+        return [n.op_type for n in nodes if "Tree" in n.op_type or n.op_type == "Sum"]
+
+    assert trees_after() == ["TreeEnsemble"]  # small: one operator by default
+    assert trees_after("--tree-block-nodes", "1") == ["TreeEnsemble"] * 6 + ["Sum"]
+    assert trees_after("--tree-block-nodes", "1", "--ml-opset", "3") == [
+        *["TreeEnsembleRegressor"] * 6,
+        "Sum",
+    ]
+    code, stdout, err = run(capsys, "validate", out)
+    assert code == 0 and "verdict: EQUIVALENT" in stdout, err
+
+
 def test_console_script_no_traceback_and_debug(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "onnxbridge"
     proc = subprocess.run([exe, "validate", str(tmp_path / "none")], capture_output=True, text=True)

@@ -337,8 +337,8 @@ def convert(
     tree_block_nodes: Annotated[
         int | None,
         typer.Option(
-            help="A TreeEnsemble (ai.onnx.ml 5) of more nodes is written as blocks of whole "
-            "trees of at most this many nodes, summed; 0 writes one operator "
+            help="A tree ensemble of more nodes is written as blocks of whole trees of at most "
+            "this many nodes, their scores summed; 0 writes one operator per ensemble "
             "[default: 1048576].",
         ),
     ] = None,
