@@ -21,6 +21,13 @@ kernel), so onnxbridge writes opset 5 wherever the result is the same ensemble:
   import applies to the whole model: ``LabelEncoder`` changes at 4, ``TreeEnsembleClassifier``
   and ``TreeEnsembleRegressor`` are deprecated at 5).
 
+A big ensemble, of either form, is written in blocks of whole consecutive trees (``make_v5``
+and ``split_regressor`` with ``block_nodes``), one node each, and a ``Sum`` of their scores:
+ONNX Runtime builds its tree kernel node by node, and building one node of millions of nodes
+takes several times the time and the peak memory the same trees take in blocks. The blocks add
+float32 scores in another order than one node does (the last place may differ); in the
+double-precision graph every tree writes its own column, and the sum is exact.
+
 Some ONNX Runtime releases take a tree for a single leaf when its root's true and false ids
 are equal; ids of nodes and of leaves are separate numbers, so a root with one leaf child and
 one node child could look like one. A few unreferenced leaves at the front of the leaf arrays
@@ -231,7 +238,8 @@ def split_regressor(
     parts = _tree_blocks(arrays, block_nodes)
     blocks, _ = _blocked(graph, node, len(parts))
     for block in blocks[1:]:
-        kept = [a for a in block.attribute if a.name != "base_values"]
+        base = ("base_values", "base_values_as_tensor")
+        kept = [a for a in block.attribute if a.name not in base]
         del block.attribute[:]
         block.attribute.extend(kept)
     return list(zip(blocks, parts, strict=True))
@@ -272,6 +280,8 @@ def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any
     if any(not k.startswith(("nodes_", "target_")) for k in arrays):
         return [arrays]
     starts = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
+    if np.any(np.diff(trees[starts]) <= 0):
+        return [arrays]  # a tree's nodes are not all together: keep the ensemble whole
     sizes = np.diff(np.r_[starts, len(trees)])
     cuts, filled = [0], 0
     for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
