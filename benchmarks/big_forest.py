@@ -349,8 +349,8 @@ def _load_table(name: str, repeat: int, cap_gib: float) -> None:
             print(f"load, {name}: saving {form} {saved.get('status')}")
             return
     print(
-        f"load, {name}: ONNX Runtime (default options) opens the saved model in a fresh process, "
-        f"median of {repeat} (range: max - min); one row: median of 2 000 calls, 10 000 rows: of 5"
+        f"load, {name}: ONNX Runtime's defaults, a fresh process per load, median of {repeat}; "
+        "1 row: median of 2 000 calls, 10 000 rows: of 5"
     )
     print(f"{'form':<8}{'ops':>5}{'load s':>8}{'range':>7}{'peak MiB':>10}{'1 row us':>10}"
           f"{'10k rows s':>12}")  # fmt: skip
@@ -386,11 +386,13 @@ def _print_table(models: list[str], tools: list[str], args: argparse.Namespace) 
     print(f"{'model':<7}{'tool':<17}{'Mnode':>6}{'s':>7}{'range':>6}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
           f"{'MiB/M':>6}{'B/node':>7}{'time':>7}{'memory':>7}")  # fmt: skip
     for name in models:
+        # A forest classifier is one TreeEnsembleClassifier either way: nothing to compare.
+        mine = [t for t in tools if not (name == "small" and t == "onnxbridge-whole")]
         rounds = [
-            {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
+            {tool: _run_child(tool, name, args.cap_gib) for tool in mine}
             for _ in range(args.repeat)
         ]
-        found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
+        found = {tool: _median([r[tool] for r in rounds]) for tool in mine}
         for result in found.values():
             print(_row(result, found.get("skl2onnx", {})), flush=True)
 
