@@ -262,8 +262,20 @@ def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(
     assert len(sizes) >= 5
     assert sum(t for t, _ in sizes) == trees  # every tree once
     assert all(n <= limit or t == 1 for t, n in sizes)  # a bigger tree is a block of its own
-    (summed,) = [n for n in blocked.model.graph.node if n.op_type == "Sum"]
-    assert sorted(summed.input) == sorted(n.output[0] for n in _blocks(blocked.model))
+    # The float64 graph's ensemble writes each tree's leaf to the tree's own column: each
+    # block writes its trees' columns only, joined in order; other ensembles add their blocks.
+    joins = {"Sum", "Concat"}
+    (joined,) = [n for n in blocked.model.graph.node if n.op_type in joins]
+    assert joined.op_type == ("Concat" if precision == "double" else "Sum")
+    assert list(joined.input) == [n.output[0] for n in _blocks(blocked.model)]
+    if precision == "double":
+        widths = [
+            helper.get_attribute_value(a)
+            for n in _blocks(blocked.model)
+            for a in n.attribute
+            if a.name == "n_targets"
+        ]
+        assert widths == [t for t, _ in sizes]
     assert blocked.check is not None and blocked.check.ok
     onnx.checker.check_model(blocked.model, full_check=True)
     rows = _rows().astype(np.float64 if precision == "double" else np.float32)
@@ -293,7 +305,11 @@ def test_the_default_keeps_small_ensembles_whole_and_blocks_a_validated_model(tm
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [(-1, "tree_block_nodes=-1 is negative"), (2.5, "tree_block_nodes=2.5 is not a whole")],
+    [
+        (-1, "tree_block_nodes=-1 is negative"),
+        (np.int64(-2), "tree_block_nodes=-2 is negative"),
+        (2.5, "tree_block_nodes=2.5 is not a whole"),
+    ],
 )
 def test_tree_block_nodes_must_be_a_count(value, message) -> None:
     from onnxbridge.errors import ConversionError

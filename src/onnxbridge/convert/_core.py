@@ -10,6 +10,7 @@ result must pass ``onnx.checker`` and load and run in ONNX Runtime before it is 
 
 from __future__ import annotations
 
+import numbers
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -571,7 +572,7 @@ def convert_unchecked(
             f"precision={precision!r} is not supported; use one of {', '.join(PRECISIONS)}",
             arguments=("precision",),
         )
-    if isinstance(tree_block_nodes, bool) or not isinstance(tree_block_nodes, int):
+    if isinstance(tree_block_nodes, bool) or not isinstance(tree_block_nodes, numbers.Integral):
         raise ConversionError(
             f"tree_block_nodes={tree_block_nodes!r} is not a whole number; pass a number of "
             f"nodes (default {TREE_BLOCK_NODES}), or 0 for one operator per tree ensemble",
@@ -583,6 +584,7 @@ def convert_unchecked(
             f"(default {TREE_BLOCK_NODES}), or 0 for one operator per tree ensemble",
             arguments=("tree_block_nodes",),
         )
+    tree_block_nodes = int(tree_block_nodes)
     _check_fitted(estimator)
     _refuse_non_tabular(estimator)
     task = model_task(estimator)

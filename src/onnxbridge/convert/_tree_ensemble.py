@@ -1357,8 +1357,9 @@ def deferred_arrays(
     Args:
         opset5: write the ensembles as ``ai.onnx.ml`` 5 ``TreeEnsemble`` nodes where the model
             allows it (:mod:`onnxbridge.convert._tree_v5`).
-        block_nodes: an opset-5 ensemble of more nodes is written as blocks of whole trees of
-            at most this many nodes each, their scores summed (0: one node).
+        block_nodes: a tree-ensemble regressor of more nodes is written as blocks of whole
+            trees of at most this many nodes each (0: one node); see
+            :func:`onnxbridge.convert._tree_v5.make_v5` and ``split_regressor``.
 
     Yields:
         ``attach(model)``: set the arrays on the model's nodes.

@@ -26,7 +26,8 @@ and ``split_regressor`` with ``block_nodes``), one node each, and a ``Sum`` of t
 ONNX Runtime builds its tree kernel node by node, and building one node of millions of nodes
 takes several times the time and the peak memory the same trees take in blocks. The blocks add
 float32 scores in another order than one node does (the last place may differ); in the
-double-precision graph every tree writes its own column, and the sum is exact.
+double-precision graph every tree writes its own column, so each block writes its trees'
+columns only and a ``Concat`` joins them, which changes nothing.
 
 Some ONNX Runtime releases take a tree for a single leaf when its root's true and false ids
 are equal; ids of nodes and of leaves are separate numbers, so a root with one leaf child and
@@ -217,7 +218,8 @@ def make_v5(
     if len(kept) != len(graph.value_info):
         del graph.value_info[:]
         graph.value_info.extend(kept)
-    blocks, last = _blocked(graph, node, len(parts))
+    parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
+    blocks, last = _blocked(graph, node, len(parts), widths)
     base = small.get("base_values")
     if base is not None and any(base):
         _add_base(graph, last, [float(v) for v in base], dtype)
@@ -236,7 +238,8 @@ def split_regressor(
     if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
         return [(node, arrays)]
     parts = _tree_blocks(arrays, block_nodes)
-    blocks, _ = _blocked(graph, node, len(parts))
+    parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
+    blocks, _ = _blocked(graph, node, len(parts), widths)
     for block in blocks[1:]:
         base = ("base_values", "base_values_as_tensor")
         kept = [a for a in block.attribute if a.name not in base]
@@ -245,10 +248,39 @@ def split_regressor(
     return list(zip(blocks, parts, strict=True))
 
 
-def _blocked(graph: Any, node: NodeProto, count: int) -> tuple[list[NodeProto], NodeProto]:
+def _own_columns(
+    parts: list[dict[str, Any]], n_targets: int
+) -> tuple[list[dict[str, Any]], list[int] | None]:
+    """When each block writes output columns of its own, one run of them after the other's
+    (the float64 graph's ensemble writes each tree's leaf to the tree's column): the blocks with
+    their columns numbered from 0, and each block's number of columns. Else ``parts`` and
+    None: the blocks' scores are added."""
+    if len(parts) == 1:
+        return parts, None
+    firsts, expected = [], 0
+    for part in parts:
+        ids = np.asarray(part["target_ids"])
+        if not len(ids) or int(ids.min()) != expected:
+            return parts, None
+        firsts.append(expected)
+        expected = int(ids.max()) + 1
+    if expected != n_targets:
+        return parts, None
+    widths = np.diff([*firsts, n_targets]).tolist()
+    own = [
+        {**part, "target_ids": np.asarray(part["target_ids"]) - first}
+        for part, first in zip(parts, firsts, strict=True)
+    ]
+    return own, widths
+
+
+def _blocked(
+    graph: Any, node: NodeProto, count: int, widths: list[int] | None = None
+) -> tuple[list[NodeProto], NodeProto]:
     """``node`` (without its arrays) and ``count - 1`` copies after it, each writing a score
-    of its own, and a ``Sum`` of the scores writing ``node``'s output: (the tree nodes, the
-    node that writes the output)."""
+    of its own, and a ``Sum`` of the scores writing ``node``'s output (with ``widths``, each
+    block's number of output columns: a ``Concat`` of its columns instead): (the tree nodes,
+    the node that writes the output)."""
     if count == 1:
         return [node], node
     unique = unique_names(graph)
@@ -264,7 +296,13 @@ def _blocked(graph: Any, node: NodeProto, count: int) -> tuple[list[NodeProto], 
         scores.append(block.output[0])
         graph.node.insert(at + k, block)
         blocks.append(graph.node[at + k])
-    total = helper.make_node("Sum", scores, [out], name=unique(f"{node.name}_sum"))
+    if widths is None:
+        total = helper.make_node("Sum", scores, [out], name=unique(f"{node.name}_sum"))
+    else:
+        for block, width in zip(blocks, widths, strict=True):
+            (targets,) = [a for a in block.attribute if a.name == "n_targets"]
+            targets.i = width
+        total = helper.make_node("Concat", scores, [out], axis=1, name=unique(f"{node.name}_cat"))
     graph.node.insert(at + count, total)
     return blocks, graph.node[at + count]
 
