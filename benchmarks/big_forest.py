@@ -386,13 +386,11 @@ def _print_table(models: list[str], tools: list[str], args: argparse.Namespace) 
     print(f"{'model':<7}{'tool':<17}{'Mnode':>6}{'s':>7}{'range':>6}{'s/M':>6}{'peakMiB':>9}{'+MiB':>7}"
           f"{'MiB/M':>6}{'B/node':>7}{'time':>7}{'memory':>7}")  # fmt: skip
     for name in models:
-        # A forest classifier is one TreeEnsembleClassifier either way: nothing to compare.
-        mine = [t for t in tools if not (name == "small" and t == "onnxbridge-whole")]
         rounds = [
-            {tool: _run_child(tool, name, args.cap_gib) for tool in mine}
+            {tool: _run_child(tool, name, args.cap_gib) for tool in tools}
             for _ in range(args.repeat)
         ]
-        found = {tool: _median([r[tool] for r in rounds]) for tool in mine}
+        found = {tool: _median([r[tool] for r in rounds]) for tool in tools}
         for result in found.values():
             print(_row(result, found.get("skl2onnx", {})), flush=True)
 

@@ -12,6 +12,7 @@ from lightgbm import LGBMRegressor
 from onnx import helper, numpy_helper
 from sklearn.datasets import make_classification, make_regression
 from sklearn.ensemble import (
+    ExtraTreesClassifier,
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
@@ -218,14 +219,14 @@ def test_an_onnx_runtime_without_the_opset5_kernel_keeps_opset3(monkeypatch) -> 
 
 
 def _blocks(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    ops = ("TreeEnsemble", "TreeEnsembleRegressor")
+    ops = ("TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier")
     return [n for n in model.graph.node if n.domain == ML and n.op_type in ops]
 
 
 def _block_size(node: onnx.NodeProto) -> tuple[int, int]:
     """(trees, splits and the leaves they reach) of a tree-ensemble node."""
     attrs = {a.name: np.array(helper.get_attribute_value(a)) for a in node.attribute}
-    if node.op_type == "TreeEnsembleRegressor":
+    if node.op_type != "TreeEnsemble":
         return len(np.unique(attrs["nodes_treeids"])), len(attrs["nodes_treeids"])
     leaves = set()
     for side in ("true", "false"):
@@ -241,6 +242,12 @@ BLOCK_CASES = [
     pytest.param(lambda: XGBRegressor(n_estimators=30, max_depth=5), "r", id="XGB"),
     pytest.param(lambda: LGBMRegressor(n_estimators=30, verbose=-1), "r", id="LGBM"),
     pytest.param(lambda: GradientBoostingClassifier(random_state=0), "c", id="GBC-3"),
+    pytest.param(lambda: RandomForestClassifier(n_estimators=8, random_state=0), "c", id="RFC-3"),
+    pytest.param(
+        lambda: ExtraTreesClassifier(n_estimators=12, max_depth=7, random_state=0),
+        "c2",
+        id="ETC-2-shallow",
+    ),
 ]
 
 
@@ -250,7 +257,7 @@ BLOCK_CASES = [
 def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(
     make, task, precision, ml_opset
 ) -> None:
-    X, y = _regression() if task == "r" else _classification()
+    X, y = _regression() if task == "r" else _classification(classes=3 if task == "c" else 2)
     model = make().fit(X, y)
     options = {"precision": precision, "ml_opset": ml_opset}
     whole = convert_estimator(model, X[:100], tree_block_nodes=0, **options)
@@ -267,7 +274,8 @@ def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(
     joins = {"Sum", "Concat"}
     (joined,) = [n for n in blocked.model.graph.node if n.op_type in joins]
     assert joined.op_type == ("Concat" if precision == "double" else "Sum")
-    assert list(joined.input) == [n.output[0] for n in _blocks(blocked.model)]
+    scores = [n.output[-1] for n in _blocks(blocked.model)]  # a classifier's are its 2nd
+    assert list(joined.input) == scores
     if precision == "double":
         widths = [
             helper.get_attribute_value(a)

@@ -62,8 +62,8 @@ INPUT_NAME = "input"
 # float: float32 input and arithmetic (ONNX Runtime's fast path); double: float64 input;
 # auto: float unless that changes results (see convert_estimator).
 PRECISIONS = ("auto", "float", "double")
-# A tree-ensemble regressor of more nodes (TreeEnsemble, or TreeEnsembleRegressor at ai.onnx.ml
-# 3) is written as several nodes of whole trees, this many nodes at most each, and a Sum
+# A tree ensemble of more nodes (TreeEnsemble, TreeEnsembleRegressor, TreeEnsembleClassifier)
+# is written as several nodes of whole trees, this many nodes at most each, and a Sum
 # (onnxbridge.convert._tree_v5): ONNX Runtime loads blocks faster, in less memory, than one
 # node of the whole ensemble.
 TREE_BLOCK_NODES = 1 << 20
@@ -371,11 +371,11 @@ def convert_estimator(
         opset: default-domain opset; the highest that skl2onnx and onnxruntime share if None
             (lower ones are tried when a converter refuses it).
         ml_opset: ``ai.onnx.ml`` opset; the highest that works if None.
-        tree_block_nodes: a tree-ensemble regressor (``TreeEnsemble``, or
-            ``TreeEnsembleRegressor`` at ``ai.onnx.ml`` 3) of more nodes than this becomes
-            several such nodes of whole trees, each of at most this many nodes (a bigger tree
-            alone), and a ``Sum`` of their scores: ONNX Runtime loads it faster and in less
-            memory. 0: one node per ensemble.
+        tree_block_nodes: a tree ensemble (``TreeEnsemble``, ``TreeEnsembleRegressor``,
+            ``TreeEnsembleClassifier``) of more nodes than this becomes several such nodes of
+            whole trees, each of at most this many nodes (a bigger tree alone), and a ``Sum``
+            of their scores: ONNX Runtime loads it faster and in less memory. 0: one node per
+            ensemble.
         zipmap: keep skl2onnx's ZipMap (probabilities as a list of dicts) for classifiers.
         precision: ``"float"`` (float32 input), ``"double"`` (float64 input) or ``"auto"``
             (float32 unless that changes the model's decisions).

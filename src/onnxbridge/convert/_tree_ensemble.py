@@ -1357,9 +1357,10 @@ def deferred_arrays(
     Args:
         opset5: write the ensembles as ``ai.onnx.ml`` 5 ``TreeEnsemble`` nodes where the model
             allows it (:mod:`onnxbridge.convert._tree_v5`).
-        block_nodes: a tree-ensemble regressor of more nodes is written as blocks of whole
-            trees of at most this many nodes each (0: one node); see
-            :func:`onnxbridge.convert._tree_v5.make_v5` and ``split_regressor``.
+        block_nodes: a tree ensemble of more nodes is written as blocks of whole trees of at
+            most this many nodes each (0: one node); see
+            :func:`onnxbridge.convert._tree_v5.make_v5`, ``split_regressor`` and
+            ``split_classifier``.
 
     Yields:
         ``attach(model)``: set the arrays on the model's nodes.
@@ -1380,10 +1381,12 @@ def deferred_arrays(
         upgrade = opset5 and _tree_v5.can_use_v5(model, [node for _, node in walked], pending)
         for graph, node in found:
             arrays = pending.pop(node.name)
-            if node.op_type != "TreeEnsembleRegressor":
+            if node.op_type == "TreeEnsembleClassifier":
+                blocks = _tree_v5.split_classifier(graph, node, arrays, block_nodes)
+            elif node.op_type != "TreeEnsembleRegressor":
                 _set_array_attributes(node, arrays)
                 continue
-            if upgrade:
+            elif upgrade:
                 blocks = _tree_v5.make_v5(graph, node, arrays, block_nodes)
             else:
                 blocks = _tree_v5.split_regressor(graph, node, arrays, block_nodes)

@@ -21,8 +21,9 @@ kernel), so onnxbridge writes opset 5 wherever the result is the same ensemble:
   import applies to the whole model: ``LabelEncoder`` changes at 4, ``TreeEnsembleClassifier``
   and ``TreeEnsembleRegressor`` are deprecated at 5).
 
-A big ensemble, of either form, is written in blocks of whole consecutive trees (``make_v5``
-and ``split_regressor`` with ``block_nodes``), one node each, and a ``Sum`` of their scores:
+A big ensemble, of either form, is written in blocks of whole consecutive trees (``make_v5``,
+``split_regressor`` and ``split_classifier`` with ``block_nodes``), one node each, and a
+``Sum`` of their scores:
 ONNX Runtime builds its tree kernel node by node, and building one node of millions of nodes
 takes several times the time and the peak memory the same trees take in blocks. The blocks add
 float32 scores in another order than one node does (the last place may differ); in the
@@ -47,7 +48,14 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from onnxbridge._onnxfile import unique_names
 
-__all__ = ["ML_OPSET", "can_use_v5", "make_v5", "set_ml_opset", "split_regressor"]
+__all__ = [
+    "ML_OPSET",
+    "can_use_v5",
+    "make_v5",
+    "set_ml_opset",
+    "split_classifier",
+    "split_regressor",
+]
 
 ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 5
@@ -248,6 +256,28 @@ def split_regressor(
     return list(zip(blocks, parts, strict=True))
 
 
+def split_classifier(
+    graph: Any, node: NodeProto, arrays: dict[str, Any], block_nodes: int
+) -> list[tuple[NodeProto, dict[str, Any]]]:
+    """An opset-3 ``TreeEnsembleClassifier`` (``post_transform`` ``NONE``, no base values,
+    without its arrays) whose label output nothing reads, of more than ``block_nodes`` nodes,
+    as one such node per block of whole trees and a ``Sum`` of their class scores. (onnxbridge's
+    forest classifiers take the label from the scores: ONNX Runtime decides the operator's own
+    by its binary rule.) Returns each node with its arrays."""
+    small = _small(node)
+    if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
+        return [(node, arrays)]
+    if "base_values" in small or "base_values_as_tensor" in small:
+        return [(node, arrays)]
+    label = node.output[0]
+    read = {name for other in graph.node for name in other.input}
+    if label in read or label in {o.name for o in graph.output}:
+        return [(node, arrays)]
+    parts = _tree_blocks(arrays, block_nodes)
+    blocks, _ = _blocked(graph, node, len(parts), score=1)
+    return list(zip(blocks, parts, strict=True))
+
+
 def _own_columns(
     parts: list[dict[str, Any]], n_targets: int
 ) -> tuple[list[dict[str, Any]], list[int] | None]:
@@ -275,25 +305,27 @@ def _own_columns(
 
 
 def _blocked(
-    graph: Any, node: NodeProto, count: int, widths: list[int] | None = None
+    graph: Any, node: NodeProto, count: int, widths: list[int] | None = None, score: int = 0
 ) -> tuple[list[NodeProto], NodeProto]:
     """``node`` (without its arrays) and ``count - 1`` copies after it, each writing a score
-    of its own, and a ``Sum`` of the scores writing ``node``'s output (with ``widths``, each
-    block's number of output columns: a ``Concat`` of its columns instead): (the tree nodes,
-    the node that writes the output)."""
+    (output ``score``) of its own, and a ``Sum`` of the scores writing ``node``'s output (with
+    ``widths``, each block's number of output columns: a ``Concat`` of its columns instead);
+    the copies' other outputs get names of their own. Returns (the tree nodes, the node that
+    writes the output)."""
     if count == 1:
         return [node], node
     unique = unique_names(graph)
     at = _index(graph, node)
-    out = node.output[0]
-    node.output[0] = unique(f"{out}_block0")
-    blocks, scores = [node], [node.output[0]]
+    out = node.output[score]
+    node.output[score] = unique(f"{out}_block0")
+    blocks, scores = [node], [node.output[score]]
     for k in range(1, count):
         block = NodeProto()
         block.CopyFrom(node)
         block.name = unique(f"{node.name}_block{k}")
-        block.output[0] = unique(f"{out}_block{k}")
-        scores.append(block.output[0])
+        for i, name in enumerate(node.output):
+            block.output[i] = unique(f"{out if i == score else name}_block{k}")
+        scores.append(block.output[score])
         graph.node.insert(at + k, block)
         blocks.append(graph.node[at + k])
     if widths is None:
@@ -309,13 +341,14 @@ def _blocked(
 
 def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any]]:
     """``arrays`` cut into blocks of whole trees of at most ``block_nodes`` nodes each (a
-    bigger tree alone): node rows and leaf (``target_*``) rows of consecutive trees, each
+    bigger tree alone): node rows and leaf (``target_*`` / ``class_*``) rows of consecutive
+    trees, each
     value of the same kind as in ``arrays``. One block, ``arrays`` itself, when the ensemble
     is no bigger or a name is neither kind."""
     trees = np.asarray(arrays["nodes_treeids"], dtype=np.int64)
     if block_nodes <= 0 or len(trees) <= block_nodes:
         return [arrays]
-    if any(not k.startswith(("nodes_", "target_")) for k in arrays):
+    if any(not k.startswith(("nodes_", "target_", "class_")) for k in arrays):
         return [arrays]
     starts = np.flatnonzero(np.r_[True, trees[1:] != trees[:-1]])
     if np.any(np.diff(trees[starts]) <= 0):
@@ -331,7 +364,8 @@ def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any
     if len(cuts) == 2:
         return [arrays]
     take = {k: _rows_of(v) for k, v in arrays.items()}
-    target_trees = np.asarray(arrays["target_treeids"], dtype=np.int64)
+    leaf_trees = arrays.get("target_treeids", arrays.get("class_treeids"))
+    target_trees = np.asarray(leaf_trees, dtype=np.int64)
     ordered = bool(np.all(target_trees[1:] >= target_trees[:-1]))
     parts = []
     for a, b in pairwise(cuts):
