@@ -298,6 +298,33 @@ def test_a_big_ensemble_is_written_in_blocks_of_whole_trees(
             np.testing.assert_allclose(got, want, rtol=0, atol=scale * 4e-7 * len(sizes))
 
 
+@pytest.mark.parametrize("ml_opset", [None, 3])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GradientBoostingClassifier(n_estimators=1, random_state=0),
+        lambda: HistGradientBoostingClassifier(max_iter=1, random_state=0),
+    ],
+    ids=["GBC", "HGBC"],
+)
+def test_blocks_that_write_columns_of_their_own_keep_their_base_scores(make, ml_opset) -> None:
+    # One round of a 3-class booster: one tree per class, each writing its own column, with a
+    # base score per column. One tree per block: the blocks' columns are joined, and each
+    # keeps its column's base score.
+    X, y = _classification()
+    model = make().fit(X, y)
+    whole = convert_estimator(model, X[:100], precision="float", ml_opset=ml_opset)
+    blocked = convert_estimator(
+        model, X[:100], precision="float", ml_opset=ml_opset, tree_block_nodes=1
+    )
+    assert len(_blocks(blocked.model)) == 3
+    assert "Concat" in [n.op_type for n in blocked.model.graph.node]
+    assert blocked.check is not None and blocked.check.ok
+    rows = _rows()
+    for got, want in zip(_run(blocked.model, rows), _run(whole.model, rows), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_the_default_keeps_small_ensembles_whole_and_blocks_a_validated_model(tmp_path) -> None:
     from onnxbridge.validate import validate_model
 

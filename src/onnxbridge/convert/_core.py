@@ -63,7 +63,8 @@ INPUT_NAME = "input"
 # auto: float unless that changes results (see convert_estimator).
 PRECISIONS = ("auto", "float", "double")
 # A tree ensemble of more nodes (TreeEnsemble, TreeEnsembleRegressor, TreeEnsembleClassifier)
-# is written as several nodes of whole trees, this many nodes at most each, and a Sum
+# is written as several nodes of whole trees, this many nodes at most each, and a Sum (a Concat
+# where each block writes columns of its own)
 # (onnxbridge.convert._tree_v5): ONNX Runtime loads blocks faster, in less memory, than one
 # node of the whole ensemble.
 TREE_BLOCK_NODES = 1 << 20
@@ -374,8 +375,8 @@ def convert_estimator(
         tree_block_nodes: a tree ensemble (``TreeEnsemble``, ``TreeEnsembleRegressor``,
             ``TreeEnsembleClassifier``) of more nodes than this becomes several such nodes of
             whole trees, each of at most this many nodes (a bigger tree alone), and a ``Sum``
-            of their scores: ONNX Runtime loads it faster and in less memory. 0: one node per
-            ensemble.
+            of their scores (a ``Concat`` where each block writes columns of its own): ONNX
+            Runtime loads it faster and in less memory. 0: one node per ensemble.
         zipmap: keep skl2onnx's ZipMap (probabilities as a list of dicts) for classifiers.
         precision: ``"float"`` (float32 input), ``"double"`` (float64 input) or ``"auto"``
             (float32 unless that changes the model's decisions).

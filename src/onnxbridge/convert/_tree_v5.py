@@ -246,13 +246,22 @@ def split_regressor(
     if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
         return [(node, arrays)]
     parts = _tree_blocks(arrays, block_nodes)
-    parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
+    widths = None
+    if "base_values_as_tensor" not in small:
+        parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
     blocks, _ = _blocked(graph, node, len(parts), widths)
-    for block in blocks[1:]:
-        base = ("base_values", "base_values_as_tensor")
-        kept = [a for a in block.attribute if a.name not in base]
+    base = small.get("base_values")
+    firsts = np.cumsum([0, *widths]).tolist() if widths is not None else None
+    for k, block in enumerate(blocks):
+        if k == 0 and firsts is None:
+            continue  # blocks that are added: the base values once, on the first
+        names = ("base_values", "base_values_as_tensor")
+        kept = [a for a in block.attribute if a.name not in names]
         del block.attribute[:]
         block.attribute.extend(kept)
+        if firsts is not None and base is not None:  # each block its own columns' values
+            own = [float(v) for v in base[firsts[k] : firsts[k + 1]]]
+            block.attribute.append(helper.make_attribute("base_values", own))
     return list(zip(blocks, parts, strict=True))
 
 
@@ -269,6 +278,10 @@ def split_classifier(
         return [(node, arrays)]
     if "base_values" in small or "base_values_as_tensor" in small:
         return [(node, arrays)]
+    labels = small.get("classlabels_int64s", small.get("classlabels_strings")) or []
+    found = _modes(arrays["nodes_modes"])
+    if found is None or len(arrays["class_ids"]) != int(found[0].sum()) * len(labels):
+        return [(node, arrays)]  # not every leaf lists every class: ONNX Runtime's binary rule
     label = node.output[0]
     read = {name for other in graph.node for name in other.input}
     if label in read or label in {o.name for o in graph.output}:
@@ -342,9 +355,8 @@ def _blocked(
 def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any]]:
     """``arrays`` cut into blocks of whole trees of at most ``block_nodes`` nodes each (a
     bigger tree alone): node rows and leaf (``target_*`` / ``class_*``) rows of consecutive
-    trees, each
-    value of the same kind as in ``arrays``. One block, ``arrays`` itself, when the ensemble
-    is no bigger or a name is neither kind."""
+    trees, each value of the same kind as in ``arrays``. One block, ``arrays`` itself, when
+    the ensemble is no bigger or a name is neither kind."""
     trees = np.asarray(arrays["nodes_treeids"], dtype=np.int64)
     if block_nodes <= 0 or len(trees) <= block_nodes:
         return [arrays]
