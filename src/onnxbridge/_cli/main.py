@@ -338,8 +338,8 @@ def convert(
         int | None,
         typer.Option(
             help="A tree ensemble of more nodes is written as blocks of whole trees of at most "
-            "this many nodes, their scores summed; 0 writes one operator per ensemble "
-            "[default: 1048576].",
+            "this many nodes, their scores added (or joined, in float64 graphs); 0 writes one "
+            "operator per ensemble [default: 1048576].",
         ),
     ] = None,
     fold: Annotated[
