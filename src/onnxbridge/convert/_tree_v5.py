@@ -206,7 +206,8 @@ def make_v5(
     ``can_use_v5`` must hold. The node's small attributes are replaced, and its
     ``base_values`` become an ``Add`` after it. An ensemble of more than ``block_nodes`` nodes
     (0: no limit) becomes one ``TreeEnsemble`` per block of whole trees, each of at most
-    ``block_nodes`` nodes unless a single tree is bigger, and a ``Sum`` of their scores.
+    ``block_nodes`` nodes unless a single tree is bigger, and a ``Sum`` of their scores (a
+    ``Concat`` where each block writes columns of its own: :func:`_own_columns`).
     """
     small = _small(node)
     parts = _tree_blocks(arrays, block_nodes)
@@ -239,7 +240,9 @@ def split_regressor(
 ) -> list[tuple[NodeProto, dict[str, Any]]]:
     """An opset-3 ``TreeEnsembleRegressor`` (``SUM``, ``NONE``; without its arrays) of more
     than ``block_nodes`` nodes as one such node per block of whole trees and a ``Sum`` of
-    their scores; ``base_values`` stay on the first block. Returns each node with its arrays."""
+    their scores, ``base_values`` on the first block; or, where each block writes columns of
+    its own (:func:`_own_columns`), a ``Concat``, each block with its columns' base values.
+    Returns each node with its arrays."""
     small = _small(node)
     if small.get("aggregate_function", b"SUM") not in (b"SUM", "SUM"):
         return [(node, arrays)]
