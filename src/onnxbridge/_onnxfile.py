@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import external_data_helper, helper, numpy_helper
 
@@ -41,6 +42,7 @@ __all__ = [
     "save_model",
     "tensor_bytes",
     "total_bytes",
+    "tree_runs",
     "unique_names",
 ]
 
@@ -469,3 +471,20 @@ def unique_names(graph: Any) -> Callable[[str], str]:
         return candidate
 
     return unique
+
+
+def tree_runs(ids: np.ndarray, counts: np.ndarray, max_nodes: int) -> list[np.ndarray] | None:
+    """``ids`` (trees, in order) cut into runs of at most ``max_nodes`` summed ``counts`` (at
+    least one id a run), or None when they make a single run. The blocks of trees that
+    convert writes and the runtime's tree-blocks rewrite make."""
+    blocks: list[list[int]] = [[]]
+    size = 0
+    for tree, count in zip(ids.tolist(), counts.tolist(), strict=True):
+        if blocks[-1] and size + count > max_nodes:
+            blocks.append([])
+            size = 0
+        blocks[-1].append(tree)
+        size += count
+    if len(blocks) < 2:
+        return None
+    return [np.asarray(b, dtype=np.int64) for b in blocks]

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from onnxbridge._onnxfile import unique_names
+from onnxbridge._onnxfile import tree_runs, unique_names
 
 __all__ = [
     "ML_OPSET",
@@ -369,15 +369,10 @@ def _tree_blocks(arrays: dict[str, Any], block_nodes: int) -> list[dict[str, Any
     if np.any(np.diff(trees[starts]) <= 0):
         return [arrays]  # a tree's nodes are not all together: keep the ensemble whole
     sizes = np.diff(np.r_[starts, len(trees)])
-    cuts, filled = [0], 0
-    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
-        if filled and filled + size > block_nodes:
-            cuts.append(start)
-            filled = 0
-        filled += size
-    cuts.append(len(trees))
-    if len(cuts) == 2:
+    runs = tree_runs(np.arange(len(starts)), sizes, block_nodes)
+    if runs is None:
         return [arrays]
+    cuts = [int(starts[run[0]]) for run in runs] + [len(trees)]
     take = {k: _rows_of(v) for k, v in arrays.items()}
     leaf_trees = arrays.get("target_treeids", arrays.get("class_treeids"))
     target_trees = np.asarray(leaf_trees, dtype=np.int64)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge._onnxfile import unique_names
+from onnxbridge._onnxfile import tree_runs, unique_names
 from onnxbridge.runtime._rewrites import Rewrite
 
 __all__ = [
@@ -110,23 +110,7 @@ def _plan(attrs: dict[str, Any], max_nodes: int) -> list[np.ndarray] | None:
     if len(trees) <= max_nodes:
         return None
     ids, counts = np.unique(trees, return_counts=True)
-    return _group(ids, counts, max_nodes)
-
-
-def _group(ids: np.ndarray, counts: np.ndarray, max_nodes: int) -> list[np.ndarray] | None:
-    """``ids`` cut into runs of at most ``max_nodes`` summed ``counts`` (at least one id a
-    run), or None when they make a single run."""
-    blocks: list[list[int]] = [[]]
-    size = 0
-    for tree, count in zip(ids.tolist(), counts.tolist(), strict=True):
-        if blocks[-1] and size + count > max_nodes:
-            blocks.append([])
-            size = 0
-        blocks[-1].append(tree)
-        size += count
-    if len(blocks) < 2:
-        return None
-    return [np.asarray(b, dtype=np.int64) for b in blocks]
+    return tree_runs(ids, counts, max_nodes)
 
 
 def _blockable(node: Any, attrs: dict[str, Any], read: set[str], outputs: set[str]) -> bool:
@@ -331,7 +315,7 @@ def _v5_plan(forest: _Forest, max_nodes: int) -> list[np.ndarray] | None:
     splits = np.bincount(forest.node_tree[forest.node_tree >= 0], minlength=n_trees)
     keys = forest.leaf_keys(forest.node_tree)
     counts = splits + np.bincount(keys // forest.n_leaves, minlength=n_trees)
-    return _group(np.arange(n_trees, dtype=np.int64), counts, max_nodes)
+    return tree_runs(np.arange(n_trees, dtype=np.int64), counts, max_nodes)
 
 
 @dataclass(frozen=True)
