@@ -21,6 +21,7 @@ from sklearn.ensemble import (
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     RandomForestClassifier,
+    RandomForestRegressor,
 )
 from sklearn.tree import DecisionTreeRegressor
 
@@ -178,6 +179,42 @@ def test_float_arrays_as_tensors_predict_the_same(classification, tensor_form, k
         np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-6)
     else:
         np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["classes", "outputs"])
+def test_ensembles_with_more_leaf_weights_than_nodes_write_them_as_tensors(monkeypatch, kind):
+    # A many-class forest (or a multi-output one) lists a weight per leaf and class: its float
+    # lists reach protobuf's limit long before its nodes do, so the weights count too.
+    X, y = make_classification(
+        n_samples=600, n_features=6, n_informative=5, n_redundant=0, n_classes=12,
+        n_clusters_per_class=1, random_state=0,
+    )  # fmt: skip
+    X = X.astype(np.float32)
+    if kind == "classes":
+        forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+        weights = sum(t.tree_.n_leaves for t in forest.estimators_) * 12
+    else:
+        targets = np.column_stack([X @ np.arange(1.0, 7.0) + k for k in range(8)])
+        forest = RandomForestRegressor(n_estimators=3, random_state=0).fit(X, targets)
+        weights = sum(t.tree_.n_leaves for t in forest.estimators_) * 8
+    nodes = sum(t.tree_.node_count for t in forest.estimators_)
+    assert weights > 2 * nodes
+    monkeypatch.setattr(tree_ensemble, "TENSOR_NODES", 2 * nodes)
+    result = convert_estimator(forest, X[:100], precision="float", ml_opset=3)
+    node = _ensemble(result.model)
+    tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
+    name = "class_weights" if kind == "classes" else "target_weights"
+    assert tensors == {"nodes_values_as_tensor", f"{name}_as_tensor"}
+    outputs = _outputs(result.model, X)
+    if kind == "classes":
+        np.testing.assert_array_equal(outputs[0], forest.predict(X))
+        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-6)
+    else:
+        np.testing.assert_allclose(outputs[0], forest.predict(X), rtol=1e-5, atol=1e-4)
+    # Below the count, the same forest keeps its float lists.
+    monkeypatch.setattr(tree_ensemble, "TENSOR_NODES", weights + 1)
+    plain = _ensemble(convert_estimator(forest, X[:100], precision="float", ml_opset=3).model)
+    assert not any(a.type == onnx.AttributeProto.TENSOR for a in plain.attribute)
 
 
 def test_model_saved_with_external_data_loads_and_predicts(classification, tensor_form, tmp_path):

@@ -35,8 +35,9 @@ skl2onnx's guards accept). Every integer attribute is written as ``int`` (protob
 Forests have millions of nodes: the readers work per tree on numpy arrays, and the node's
 attributes are written from arrays straight into protobuf (no Python object per node); inside
 onnxbridge's conversion they are set once on the finished model (:func:`deferred_arrays`).
-Ensembles from :data:`TENSOR_NODES` nodes write their float arrays as tensors (``ai.onnx.ml`` 3),
-which a model past protobuf's 2 GiB can keep in an external data file.
+Ensembles from :data:`TENSOR_NODES` nodes or leaf weights (a many-class forest lists one weight
+per leaf and class) write their float arrays as tensors (``ai.onnx.ml`` 3), which a model past
+protobuf's 2 GiB can keep in an external data file.
 """
 
 from __future__ import annotations
@@ -1466,15 +1467,18 @@ def _modes(spec: TreeEnsembleSpec) -> _Strings:
     return _Strings((branch, b"LEAF"), spec.is_leaf)
 
 
-# Ensembles from this many nodes on write their float arrays as tensors (``*_as_tensor``,
-# ``ai.onnx.ml`` 3): a model past protobuf's 2 GiB limit can keep tensors in an external data
-# file, not lists of numbers. Smaller ones keep the float lists every ``ai.onnx.ml`` version reads.
+# Ensembles from this many nodes or leaf weights on write their float arrays as tensors
+# (``*_as_tensor``, ``ai.onnx.ml`` 3): a model past protobuf's 2 GiB limit can keep tensors in an
+# external data file, not lists of numbers. Smaller ones keep the float lists every
+# ``ai.onnx.ml`` version reads.
 TENSOR_NODES = 1 << 22
 
 
-def _floats_as_tensors(container: Any, spec: TreeEnsembleSpec) -> bool:
-    """Whether the float graph writes its float arrays as tensors (big ensembles, ml >= 3)."""
-    return len(spec.tree) >= TENSOR_NODES and container.target_opset_any_domain(ML_DOMAIN) >= 3
+def _floats_as_tensors(container: Any, spec: TreeEnsembleSpec, weights: int) -> bool:
+    """Whether the float graph writes its float arrays (``weights`` leaf weights) as tensors
+    (big ensembles, ml >= 3)."""
+    big = max(len(spec.tree), weights) >= TENSOR_NODES
+    return big and container.target_opset_any_domain(ML_DOMAIN) >= 3
 
 
 def _floats(name: str, values: np.ndarray, as_tensor: bool) -> dict[str, Any]:
@@ -1527,9 +1531,9 @@ def _float_thresholds(spec: TreeEnsembleSpec) -> np.ndarray:
 
 
 def _float_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, out: str) -> None:
-    as_tensors = _floats_as_tensors(container, spec)
-    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     rows, columns, weights = _leaf_targets(spec)
+    as_tensors = _floats_as_tensors(container, spec, len(weights))
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     attrs.update(
         target_treeids=spec.tree[rows],
         target_nodeids=spec.node[rows],
@@ -1654,9 +1658,9 @@ def add_float_forest_classifier(
     :func:`add_raw_scores`.
     """
     x, spec = _add_categorical_columns(scope, container, x, spec, text_inputs, TensorProto.FLOAT)
-    as_tensors = _floats_as_tensors(container, spec)
-    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     rows, columns, weights = _leaf_targets(replace(spec, tree_output=None))
+    as_tensors = _floats_as_tensors(container, spec, len(weights))
+    attrs = _ensemble_attributes(spec, _float_thresholds(spec), as_tensors=as_tensors)
     attrs.update(
         class_treeids=spec.tree[rows],
         class_nodeids=spec.node[rows],
