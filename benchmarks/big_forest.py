@@ -361,10 +361,7 @@ def _load_table(name: str, repeat: int, cap_gib: float) -> None:
         if failed:
             print(f"{form:<8}{failed[0].get('status')}")
             return
-        times = sorted(r["load_s"] for r in rounds)
-        middle = sorted(rounds, key=lambda r: r["load_s"])[(repeat - 1) // 2]
-        found[form] = {**middle, "spread": times[-1] - times[0]}
-        row = found[form]
+        found[form] = row = _median(rounds, key="load_s")
         print(
             f"{form:<8}{row['operators']:>5}{row['load_s']:>8.2f}{row['spread']:>7.2f}"
             f"{row['load_peak_mib']:>10.0f}{row['one_row_s'] * 1e6:>10.1f}{row['rows_s']:>12.3f}"
@@ -407,14 +404,14 @@ def _end_to_end(name: str, cap_gib: float) -> None:
         print(f"{step:<9}{found['seconds']:>7.1f}{found['peak_mib']:>9.0f}  {what}", flush=True)
 
 
-def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run of median time (the first failure if any failed), with the range of times."""
+def _median(results: list[dict[str, Any]], key: str = "seconds") -> dict[str, Any]:
+    """The run of median ``key`` time (the first failure if any failed), with their range."""
     failed = [r for r in results if r.get("status") != "ok"]
     if failed:
         return failed[0]
-    ordered = sorted(results, key=lambda r: r["seconds"])
+    ordered = sorted(results, key=lambda r: r[key])
     middle = dict(ordered[(len(ordered) - 1) // 2])
-    middle["spread"] = ordered[-1]["seconds"] - ordered[0]["seconds"]
+    middle["spread"] = ordered[-1][key] - ordered[0][key]
     return middle
 
 

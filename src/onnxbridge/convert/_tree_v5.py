@@ -144,11 +144,19 @@ def can_use_v5(
     return found
 
 
+def _is(small: dict[str, Any], name: str, value: str) -> bool:
+    """Whether text attribute ``name`` (its default: ``value``) is ``value``."""
+    return small.get(name, value) in (value, value.encode())
+
+
+def _plain_sum(small: dict[str, Any]) -> bool:
+    """Scores that are the sum of the trees' values: ``SUM`` without a ``post_transform``."""
+    return _is(small, "aggregate_function", "SUM") and _is(small, "post_transform", "NONE")
+
+
 def _single_value_leaves(small: dict[str, Any], arrays: dict[str, Any]) -> bool:
     """A sum of trees whose every leaf writes one value."""
-    if small.get("aggregate_function", b"SUM") not in (b"SUM", "SUM"):
-        return False
-    if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
+    if not _plain_sum(small):
         return False
     if "base_values_as_tensor" in small or "nodes_hitrates" in arrays:
         return False
@@ -244,9 +252,7 @@ def split_regressor(
     its own (:func:`_own_columns`), a ``Concat``, each block with its columns' base values.
     Returns each node with its arrays."""
     small = _small(node)
-    if small.get("aggregate_function", b"SUM") not in (b"SUM", "SUM"):
-        return [(node, arrays)]
-    if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
+    if not _plain_sum(small):
         return [(node, arrays)]
     parts = _tree_blocks(arrays, block_nodes)
     widths = None
@@ -277,7 +283,7 @@ def split_classifier(
     forest classifiers take the label from the scores: ONNX Runtime decides the operator's own
     by its binary rule.) Returns each node with its arrays."""
     small = _small(node)
-    if small.get("post_transform", b"NONE") not in (b"NONE", "NONE"):
+    if not _is(small, "post_transform", "NONE"):
         return [(node, arrays)]
     if "base_values" in small or "base_values_as_tensor" in small:
         return [(node, arrays)]
