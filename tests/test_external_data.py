@@ -352,15 +352,27 @@ def test_serve_answers_as_the_plain_model(pair: dict[str, Path]) -> None:
                  "data": values.ravel().tolist()}
             ]
         }  # fmt: skip
-        answer = httpx.post(f"{url}/v2/models/external/infer", json=body).json()
+        answers = [httpx.post(f"{url}/v2/models/external/infer", json=body).json()]
+        # The data file rewritten in place (not renamed over) under the running server: it
+        # answers from what it read, and goes on (a mapped file would change its answers, and
+        # a cut one would end the process).
+        data = pair["external"] / "model.onnx.data"
+        with data.open("r+b") as handle:
+            handle.write(b"\0" * data.stat().st_size)
+        answers.append(httpx.post(f"{url}/v2/models/external/infer", json=body).json())
+        with data.open("r+b") as handle:
+            handle.truncate(0)
+        answers.append(httpx.post(f"{url}/v2/models/external/infer", json=body).json())
+        assert process.poll() is None
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
-    outputs = {output["name"]: output["data"] for output in answer["outputs"]}
-    assert outputs["label"] == expected.labels.tolist()
-    np.testing.assert_array_equal(
-        np.array(outputs["probabilities"]), expected.probabilities.ravel()
-    )
+    for answer in answers:
+        outputs = {output["name"]: output["data"] for output in answer["outputs"]}
+        assert outputs["label"] == expected.labels.tolist()
+        np.testing.assert_array_equal(
+            np.array(outputs["probabilities"]), expected.probabilities.ravel()
+        )
 
 
 def test_a_repository_serves_the_model_and_refuses_broken_ones(
@@ -542,6 +554,80 @@ def test_an_offset_that_is_no_number_is_a_one_line_error(
     path.write_bytes(model.SerializeToString())
     code, _, err = run(capsys, "inspect", path)
     assert_one_line_error(code, err, r"offset 'abc' .* which are not byte counts")
+
+
+def test_a_data_file_that_cannot_be_opened_is_a_one_line_error(
+    pair: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from onnxbridge.serve import ModelRepository
+
+    loop = pair["external"]
+    (loop / "model.onnx.data").unlink()
+    (loop / "model.onnx.data").symlink_to("model.onnx.data")  # a link to itself
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "w.data").mkdir()
+    long = tmp_path / "long"
+    long.mkdir()
+    cases = [
+        (loop / "model.onnx", r"at 'model\.onnx\.data' .* which cannot be opened"),
+        (_pointing_to(folder, "w.data"), r"in 'w\.data', which is a folder, not the data file"),
+        (_pointing_to(long, "w" * 300), r"in 'w{300}', which cannot be read"),
+    ]
+    for path, expected in cases:
+        with pytest.raises(OnnxModelError, match=expected):
+            Predictor(path)
+        code, _, err = run(capsys, "inspect", path)
+        assert_one_line_error(code, err, expected)
+    code, _, err = run(capsys, "predict", loop, "--data", pair["plain"] / "holdout.parquet")
+    assert_one_line_error(code, err, r"which cannot be opened")
+    # In a repository the model is refused and the others serve.
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copytree(pair["plain"], root / "good")
+    shutil.copytree(loop, root / "loop", symlinks=True)
+    entries = {entry.name: entry for entry in ModelRepository(root).load_all()}
+    assert entries["good"].state == "READY"
+    assert entries["loop"].state == "UNAVAILABLE"
+    assert "which cannot be opened" in entries["loop"].reason
+
+
+def test_a_length_of_zero_is_checked_as_the_tensors_own_size(tmp_path: Path) -> None:
+    # ONNX Runtime reads a tensor's own size when its length is 0.
+    path = _pointing_to(tmp_path, "w.data")
+    model = onnx.load(str(path), load_external_data=False)
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "offset":
+            entry.value = "4000"
+        if entry.key == "length":
+            entry.value = "0"
+    path.write_bytes(model.SerializeToString())
+    (tmp_path / "w.data").write_bytes(b"\0" * 16000)
+    with pytest.raises(OnnxModelError, match=r"damaged: 16000 bytes, its tensors reach byte 20000"):
+        inspect_model(path)
+
+
+def test_saving_where_a_folder_stands_changes_nothing(
+    pair: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    external = pair["external"]
+    (external / "model.onnx.data").unlink()
+    (external / "model.onnx.data").mkdir()
+    before = {p.name: _sha(p) for p in external.iterdir() if p.is_file()}
+    code, _, err = run(capsys, "convert", external, "--precision", "double", "--external-data")
+    assert_one_line_error(code, err, r"model\.onnx\.data'?: Is a directory")
+    assert {p.name: _sha(p) for p in external.iterdir() if p.is_file()} == before
+    assert [p.name for p in external.iterdir() if p.name.startswith(".")] == []
+    # Without external data the folder is left alone and the model is converted.
+    assert _cli("convert", external, "--precision", "double") == 0
+    assert (external / "model.onnx.data").is_dir()
+    assert _cli("validate", external) == 0
+    with pytest.raises(OSError, match="Is a directory"):
+        save_model(_matmul_model(), tmp_path, external_data=True)
+    # A long file name leaves room for the temporary folder beside it.
+    long = tmp_path / "long" / ("m" * 240 + ".onnx")
+    assert save_model(_matmul_model(), long, external_data=True)[0] == long
+    assert sorted(p.name for p in long.parent.iterdir()) == [long.name, long.name + ".data"]
 
 
 def test_the_model_hash_does_not_change_with_the_onnx_file_name(pair: dict[str, Path]) -> None:

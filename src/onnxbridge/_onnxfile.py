@@ -15,6 +15,7 @@ a graph.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import math
 import mmap
@@ -161,12 +162,16 @@ def save_model(
     Raises:
         OnnxModelError: the model is over the protobuf limit even without its tensors (its graph
             alone: say, integer attributes of a very large tree ensemble).
-        OSError: the folder cannot be written.
+        OSError: the folder cannot be written, or ``path`` (or, with external data, the data
+            file's name) is a folder; then nothing has changed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data_path = path.with_name(data_file_name(path))
     external = needs_external_data(model) if external_data is None else external_data
+    for target in (path, data_path) if external else (path,):
+        if target.is_dir():
+            raise OSError(errno.EISDIR, "Is a directory", str(target))
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _scratch_folder(path) as scratch:
         writing = data_path  # the file a failed write is about, named as the user knows it
         try:
@@ -191,7 +196,7 @@ def save_model(
                     path.unlink()
             os.replace(scratch / data_path.name, data_path)
         os.replace(scratch / path.name, path)
-    if not external:
+    if not external and not data_path.is_dir():  # a folder of that name is not ours
         with contextlib.suppress(FileNotFoundError):
             data_path.unlink()
     return [path, data_path] if external else [path]
@@ -200,7 +205,9 @@ def save_model(
 @contextlib.contextmanager
 def _scratch_folder(path: Path) -> Iterator[Path]:
     """A private folder beside ``path`` (same file system, so renames out of it are atomic)."""
-    scratch = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    # (A file name is at most 255 bytes: the scratch name keeps the start of a long one.)
+    prefix = f".{path.name[:100]}."
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=path.parent))
     try:
         yield scratch
     finally:
@@ -350,7 +357,8 @@ def _data_end(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> int
     """The byte of its data file where a tensor's values end, from its offset and length."""
     try:
         offset = int(info.get("offset") or 0)
-        length = int(info.get("length") or _data_bytes(tensor))
+        # No length, or 0: ONNX Runtime reads the tensor's own size.
+        length = int(info.get("length") or 0) or _data_bytes(tensor)
     except ValueError:
         offset = length = -1
     if offset < 0 or length < 0:
@@ -381,6 +389,11 @@ def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
         resolved = (folder / where).resolve()
     except (ValueError, OSError):  # a NUL byte, a name the file system refuses
         resolved = folder
+    except RuntimeError as exc:  # a link loop
+        raise OnnxModelError(
+            f"{str(path)!r} refers to external data at {location!r} (tensor {tensor!r}), which "
+            f"cannot be opened ({exc}); copy the data file written with the model beside it"
+        ) from exc
     if (
         not location
         or where.is_absolute()
@@ -397,12 +410,24 @@ def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
 
 
 def _check_data_file(path: Path, file: Path, end: int) -> None:
-    if not file.is_file():
+    try:
+        is_file, is_dir = file.is_file(), file.is_dir()
+        size = file.stat().st_size if is_file else 0
+    except OSError as exc:  # a name too long for the file system, a folder not readable
+        raise OnnxModelError(
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which cannot be read "
+            f"({exc.strerror or exc}); copy the data file written with the model beside it"
+        ) from exc
+    if is_dir:
+        raise OnnxModelError(
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which is a folder, not the data "
+            f"file; copy the {file.name} written with {path.name} in its place"
+        )
+    if not is_file:
         raise OnnxModelError(
             f"{str(path)!r} keeps its tensors in {file.name!r}, which is missing beside it; "
             f"copy {file.name} together with {path.name} (they are one model)"
         )
-    size = file.stat().st_size
     if size < end:
         raise OnnxModelError(
             f"{str(path)!r} keeps its tensors in {file.name!r}, which is damaged: {size} bytes, "

@@ -183,9 +183,11 @@ class Router:
             raise SessionSettingsError(f"regime must be None or 'throughput', got {regime!r}")
         self._source: str | bytes = model if isinstance(model, bytes) else str(model)
         self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
+        # External data is read only from beside the model (refused before ORT opens it), and
+        # into memory for each session (see open_ort_session).
+        self._data_files: list[Path] = []
         if not isinstance(model, bytes) and Path(model).is_file():
-            # External data is read only from beside the model (refused before ORT opens it).
-            external_data_files(model)
+            self._data_files = external_data_files(model)
         self._providers = list(providers or ["CPUExecutionProvider"])
         # Re-entrant: a row-split session opens the sessions of its parts.
         self._lock = threading.RLock()
@@ -374,7 +376,9 @@ class Router:
                     effective, rewritten = apply_rewrites(data, settings)
             session = self._opened.get(effective)
             if session is None:
-                session, runs = _open_graph(self._source, rewritten, effective, self._providers)
+                session, runs = _open_graph(
+                    self._source, rewritten, effective, self._providers, self._data_files
+                )
                 if runs != effective:
                     self._runs_as[effective] = runs
         except OSError as exc:
@@ -506,30 +510,38 @@ def open_ort_session(
     when it has one thread already). Should a rewrite fail or not load, the failure is logged and
     the graph as it is runs instead. ONNX Runtime's own errors propagate (callers wrap them).
 
+    A model's external data files are read into memory and handed to ONNX Runtime, which copies
+    what it needs: left to itself it would map the files, and a data file rewritten in place
+    under a running session would change its answers or end the process (``SIGBUS``).
+
     Raises:
         OnnxModelError: the model's external data is outside its folder, missing or damaged.
     """
     chosen = list(providers or ["CPUExecutionProvider"])
-    if not isinstance(model, bytes):
-        external_data_files(model)
-    session = _open_one(model, settings, chosen)
+    data_files = [] if isinstance(model, bytes) else external_data_files(model)
+    session = _open_one(model, settings, chosen, data_files)
     if settings.row_split < 2:
         return session
     if settings.intra_op_num_threads == 1:
         return RowSplitSession(session, settings.row_split)
     # The parts run on one intra-op thread each (the cores are taken by the parts).
     single = replace(settings, intra_op_num_threads=1, allow_spinning=False, row_split=0)
-    return RowSplitSession(session, settings.row_split, _open_one(model, single, chosen))
+    return RowSplitSession(
+        session, settings.row_split, _open_one(model, single, chosen, data_files)
+    )
 
 
 def _open_one(
-    model: str | os.PathLike[str] | bytes, settings: SessionSettings, chosen: list[str]
+    model: str | os.PathLike[str] | bytes,
+    settings: SessionSettings,
+    chosen: list[str],
+    data_files: Sequence[Path] = (),
 ) -> Any:
     rewritten = None
     data = _rewritable(model) if settings.tree_block_nodes or settings.linear_gemv else None
     if data is not None:
         _, rewritten = apply_rewrites(data, settings)
-    return _open_graph(model, rewritten, settings, chosen)[0]
+    return _open_graph(model, rewritten, settings, chosen, data_files)[0]
 
 
 def _open_graph(
@@ -537,9 +549,11 @@ def _open_graph(
     rewritten: bytes | None,
     settings: SessionSettings,
     chosen: list[str],
+    data_files: Sequence[Path] = (),
 ) -> tuple[Any, SessionSettings]:
     """A session of ``rewritten`` (the graph ``settings`` asks for), else of ``model`` as it is
-    when there is no rewrite or ONNX Runtime refuses it (logged); and the settings it runs."""
+    when there is no rewrite or ONNX Runtime refuses it (logged); and the settings it runs.
+    ``data_files``: the model's external data files (:func:`open_ort_session`)."""
     import onnxruntime as ort
 
     options = settings.to_session_options()
@@ -553,6 +567,12 @@ def _open_graph(
                 first_line(exc),
             )
             settings = _without_rewrites(settings)
-    # The graph as it is opens from the path: external data files resolve relative to it.
+    # The graph as it is opens from the path; its external data comes from memory, by name.
     source: Any = model if isinstance(model, bytes) else str(model)
+    if data_files:
+        buffers = [file.read_bytes() for file in data_files]
+        names = [file.name for file in data_files]
+        options.add_external_initializers_from_files_in_memory(
+            names, buffers, [len(b) for b in buffers]
+        )
     return ort.InferenceSession(source, options, providers=chosen), settings

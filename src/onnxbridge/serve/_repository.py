@@ -216,6 +216,11 @@ class ModelRepository:
                         raise ModelLoadError(
                             f"model {name!r} version {version} failed to load: {exc}"
                         ) from exc
+                    except Exception as exc:  # one model's surprise must not stop the others
+                        raise ModelLoadError(
+                            f"model {name!r} version {version} failed to load: unexpected "
+                            f"{type(exc).__name__}: {first_line(exc)}"
+                        ) from exc
             except ModelLoadError as exc:
                 previous = self._entries.get(name)
                 if previous is not None and previous.versions:
