@@ -425,3 +425,31 @@ def test_dask_writes_an_empty_input_as_the_local_engine(
         for a, b in zip(local.parts, dask.parts, strict=True):
             want, got = pq.read_table(a.path), pq.read_table(b.path)
             assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)
+
+
+def test_relative_paths_are_the_clients_not_the_workers(
+    rows, tmp_path: Path, logreg_model: Path, cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workers run in another folder than the client: the job's relative input and output
+    # paths still mean the client's files, and the bad rows name the inputs as given.
+    frame = rows(120).astype({"petal length (cm)": object})
+    frame.loc[7, "petal length (cm)"] = "oops"
+    (tmp_path / "in").mkdir()
+    frame.to_csv(tmp_path / "in" / "a.csv", index=False)
+    rows(80, seed=3).to_parquet(tmp_path / "in" / "b.parquet")
+    monkeypatch.chdir(tmp_path)  # the workers were started in the tests' own folder
+    options = {"keep": ["id"], "on_error": "skip"}
+    local = score(logreg_model, "in", "local", **options)
+    for out in ("dask", "dask.parquet"):
+        dask = score(logreg_model, "in", out, engine="dask", scheduler=cluster, **options)
+        assert dask.rows == local.rows == 199 and dask.bad_rows == 1
+    for name in ("part-00000.parquet", "part-00001.parquet", "_bad_rows/part-00000.parquet"):
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(Path("dask") / name),
+            pd.read_parquet(Path("local") / name),
+            check_exact=True,
+        )
+    assert pd.read_parquet("dask.bad-rows.parquet")["file"].tolist() == [str(Path("in/a.csv"))]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet("dask.parquet"), pd.read_parquet("local"), check_exact=True
+    )

@@ -304,3 +304,116 @@ def test_resume_and_overwrite_remove_the_orphaned_temporary_files_of_a_killed_ru
         path.write_bytes(b"PAR1 half written")
     score(iris_model, tmp_path / "in.parquet", single, overwrite=True)
     assert [p.exists() for p in orphans] == [False, False] and foreign.exists()
+
+
+# ---------------------------------------------------------------- other spellings of one file
+def test_an_input_given_as_a_local_fsspec_url_is_never_the_output(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    folder = tmp_path / "scores"
+    rows(60).to_parquet(tmp_path / "day.parquet")
+    score(iris_model, tmp_path / "day.parquet", folder, keep=["id"])
+    before = snapshot(tmp_path)
+    for given, out in ((f"local://{folder}", folder), (f"local://{folder}/*", folder)):
+        with pytest.raises(DataError, match="would write over the input"):
+            score(iris_model, given, out, overwrite=True, keep=["id"])
+    with pytest.raises(DataError, match=r"reads local files through .*; pass their local path"):
+        score(iris_model, f"simplecache::file://{folder}", folder, overwrite=True)
+    assert snapshot(tmp_path) == before
+    result = score(iris_model, f"local://{tmp_path}/day.parquet", tmp_path / "again.parquet")
+    assert result.rows == 60
+
+
+def test_a_glob_leaves_out_folders_named_like_inputs(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    rows(20).to_csv(tmp_path / "a.csv", index=False)
+    score(iris_model, tmp_path / "a.csv", tmp_path / "preds.csv")  # a folder output
+    assert (tmp_path / "preds.csv").is_dir()
+    result = score(iris_model, str(tmp_path / "*.csv"), tmp_path / "out")
+    assert [p.sources for p in result.parts] == [[str(tmp_path / "a.csv")]]
+
+
+def test_single_file_outputs_of_other_suffixes_keep_their_own_bad_rows(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    frame = rows(30).astype({"petal length (cm)": object})
+    frame.loc[3, "petal length (cm)"] = "oops"
+    frame.to_csv(tmp_path / "bad.csv", index=False)
+    rows(10).to_csv(tmp_path / "good.csv", index=False)
+    first = score(iris_model, tmp_path / "bad.csv", tmp_path / "a.parquet", on_error="skip")
+    assert first.parts[0].bad_rows_path == tmp_path / "a.bad-rows.parquet"
+    kept = (tmp_path / "a.bad-rows.parquet").read_bytes()
+    second = score(iris_model, tmp_path / "bad.csv", tmp_path / "a.pq", on_error="skip")
+    assert second.parts[0].bad_rows_path == tmp_path / "a.pq.bad-rows.parquet"
+    score(iris_model, tmp_path / "good.csv", tmp_path / "a.pq", overwrite=True)
+    assert not (tmp_path / "a.pq.bad-rows.parquet").exists()
+    assert (tmp_path / "a.bad-rows.parquet").read_bytes() == kept
+
+
+def test_a_link_to_the_output_takes_the_same_lock(
+    capsys, rows, tmp_path: Path, iris_model: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        rows(60_000, seed=i, first_id=60_000 * i).to_parquet(data / f"in-{i}.parquet")
+    out = tmp_path / "scores"
+    out.mkdir()
+    (tmp_path / "alias").symlink_to(out)
+    first = _start_long_job(iris_model, data, out)
+    try:
+        code, _, err = run(capsys, "score", iris_model, data, "-o", tmp_path / "alias",
+                           "--overwrite")  # fmt: skip
+        still_running = first.poll() is None
+    finally:
+        _, stderr = first.communicate(timeout=120)
+    assert still_running, "the first run finished before the second one tried"
+    assert_one_line_error(code, err, rf"is being written by another score run \(pid {first.pid}\)")
+    assert first.returncode == 0, stderr
+    assert pd.read_parquet(out)["id"].tolist() == list(range(240_000))
+
+
+def test_resume_refuses_parts_of_a_job_with_more_inputs(
+    capsys, rows, tmp_path: Path, iris_model: Path
+) -> None:
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"in-{i}.parquet")
+        rows(40, seed=i, first_id=100 * i).to_parquet(paths[-1])
+    out = tmp_path / "scores"
+    score(iris_model, paths, out, keep=["id"])
+    before = snapshot(out)
+    code, _, err = run(capsys, "score", iris_model, *paths[:2], "-o", out, "--keep", "id",
+                       "--resume")  # fmt: skip
+    assert_one_line_error(code, err, r"cannot resume: .* holds part-00002.parquet, a part this job")
+    assert snapshot(out) == before
+    # With --overwrite too, this job's own parts are kept and the other one goes.
+    result = score(iris_model, paths[:2], out, keep=["id"], resume=True, overwrite=True)
+    assert result.rows == 0 and result.rows_resumed == 80
+    assert pd.read_parquet(out)["id"].tolist() == [*range(40), *range(100, 140)]
+    # A part of another job under --resume --overwrite is scored again.
+    rows(40, seed=7, first_id=500).to_parquet(paths[1])
+    again = score(iris_model, paths[:2], out, keep=["id"], resume=True, overwrite=True)
+    assert again.rows == 40 and again.rows_resumed == 40
+    assert pd.read_parquet(out)["id"].tolist() == [*range(40), *range(500, 540)]
+
+
+def test_keep_columns_named_twice_or_like_a_bad_rows_column(
+    capsys, rows, tmp_path: Path, iris_model: Path
+) -> None:
+    frame = rows(20)
+    frame.insert(1, "row", range(20))
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    code, _, _ = run(capsys, "score", iris_model, tmp_path / "in.csv", "-o", tmp_path / "a.pq",
+                     "--keep", "id,id", "--keep", "id")  # fmt: skip
+    assert code == 0
+    columns = list(pd.read_parquet(tmp_path / "a.pq").columns)
+    assert columns.count("id") == 1 and columns.index("id") == 0
+    code, _, err = run(capsys, "score", iris_model, tmp_path / "in.csv", "-o", tmp_path / "b.pq",
+                       "--keep", "row", "--on-error", "skip")  # fmt: skip
+    assert_one_line_error(
+        code, err, r"--keep column 'row' has the name of a column of the bad-rows"
+    )
+    assert not (tmp_path / "b.pq").exists()
+    assert score(iris_model, tmp_path / "in.csv", tmp_path / "c.pq", keep=["row"]).rows == 20

@@ -45,7 +45,7 @@ from onnxbridge._score.output import (
     part_identity,
     read_part,
 )
-from onnxbridge._score.rows import RowPlan
+from onnxbridge._score.rows import BAD_ROW_COLUMNS, RowPlan
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.runtime import Predictor
 
@@ -249,8 +249,8 @@ class ScoreJob:
         """The row checks for ``predictor``'s model.
 
         Raises:
-            DataError: a ``--keep`` column named like an output column, or missing from an
-                input still to score.
+            DataError: a ``--keep`` column named like an output column (or, skipping bad rows,
+                like a column of the bad-rows file), or missing from an input still to score.
         """
         plan = RowPlan.for_model(predictor, self.keep, allow_missing=self.allow_missing)
         outputs = set(empty_table(predictor, plan, pa.schema([])).column_names)
@@ -259,6 +259,13 @@ class ScoreJob:
             raise DataError(
                 f"keep= column {clash[0]!r} has the name of an output column "
                 f"({', '.join(sorted(outputs))}); rename it in the input",
+                arguments=("keep",),
+            )
+        clash = [k for k in self.keep if k in BAD_ROW_COLUMNS]
+        if clash and self.on_error == "skip":
+            raise DataError(
+                f"keep= column {clash[0]!r} has the name of a column of the bad-rows file "
+                f"({', '.join(BAD_ROW_COLUMNS)}); rename it in the input, or keep another",
                 arguments=("keep",),
             )
         if self.keep:
@@ -360,7 +367,7 @@ def prepare_job(
         model_sha256=model_sha256,
         layout=layout,
         inputs=files,
-        keep=list(keep),
+        keep=list(dict.fromkeys(keep)),  # a column named twice is kept once
         batch_size=batch_size,
         on_error=on_error,
         allow_missing=allow_missing,
@@ -377,8 +384,13 @@ def prepare_job(
         identity = part_identity(sources, job.model_sha256, options)
         part = PartSpec(index, path, layout.bad_rows_path(index), sources, identity)
         if resume and path.is_file():
-            job.done.append(_resumed(part, identity, on_error))
-            continue
+            try:
+                job.done.append(_resumed(part, identity, on_error))
+                continue
+            except (DataError, BadRowError):
+                if not overwrite:
+                    raise
+                # resume and overwrite: a part of this same job is kept, another is redone
         job.parts.append(part)
     return job
 
@@ -534,7 +546,7 @@ def score(
             with output_lock(job.layout):
                 # Again under the lock: another run may have changed the output meanwhile.
                 job = prepare_job(model, inputs, output, **options, locked=True)
-                job.layout.clear(resume=resume, overwrite=overwrite)
+                job.layout.clear(resume=resume, overwrite=overwrite, parts=len(job.inputs))
                 if client is None:
                     assert predictor is not None and runner is not None  # engine="local"
                     n_workers = workers or available_cores()

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,17 +123,24 @@ def _score_part(
     options: dict[str, Any],
     flag: Variable,
 ) -> dict[str, Any]:
-    """Score one part on a worker, batch by batch, and commit its file (the task)."""
+    """Score one part on a worker, batch by batch, and commit its file (the task).
+
+    The part's relative paths are the client's: they are taken from its working folder
+    (``options["cwd"]``), not the worker's; bad rows name the input as the client gave it."""
     started = time.perf_counter()
     _check_stop(flag, index)
     predictor = _session(sha256, model, threads)
+    given = part
+    part = _rooted(part, Path(options["cwd"]))
+    pairs = zip(part.sources, given.sources, strict=True)
+    names = {id(ours): str(theirs.path) for ours, theirs in pairs}
     with open_part(part.path, part.bad_path, part.identity, empty) as sink:
         for source, first, batch, missing in part_batches(part, plan, options["batch_size"]):
             scored = score_batch(
                 predictor,
                 batch,
                 plan,
-                file=str(source.path),
+                file=names[id(source)],
                 first_row=first,
                 on_error=options["on_error"],
                 allow_missing=options["allow_missing"],
@@ -141,6 +149,14 @@ def _score_part(
             sink.write(scored.table, scored.bad)
             _check_stop(flag, index)
     return {"rows": sink.rows, "bad_rows": sink.bad_rows, "seconds": time.perf_counter() - started}
+
+
+def _rooted(part: PartSpec, cwd: Path) -> PartSpec:
+    """``part`` with its relative local paths taken from ``cwd``."""
+    sources = [
+        replace(s, path=cwd / s.path) if isinstance(s.path, Path) else s for s in part.sources
+    ]
+    return replace(part, path=cwd / part.path, bad_path=cwd / part.bad_path, sources=sources)
 
 
 @contextlib.contextmanager
@@ -274,6 +290,7 @@ def _run_pieces(
     count, unreadable = _readable(pieces, plan)
     options = {"batch_size": job.batch_size, "on_error": job.on_error}
     options["allow_missing"] = job.allow_missing
+    options["cwd"] = os.getcwd()  # a worker may run elsewhere: relative paths are ours
     model = client.scatter(_model_for_workers(job), broadcast=True)
     futures: list[Future] = []
     done: dict[int, dict[str, Any]] = {}

@@ -181,6 +181,8 @@ def list_inputs(
         if text.lower().startswith("file://"):
             # A local file by URL is a local file: checked as one (never also the output).
             text = url2pathname(urlparse(text).path)
+        elif "://" in text:
+            text = _local_path(text) or text
         path = Path(text)
         if "://" in text:
             found.extend(_remote_files(text, allowed))
@@ -201,7 +203,9 @@ def list_inputs(
             matches = [path]
         elif _GLOB_CHARS & set(text):
             matches = sorted(
-                Path(p) for p in glob.glob(text, recursive=True) if _supported(Path(p))
+                Path(p)
+                for p in glob.glob(text, recursive=True)
+                if _supported(Path(p)) and Path(p).is_file()  # not a folder named x.parquet
             )
             if not matches:
                 raise DataError(f"the pattern {text!r} matches no {allowed} files; check it")
@@ -223,6 +227,35 @@ def list_inputs(
     return files
 
 
+def _local_path(url: str) -> str | None:
+    """The local path an fsspec URL of this machine's file system names (``local://``), or
+    None for another store. Local files are always read as local paths, so that they are
+    checked as such (never also the output); a store layered over local files (a cache) is
+    refused: its files are local files under another name.
+
+    Raises:
+        DataError: a store layered over the local file system.
+    """
+    try:
+        import fsspec
+        from fsspec.implementations.local import LocalFileSystem
+
+        fs, key = fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError):
+        return None  # _remote_files says what is wrong
+    if isinstance(fs, LocalFileSystem):
+        return str(key)
+    layer = getattr(fs, "fs", None)
+    while isinstance(layer, fsspec.AbstractFileSystem):
+        if isinstance(layer, LocalFileSystem):
+            raise DataError(
+                f"{url!r} reads local files through {type(fs).__name__}; pass their local "
+                "path (or a file:// URL) instead"
+            )
+        layer = getattr(layer, "fs", None)
+    return None
+
+
 def _remote_files(url: str, allowed: str) -> list[RemotePath]:
     """The files a remote URL names: a file, a folder's supported files or a glob's matches."""
     try:
@@ -236,9 +269,11 @@ def _remote_files(url: str, allowed: str) -> list[RemotePath]:
         ) from exc
     try:
         if _GLOB_CHARS & set(key):
-            keys = sorted(str(k) for k in fs.glob(key))
+            found = fs.glob(key, detail=True)
+            keys = sorted(str(k) for k, info in found.items() if info.get("type") != "directory")
         elif fs.isdir(key):
-            keys = sorted(str(k) for k in fs.ls(key, detail=False))
+            listed = fs.ls(key, detail=True)
+            keys = sorted(str(i["name"]) for i in listed if i.get("type") != "directory")
         elif fs.isfile(key):
             keys = [key]
         else:

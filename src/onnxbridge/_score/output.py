@@ -99,15 +99,24 @@ class OutputLayout:
         return self.path / f"part-{index:05d}.parquet"
 
     def bad_rows_path(self, index: int | None = None) -> Path:
-        """The side file of skipped rows: of part ``index``, or of the single output file."""
+        """The side file of skipped rows: of part ``index``, or of the single output file
+        (``x.parquet``: ``x.bad-rows.parquet``; another name keeps its suffix, ``x.pq``:
+        ``x.pq.bad-rows.parquet``, so that two outputs never share one)."""
         if self.single_file:
-            return self.path.with_name(self.path.stem + ".bad-rows.parquet")
+            base = self.path.stem if self.path.suffix == ".parquet" else self.path.name
+            return self.path.with_name(base + ".bad-rows.parquet")
         return self.path / BAD_ROWS_DIR / f"part-{index:05d}.parquet"
 
     @property
     def lock_path(self) -> Path:
-        """The lock file of this output: hidden, beside it (so a refused run creates no folder)."""
-        return self.path.parent / f".{self.path.name}.lock"
+        """The lock file of this output: hidden, beside it (so a refused run creates no folder),
+        named after the output's real path: every spelling of one output (a link to it, a
+        relative path) takes the same lock."""
+        try:
+            real = self.path.resolve()
+        except (OSError, RuntimeError):  # a link loop: the path as given
+            real = self.path.absolute()
+        return real.parent / f".{real.name}.lock"
 
     def check(
         self, inputs: Sequence[Any], *, resume: bool, overwrite: bool, locked: bool = False
@@ -175,6 +184,27 @@ class OutputLayout:
                 "interrupted run (completed parts are kept) or overwrite=True to replace them",
                 arguments=("output", "overwrite", "resume"),
             )
+        extra = self.extra_parts(len(inputs))
+        if resume and not overwrite and extra:
+            raise DataError(
+                f"cannot resume: output={str(path)!r} holds {extra[0].name}, a part this job "
+                f"does not write (it has {len(inputs)} input file"
+                f"{'s' if len(inputs) != 1 else ''}): it comes from a job with other inputs; "
+                "pass overwrite=True to score everything again",
+                arguments=("output", "overwrite"),
+            )
+
+    def extra_parts(self, parts: int) -> list[Path]:
+        """The part files (and side files) of a folder output beyond a job of ``parts`` parts."""
+        found = []
+        for folder in (self.path, self.path / BAD_ROWS_DIR):
+            if not folder.is_dir():
+                continue
+            for entry in folder.iterdir():
+                match = _PART.match(entry.name)
+                if match and int(entry.name[5:-8]) >= parts:
+                    found.append(entry)
+        return sorted(found)
 
     def _check_not_locked(self) -> None:
         """Refuse an output another run is writing (a probe: takes and drops a shared lock, so a
@@ -234,14 +264,15 @@ class OutputLayout:
                 found.extend(p for p in folder.iterdir() if not p.is_dir())
         return found
 
-    def clear(self, *, resume: bool, overwrite: bool) -> None:
+    def clear(self, *, resume: bool, overwrite: bool, parts: int = 0) -> None:
         """Make the output ready to be written; call only with :func:`output_lock` held and
         after :meth:`check`.
 
         Removes the hidden temporary files an interrupted run left (the lock guarantees that no
         live run owns them), the manifest of a folder that ``resume`` rewrites, and, for
-        ``overwrite`` without ``resume``, the parts of a folder output. A single output file is
-        not removed: the new one replaces it by a rename when it is complete.
+        ``overwrite`` without ``resume``, the parts of a folder output; with both, the parts
+        beyond this job's ``parts`` (an earlier job's, with more inputs). A single output file
+        is not removed: the new one replaces it by a rename when it is complete.
         """
         if self.single_file:
             names = {self.path.name, self.bad_rows_path().name}
@@ -265,6 +296,9 @@ class OutputLayout:
                 for entry in folder.iterdir():
                     if _TEMP.match(entry.name):
                         entry.unlink(missing_ok=True)
+        if overwrite:
+            for entry in self.extra_parts(parts):
+                entry.unlink(missing_ok=True)
         (self.path / MANIFEST_NAME).unlink(missing_ok=True)
 
     def write_manifest(self, payload: dict[str, Any]) -> Path:
