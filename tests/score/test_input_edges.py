@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
 import pandas as pd
 import pytest
 
 from cli_support import assert_one_line_error, run
-from onnxbridge import DataError, Predictor, score
+from onnxbridge import BadRowError, DataError, Predictor, score
 
 IRIS_COLUMNS = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)", "petal width (cm)"]
 
@@ -25,6 +26,41 @@ def predicted(model: Path | bytes, features: pd.DataFrame) -> pd.DataFrame:
 
 def with_keys(keys: pd.Series, predictions: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([keys.reset_index(drop=True), predictions], axis=1)
+
+
+@pytest.fixture(scope="module")
+def plain_model(iris_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Iris forest without its onnxbridge metadata: a plain .onnx from elsewhere."""
+    model = onnx.load(str(iris_model))
+    del model.metadata_props[:]
+    path = tmp_path_factory.mktemp("plain") / "plain.onnx"
+    onnx.save(model, str(path))
+    assert Predictor(path).metadata is None
+    return path
+
+
+def test_a_model_without_metadata_names_and_skips_a_bad_row(
+    rows, tmp_path: Path, plain_model: Path
+) -> None:
+    frame = rows(300)[IRIS_COLUMNS].astype({"petal width (cm)": object})
+    frame.loc[1, "petal width (cm)"] = "1.2cm"  # data row 2 of the file
+    path = tmp_path / "p_bad.csv"
+    frame.to_csv(path, index=False)  # the model takes every column of the file
+    with pytest.raises(BadRowError) as info:
+        score(plain_model, path, tmp_path / "stopped", batch_size=100)
+    assert (info.value.file, info.value.row) == (str(path), 2)
+    assert info.value.column == "petal width (cm)"
+    assert "row 2, column 'petal width (cm)': value '1.2cm' is not a number" in str(info.value)
+    out = tmp_path / "scores"
+    result = score(plain_model, path, out, batch_size=100, on_error="skip")
+    assert result.bad_rows == 1 and result.rows == 299
+    bad = pd.read_parquet(out / "_bad_rows" / "part-00000.parquet")
+    assert bad[["row", "column", "value"]].values.tolist() == [[2, "petal width (cm)", "1.2cm"]]
+    assert bad["reason"][0].startswith("not a number: the model takes numbers")
+    want = predicted(plain_model, frame.drop(index=[1]).astype({"petal width (cm)": float}))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "part-00000.parquet"), want, check_exact=True
+    )
 
 
 def test_a_batch_size_beyond_the_readers_is_a_one_line_error(

@@ -48,7 +48,8 @@ class RowPlan:
     Attributes:
         features: the model's feature columns in training order (None: a model without
             onnxbridge metadata, whose columns are the file's, in order, minus ``keep``).
-        numeric: the features the model takes as numbers.
+        numeric: the features the model takes as numbers (see :meth:`is_numeric` for a model
+            without onnxbridge metadata).
         booleans: the numeric features that were booleans in training (CSV text true/false).
         keep: the key columns copied to the output.
         refuse_missing: the features where a missing value makes a row bad (those the source
@@ -57,6 +58,8 @@ class RowPlan:
             against it.
         default_dtype: the element type of the columns of a model without onnxbridge
             metadata (its one tensor input's), None otherwise.
+        all_numeric: a model without onnxbridge metadata whose one tensor input takes numbers:
+            every feature column, whatever the file calls it, is numeric.
     """
 
     features: list[str] | None
@@ -66,6 +69,7 @@ class RowPlan:
     refuse_missing: frozenset[str]
     dtypes: dict[str, np.dtype] = field(default_factory=dict)
     default_dtype: np.dtype | None = None
+    all_numeric: bool = False
 
     @classmethod
     def for_model(
@@ -74,13 +78,17 @@ class RowPlan:
         """The plan for ``predictor``'s model."""
         meta = predictor.metadata
         if meta is None:
+            dtype = predictor.input_dtype
             return cls(
                 None,
                 set(),
                 set(),
                 list(keep),
                 refuse_missing=frozenset(),
-                default_dtype=predictor.input_dtype,
+                default_dtype=dtype,
+                # Its columns are known only per file: each one feeds the tensor, so a value
+                # that is not a number is a bad row of its own, as with metadata.
+                all_numeric=dtype is not None and dtype.kind in "fiub",
             )
         numeric = {f.name for f in meta.features.features if f.is_numeric}
         booleans = {f.name for f in meta.features.features if f.dtype.lower().startswith("bool")}
@@ -99,6 +107,10 @@ class RowPlan:
             refuse_missing=frozenset(() if allow_missing else meta.missing_refused_columns()),
             dtypes=dtypes,
         )
+
+    def is_numeric(self, name: str) -> bool:
+        """Whether the model takes the feature ``name`` as numbers."""
+        return self.all_numeric or name in self.numeric
 
     def features_of(self, columns: Sequence[str]) -> list[str]:
         """The feature columns of a file with ``columns``."""
@@ -205,7 +217,7 @@ class CheckedBatch:
         value_reasons: dict[int, str] = {}
         for j, name in enumerate(names):
             array = batch.column(name)
-            if name in plan.numeric:
+            if plan.is_numeric(name):
                 array, invalid, why = _to_number(array, bool_feature=name in plan.booleans)
                 if invalid is not None:
                     bad_column[invalid & (bad_column < 0)] = j
