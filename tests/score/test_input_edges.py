@@ -9,6 +9,8 @@ from pathlib import Path
 
 import onnx
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cli_support import assert_one_line_error, run
@@ -61,6 +63,69 @@ def test_a_model_without_metadata_names_and_skips_a_bad_row(
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "part-00000.parquet"), want, check_exact=True
     )
+
+
+def test_csv_keys_are_kept_as_written_on_both_engines_and_through_resume(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    """A CSV key column is text, exactly as written (leading zeros and all), whatever its
+    values look like: every part of a job, an empty one included, has the same key type on
+    both engines, and a resumed job's parts agree with the ones it kept."""
+    data = tmp_path / "data"
+    data.mkdir()
+    frames = [rows(40, seed=i, first_id=100 * i) for i in range(3)]
+    frames[0]["id"] = [f"{i:05d}" for i in frames[0]["id"]]  # 00000, 00001, ...
+    frames[0].to_csv(data / "a.csv", index=False)
+    frames[1].head(0).to_csv(data / "b.csv", index=False)  # a header, no rows
+    bad = frames[2].astype({"petal length (cm)": object})
+    bad.loc[5, "petal length (cm)"] = "?"
+    bad.to_csv(data / "c.csv", index=False)
+    local = tmp_path / "local"
+    with pytest.raises(BadRowError, match=r"c.csv', row 6"):
+        score(iris_model, data, local, keep=["id"], workers=1)
+    assert sorted(p.name for p in local.glob("part-*")) == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
+    resumed = score(iris_model, data, local, keep=["id"], on_error="skip", resume=True)
+    assert [p.resumed for p in resumed.parts] == [True, True, False]
+    schemas = [pq.read_schema(p.path).remove_metadata() for p in resumed.parts]
+    assert schemas[0].field("id").type == pa.string()
+    assert schemas[0] == schemas[1] == schemas[2]
+    good = bad.drop(index=[5]).astype({"petal length (cm)": float})
+    for part, frame in zip(resumed.parts, (frames[0], frames[1].head(0), good), strict=True):
+        got = pd.read_parquet(part.path)
+        assert got["id"].tolist() == [str(k) for k in frame["id"]]
+        if len(frame):
+            want = with_keys(got["id"], predicted(iris_model, frame[IRIS_COLUMNS]))
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert pd.read_parquet(local)["id"].tolist()[:2] == ["00000", "00001"]
+    dask = score(
+        iris_model, data, tmp_path / "dask", keep=["id"], on_error="skip", engine="dask",
+        workers=1,
+    )  # fmt: skip
+    for a, b in zip(resumed.parts, dask.parts, strict=True):
+        want, got = pq.read_table(a.path), pq.read_table(b.path)
+        assert got.schema.equals(want.schema, check_metadata=True) and got.equals(want)
+
+
+def test_a_csv_key_that_stops_looking_like_a_number_after_the_first_block_is_kept(
+    rows, tmp_path: Path, iris_model: Path
+) -> None:
+    """pyarrow reads CSV in blocks of 4 MiB: a key column typed from the first one would stop
+    the reader at an id such as 'X-1' further down."""
+    frame = rows(2_200)
+    frame["id"] = frame["id"].astype(str)
+    frame.loc[2_199, "id"] = "X-1"
+    frame["note"] = "n" * 2_000  # about 2 KB a row: the last rows are past the first block
+    path = tmp_path / "big.csv"
+    frame.to_csv(path, index=False)
+    assert path.stat().st_size > 4 * 2**20
+    out = tmp_path / "scores.parquet"
+    result = score(iris_model, path, out, keep=["id"])
+    assert result.rows == 2_200 and result.bad_rows == 0
+    want = with_keys(frame["id"], predicted(iris_model, frame[IRIS_COLUMNS]))
+    pd.testing.assert_frame_equal(pd.read_parquet(out), want, check_exact=True)
 
 
 def test_a_batch_size_beyond_the_readers_is_a_one_line_error(

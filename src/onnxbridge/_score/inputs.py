@@ -332,7 +332,14 @@ def _read(
         )
     import pyarrow.csv as pcsv
 
-    text = set(text_columns)
+    # Every column read from a CSV file is text (``text_columns`` among them): the model's
+    # features are cast row by row by onnxbridge._score.rows, so a bad value names its row,
+    # and key columns stay exactly as written. pyarrow would type a column from the first block
+    # it reads: a key of digits would lose its leading zeros (00007 -> 7), and a value that
+    # does not fit that guess further down (an id 'X-1' after 4 MB of numbers) would stop the
+    # reader, whatever on_error says.
+    names = list(columns) if columns is not None else source.column_names()
+    text = {*names, *text_columns}
     return pcsv.open_csv(
         where,
         read_options=pcsv.ReadOptions(block_size=1 << 22),

@@ -118,10 +118,10 @@ class RowPlan:
             return self.features
         return [c for c in columns if c not in self.keep]
 
-    def read_columns(self, columns: Sequence[str]) -> list[str] | None:
-        """The columns to read from a file with ``columns`` (None: all of them)."""
+    def read_columns(self, columns: Sequence[str]) -> list[str]:
+        """The columns to read from a file with ``columns``, in the file's order."""
         if self.features is None:
-            return None
+            return list(columns)  # a model without metadata takes them all
         wanted = set(self.features) | set(self.keep)
         return [c for c in columns if c in wanted]
 
