@@ -30,6 +30,26 @@ def with_keys(keys: pd.Series, predictions: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([keys.reset_index(drop=True), predictions], axis=1)
 
 
+@pytest.mark.parametrize("id_first", [True, False], ids=["id-first", "features-first"])
+def test_a_csv_with_a_byte_order_mark_scores_as_predict_reads_it(
+    capsys, rows, tmp_path: Path, iris_model: Path, id_first: bool
+) -> None:
+    """Excel's "CSV UTF-8" starts with a byte order mark: the first column keeps its name."""
+    frame = rows(60)
+    if not id_first:
+        frame = frame[[*IRIS_COLUMNS, "id"]]
+    path = tmp_path / "excel.csv"
+    frame.to_csv(path, index=False, encoding="utf-8-sig")
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    out = tmp_path / "scores.parquet"
+    code, _, err = run(capsys, "score", iris_model, path, "-o", out, "--keep", "id")
+    assert code == 0, err
+    read = pd.read_csv(path)  # what predict reads
+    assert list(read.columns) == list(frame.columns)
+    want = with_keys(read["id"].astype(str), predicted(iris_model, read[IRIS_COLUMNS]))
+    pd.testing.assert_frame_equal(pd.read_parquet(out), want, check_exact=True)
+
+
 @pytest.fixture(scope="module")
 def plain_model(iris_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Iris forest without its onnxbridge metadata: a plain .onnx from elsewhere."""

@@ -128,7 +128,9 @@ class InputFile:
                 return [str(n) for n in self.parquet_schema().names]
             with self.open() as where:
                 fh = where.open("rb") if isinstance(where, Path) else contextlib.nullcontext(where)
-                with fh as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+                # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first
+                # name; pyarrow's reader drops it too, so both see the same columns.
+                with fh as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
                     delimiter = "\t" if self.fmt == "tsv" else ","
                     header = next(csv.reader(text, delimiter=delimiter), None)
         except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
