@@ -5,11 +5,13 @@ against Predictor on the same rows."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import onnx
 import pandas as pd
 import pyarrow as pa
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -82,6 +84,53 @@ def test_a_model_without_metadata_names_and_skips_a_bad_row(
     want = predicted(plain_model, frame.drop(index=[1]).astype({"petal width (cm)": float}))
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "part-00000.parquet"), want, check_exact=True
+    )
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write ``table`` (whose names may repeat) as CSV or Parquet, by ``path``'s extension."""
+    if path.suffix == ".csv":
+        pcsv.write_csv(table, path)
+    else:
+        pq.write_table(table, path)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "engine"), [("csv", "local"), ("parquet", "local"), ("parquet", "dask")]
+)
+def test_a_column_named_twice_is_a_one_line_error_naming_it(
+    capsys, rows, tmp_path: Path, iris_model: Path, fmt: str, engine: str
+) -> None:
+    frame = rows(30)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows(20, seed=1).to_parquet(data / "a.parquet", index=False)  # scored before it
+    columns = [pa.array(frame[c]) for c in ["id", *IRIS_COLUMNS]]
+    names = ["id", *IRIS_COLUMNS]
+    twice = pa.table([*columns, columns[1]], names=[*names, "sepal length (cm)"])
+    path = data / f"b.{fmt}"
+    write_table(twice, path)
+    out = tmp_path / "scores"
+    code, _, err = run(
+        capsys, "score", iris_model, data, "-o", out, "--engine", engine, "--workers", "1"
+    )
+    assert_one_line_error(
+        code,
+        err,
+        rf"^error: '{re.escape(str(path))}' has two columns named 'sepal length \(cm\)', which "
+        "the job reads; rename or drop one of them in the file$",
+    )
+    # The input before it is scored and kept; nothing of the refused one is written.
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.parquet"]
+    # A column named twice that the job does not read is no obstacle.
+    notes = pa.table([*columns, ["x"] * 30, ["y"] * 30], names=[*names, "note", "note"])
+    path = tmp_path / f"notes.{fmt}"
+    write_table(notes, path)
+    score(iris_model, path, tmp_path / "notes-scores.parquet", keep=["id"])
+    keys = frame["id"].astype(str) if fmt == "csv" else frame["id"]
+    want = with_keys(keys, predicted(iris_model, frame[IRIS_COLUMNS]))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "notes-scores.parquet"), want, check_exact=True
     )
 
 

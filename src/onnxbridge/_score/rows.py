@@ -134,10 +134,20 @@ class RowPlan:
         """The first missing required column of a file and why it matters, or None.
 
         Raises:
-            DataError: a ``--keep`` column is not in the file (a usage error, never skipped).
+            DataError: a ``--keep`` column is not in the file (a usage error, never skipped), or
+                a column the job reads is in it twice (no telling which holds the values).
         """
         from onnxbridge.errors import DataError
 
+        wanted = set(self.features_of(columns)) | set(self.keep)
+        seen: set[str] = set()
+        for name in columns:
+            if name in seen and name in wanted:
+                raise DataError(
+                    f"{file!r} has two columns named {name!r}, which the job reads; rename or "
+                    "drop one of them in the file"
+                )
+            seen.add(name)
         for name in self.keep:
             if name not in columns:
                 raise DataError(
