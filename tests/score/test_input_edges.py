@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pandas as pd
 import pyarrow as pa
@@ -49,6 +50,56 @@ def test_a_csv_with_a_byte_order_mark_scores_as_predict_reads_it(
     read = pd.read_csv(path)  # what predict reads
     assert list(read.columns) == list(frame.columns)
     want = with_keys(read["id"].astype(str), predicted(iris_model, read[IRIS_COLUMNS]))
+    pd.testing.assert_frame_equal(pd.read_parquet(out), want, check_exact=True)
+
+
+def test_a_boolean_feature_written_as_1_0_and_0_0_scores_as_predict_reads_it(
+    tmp_path: Path, houses_model: Path, regression_csv: Path
+) -> None:
+    """pandas writes a boolean column that has missing values as 1.0 / 0.0 and reads it back as
+    floats; numbers other than 1 and 0 are still refused, and the rows around a refused one
+    score as the same rows without it."""
+    frame = pd.read_csv(regression_csv).head(40).drop(columns=["price"])
+    assert frame["has_garden"].dtype == bool
+    as_floats = frame.astype({"has_garden": float})
+    as_floats.loc[9, "has_garden"] = np.nan  # a missing value, written as an empty field
+    written = as_floats.astype({"has_garden": object})
+    as_floats.loc[[3, 4, 5], "has_garden"] = [1.0, 0.0, 1.0]
+    written.loc[[3, 4, 5], "has_garden"] = ["1.00", "-0.0", "1e0"]  # the same numbers
+    written.loc[7, "has_garden"] = "0.5"  # data row 8 of the file
+    path = tmp_path / "houses.csv"
+    written.to_csv(path, index=False)
+    written_bits = {line.rsplit(",", 1)[1] for line in path.read_text().splitlines()[1:]}
+    assert {"1.0", "0.0"} <= written_bits  # as pandas writes them
+    with pytest.raises(BadRowError) as info:
+        score(houses_model, path, tmp_path / "stopped.parquet")
+    assert (info.value.row, info.value.column) == (8, "has_garden")
+    assert "value '0.5' is not true/false/1/0: the model takes booleans here" in str(info.value)
+    out = tmp_path / "prices.parquet"
+    result = score(houses_model, path, out, on_error="skip")
+    assert result.bad_rows == 1 and result.rows == 39
+    bad = pd.read_parquet(tmp_path / "prices.bad-rows.parquet")
+    assert bad[["row", "column", "value"]].values.tolist() == [[8, "has_garden", "0.5"]]
+    want = predicted(houses_model, as_floats.drop(index=[7]))
+    pd.testing.assert_frame_equal(pd.read_parquet(out), want, check_exact=True)
+
+
+def test_a_boolean_feature_with_a_missing_value_scores_as_1_0_0_0_and_nan(
+    tmp_path: Path, houses_model: Path, regression_csv: Path
+) -> None:
+    """True / False / (empty) in a CSV file: a table with a missing boolean is read as 1.0 / 0.0 /
+    NaN wherever onnxbridge reads one (the model's input takes numbers)."""
+    frame = pd.read_csv(regression_csv).head(30).drop(columns=["price"])
+    written = frame.astype({"has_garden": object})
+    written.loc[4, "has_garden"] = None
+    path = tmp_path / "houses.csv"
+    written.to_csv(path, index=False)
+    assert path.read_text().splitlines()[5].endswith(",")  # an empty field
+    out = tmp_path / "prices.parquet"
+    assert score(houses_model, path, out).rows == 30
+    as_floats = frame.astype({"has_garden": float})
+    as_floats.loc[4, "has_garden"] = np.nan
+    want = predicted(houses_model, as_floats)
     pd.testing.assert_frame_equal(pd.read_parquet(out), want, check_exact=True)
 
 

@@ -34,6 +34,9 @@ __all__ = ["BAD_ROW_COLUMNS", "CheckedBatch", "RowPlan"]
 BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
 # What pyarrow's string -> float64 cast accepts (after trimming spaces); RE2 syntax.
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
+# 1 and 0 written as numbers (1.0, 0.00, 1e0, -0.0), which a boolean feature takes as well.
+_ONE = r"^\+?0*1(\.0*)?([eE][+-]?0+)?$"
+_ZERO = r"^[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?$"
 _MISSING_REASON = (
     "missing value: the source model refuses missing values in this column, so ONNX results for "
     "such rows are not validated (fill them, or pass allow_missing=True)"
@@ -232,6 +235,11 @@ class CheckedBatch:
                 if invalid is not None:
                     bad_column[invalid & (bad_column < 0)] = j
                     cast_reasons[j] = why
+                if pa.types.is_boolean(array.type) and array.null_count:
+                    # Booleans with missing values (or values refused above) as 1.0 / 0.0 / NaN,
+                    # as onnxbridge reads any table: pandas would make an object column of
+                    # them, which a model's number input refuses.
+                    array = pc.cast(array, pa.float64())
             dtype = plan.dtypes.get(name, plan.default_dtype)
             if dtype is not None and pa.types.is_floating(array.type):
                 # Integers and booleans fit a float input; floats may not (±inf, beyond
@@ -311,18 +319,25 @@ def _to_number(array: pa.Array, *, bool_feature: bool) -> tuple[pa.Array, np.nda
         return pc.cast(text, target), None, reason
     except pa.ArrowInvalid:
         pass
-    if not bool_feature:
+    if bool_feature:
+        # pandas writes a boolean column that has missing values as 1.0 / 0.0 (and reads it
+        # back as floats, which the model takes): numbers equal to 1 or 0 are booleans too.
+        one = pc.fill_null(pc.match_substring_regex(text, _ONE), False)
+        zero = pc.fill_null(pc.match_substring_regex(text, _ZERO), False)
+        text = pc.if_else(one, "1", pc.if_else(zero, "0", text))
+    else:
         # A boolean column read from text (True/False, as pandas reads it) holds 1/0.
         lower = pc.utf8_lower(text)
         text = pc.if_else(
             pc.equal(lower, "true"), "1", pc.if_else(pc.equal(lower, "false"), "0", text)
         )
-        try:
-            return pc.cast(text, target), None, reason
-        except pa.ArrowInvalid:
-            pass
+    try:
+        return pc.cast(text, target), None, reason
+    except pa.ArrowInvalid:
+        pass
     if bool_feature:
         ok = pc.is_in(pc.utf8_lower(text), pa.array(["true", "false", "1", "0"]))
+        ok = pc.or_(ok, pc.is_null(text))  # is_in says false, not null, for a missing value
     else:
         ok = pc.match_substring_regex(text, _NUMBER)
     ok = pc.fill_null(ok, True)  # missing values are not cast errors
