@@ -323,7 +323,7 @@ def test_dask_one_file_stops_at_a_corrupt_input_and_clears_a_killed_runs_parts(
     result = score(iris_model, paths, target, engine="dask", scheduler=cluster, keep=["id"])
     assert result.rows == 1500 and sorted(p.name for p in out.iterdir()) == ["scores.parquet"]
     assert (
-        pd.read_parquet(target)["id"].tolist()
+        pd.read_parquet(target)["id"].astype(int).tolist()
         == pd.concat([pd.read_csv(p) if p.suffix == ".csv" else pd.read_parquet(p) for p in paths])[
             "id"
         ].tolist()

@@ -66,7 +66,8 @@ def test_mixed_csv_and_parquet_match_predictor_on_both_engines(
     dask = score(mixed_model, inputs, tmp_path / "dask", engine="dask", workers=2, **options)
     predictor = Predictor(mixed_model, intra_op_num_threads=1)
     # What predict does with each file: pandas reads it, Predictor takes it as it is.
-    as_read = [pd.read_csv(tmp_path / "a.csv", dtype={"zip": str}), frames[1]]
+    # score keeps a CSV key column as text, as written.
+    as_read = [pd.read_csv(tmp_path / "a.csv", dtype={"zip": str, "customer": str}), frames[1]]
     for i, frame in enumerate(as_read):
         want = predictor.predict(frame.drop(columns=["customer"])).to_frame()
         got = pd.read_parquet(local.parts[i].path)

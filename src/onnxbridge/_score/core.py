@@ -310,6 +310,12 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Pa
     return None, path, model_sha256(path)
 
 
+# The most rows a batch may have: the largest signed 32-bit integer. pyarrow's readers take it
+# (the Parquet reader's batch size is a C integer, which a larger Python int overflows), and no
+# batch that large fits in memory anyway: a file smaller than a batch is read as one batch.
+MAX_BATCH_SIZE = 2**31 - 1
+
+
 def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:
     if engine not in ENGINES:
         raise DataError(
@@ -322,9 +328,10 @@ def _check_options(engine: str, batch_size: int, on_error: str, workers: int | N
             "or 'skip' (write bad rows to a side file)",
             arguments=("on_error",),
         )
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
         raise DataError(
-            f"batch_size={batch_size!r} is not allowed: it must be a positive number of rows",
+            f"batch_size={batch_size!r} is not allowed: it must be a positive number of rows, "
+            f"from 1 to {MAX_BATCH_SIZE:,}",
             arguments=("batch_size",),
         )
     if workers is not None and workers < 1:

@@ -128,7 +128,9 @@ class InputFile:
                 return [str(n) for n in self.parquet_schema().names]
             with self.open() as where:
                 fh = where.open("rb") if isinstance(where, Path) else contextlib.nullcontext(where)
-                with fh as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+                # utf-8-sig: a byte order mark (Excel's "CSV UTF-8") is not part of the first
+                # name; pyarrow's reader drops it too, so both see the same columns.
+                with fh as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
                     delimiter = "\t" if self.fmt == "tsv" else ","
                     header = next(csv.reader(text, delimiter=delimiter), None)
         except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
@@ -367,7 +369,14 @@ def _read(
         )
     import pyarrow.csv as pcsv
 
-    text = set(text_columns)
+    # Every column read from a CSV file is text (``text_columns`` among them): the model's
+    # features are cast row by row by onnxbridge._score.rows, so a bad value names its row,
+    # and key columns stay exactly as written. pyarrow would type a column from the first block
+    # it reads: a key of digits would lose its leading zeros (00007 -> 7), and a value that
+    # does not fit that guess further down (an id 'X-1' after 4 MB of numbers) would stop the
+    # reader, whatever on_error says.
+    names = list(columns) if columns is not None else source.column_names()
+    text = {*names, *text_columns}
     return pcsv.open_csv(
         where,
         read_options=pcsv.ReadOptions(block_size=1 << 22),

@@ -34,6 +34,9 @@ __all__ = ["BAD_ROW_COLUMNS", "CheckedBatch", "RowPlan"]
 BAD_ROW_COLUMNS = ("file", "row", "column", "value", "reason")
 # What pyarrow's string -> float64 cast accepts (after trimming spaces); RE2 syntax.
 _NUMBER = r"^[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|(?i:inf|infinity|nan))$"
+# 1 and 0 written as numbers (1.0, 0.00, 1e0, -0.0), which a boolean feature takes as well.
+_ONE = r"^\+?0*1(\.0*)?([eE][+-]?0+)?$"
+_ZERO = r"^[+-]?(0+\.?0*|\.0+)([eE][+-]?\d+)?$"
 _MISSING_REASON = (
     "missing value: the source model refuses missing values in this column, so ONNX results for "
     "such rows are not validated (fill them, or pass allow_missing=True)"
@@ -48,7 +51,8 @@ class RowPlan:
     Attributes:
         features: the model's feature columns in training order (None: a model without
             onnxbridge metadata, whose columns are the file's, in order, minus ``keep``).
-        numeric: the features the model takes as numbers.
+        numeric: the features the model takes as numbers (see :meth:`is_numeric` for a model
+            without onnxbridge metadata).
         booleans: the numeric features that were booleans in training (CSV text true/false).
         keep: the key columns copied to the output.
         refuse_missing: the features where a missing value makes a row bad (those the source
@@ -57,6 +61,8 @@ class RowPlan:
             against it.
         default_dtype: the element type of the columns of a model without onnxbridge
             metadata (its one tensor input's), None otherwise.
+        all_numeric: a model without onnxbridge metadata whose one tensor input takes numbers:
+            every feature column, whatever the file calls it, is numeric.
     """
 
     features: list[str] | None
@@ -66,6 +72,7 @@ class RowPlan:
     refuse_missing: frozenset[str]
     dtypes: dict[str, np.dtype] = field(default_factory=dict)
     default_dtype: np.dtype | None = None
+    all_numeric: bool = False
 
     @classmethod
     def for_model(
@@ -74,13 +81,17 @@ class RowPlan:
         """The plan for ``predictor``'s model."""
         meta = predictor.metadata
         if meta is None:
+            dtype = predictor.input_dtype
             return cls(
                 None,
                 set(),
                 set(),
                 list(keep),
                 refuse_missing=frozenset(),
-                default_dtype=predictor.input_dtype,
+                default_dtype=dtype,
+                # Its columns are known only per file: each one feeds the tensor, so a value
+                # that is not a number is a bad row of its own, as with metadata.
+                all_numeric=dtype is not None and dtype.kind in "fiub",
             )
         numeric = {f.name for f in meta.features.features if f.is_numeric}
         booleans = {f.name for f in meta.features.features if f.dtype.lower().startswith("bool")}
@@ -100,16 +111,20 @@ class RowPlan:
             dtypes=dtypes,
         )
 
+    def is_numeric(self, name: str) -> bool:
+        """Whether the model takes the feature ``name`` as numbers."""
+        return self.all_numeric or name in self.numeric
+
     def features_of(self, columns: Sequence[str]) -> list[str]:
         """The feature columns of a file with ``columns``."""
         if self.features is not None:
             return self.features
         return [c for c in columns if c not in self.keep]
 
-    def read_columns(self, columns: Sequence[str]) -> list[str] | None:
-        """The columns to read from a file with ``columns`` (None: all of them)."""
+    def read_columns(self, columns: Sequence[str]) -> list[str]:
+        """The columns to read from a file with ``columns``, in the file's order."""
         if self.features is None:
-            return None
+            return list(columns)  # a model without metadata takes them all
         wanted = set(self.features) | set(self.keep)
         return [c for c in columns if c in wanted]
 
@@ -122,10 +137,20 @@ class RowPlan:
         """The first missing required column of a file and why it matters, or None.
 
         Raises:
-            DataError: a ``--keep`` column is not in the file (a usage error, never skipped).
+            DataError: a ``--keep`` column is not in the file (a usage error, never skipped), or
+                a column the job reads is in it twice (no telling which holds the values).
         """
         from onnxbridge.errors import DataError
 
+        wanted = set(self.features_of(columns)) | set(self.keep)
+        seen: set[str] = set()
+        for name in columns:
+            if name in seen and name in wanted:
+                raise DataError(
+                    f"{file!r} has two columns named {name!r}, which the job reads; rename or "
+                    "drop one of them in the file"
+                )
+            seen.add(name)
         for name in self.keep:
             if name not in columns:
                 raise DataError(
@@ -205,11 +230,16 @@ class CheckedBatch:
         value_reasons: dict[int, str] = {}
         for j, name in enumerate(names):
             array = batch.column(name)
-            if name in plan.numeric:
+            if plan.is_numeric(name):
                 array, invalid, why = _to_number(array, bool_feature=name in plan.booleans)
                 if invalid is not None:
                     bad_column[invalid & (bad_column < 0)] = j
                     cast_reasons[j] = why
+                if pa.types.is_boolean(array.type) and array.null_count:
+                    # Booleans with missing values (or values refused above) as 1.0 / 0.0 / NaN,
+                    # as onnxbridge reads any table: pandas would make an object column of
+                    # them, which a model's number input refuses.
+                    array = pc.cast(array, pa.float64())
             dtype = plan.dtypes.get(name, plan.default_dtype)
             if dtype is not None and pa.types.is_floating(array.type):
                 # Integers and booleans fit a float input; floats may not (±inf, beyond
@@ -289,18 +319,25 @@ def _to_number(array: pa.Array, *, bool_feature: bool) -> tuple[pa.Array, np.nda
         return pc.cast(text, target), None, reason
     except pa.ArrowInvalid:
         pass
-    if not bool_feature:
+    if bool_feature:
+        # pandas writes a boolean column that has missing values as 1.0 / 0.0 (and reads it
+        # back as floats, which the model takes): numbers equal to 1 or 0 are booleans too.
+        one = pc.fill_null(pc.match_substring_regex(text, _ONE), False)
+        zero = pc.fill_null(pc.match_substring_regex(text, _ZERO), False)
+        text = pc.if_else(one, "1", pc.if_else(zero, "0", text))
+    else:
         # A boolean column read from text (True/False, as pandas reads it) holds 1/0.
         lower = pc.utf8_lower(text)
         text = pc.if_else(
             pc.equal(lower, "true"), "1", pc.if_else(pc.equal(lower, "false"), "0", text)
         )
-        try:
-            return pc.cast(text, target), None, reason
-        except pa.ArrowInvalid:
-            pass
+    try:
+        return pc.cast(text, target), None, reason
+    except pa.ArrowInvalid:
+        pass
     if bool_feature:
         ok = pc.is_in(pc.utf8_lower(text), pa.array(["true", "false", "1", "0"]))
+        ok = pc.or_(ok, pc.is_null(text))  # is_in says false, not null, for a missing value
     else:
         ok = pc.match_substring_regex(text, _NUMBER)
     ok = pc.fill_null(ok, True)  # missing values are not cast errors
