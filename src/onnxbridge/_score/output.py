@@ -382,7 +382,9 @@ def part_identity(
 ) -> dict[str, Any]:
     """What a part records about how it was made, and what ``--resume`` compares."""
     return {
-        "format": 1,
+        # 2: CSV key columns are text (format 1 typed them as pyarrow guessed); parts of
+        # another format are never resumed into one output with these.
+        "format": 2,
         "sources": [
             {"path": str(s.path.resolve()), "size": s.size, "mtime_ns": s.mtime_ns} for s in sources
         ],
