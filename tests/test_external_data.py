@@ -570,7 +570,7 @@ def test_a_data_file_that_cannot_be_opened_is_a_one_line_error(
     long = tmp_path / "long"
     long.mkdir()
     cases = [
-        (loop / "model.onnx", r"at 'model\.onnx\.data' .* which cannot be opened"),
+        (loop / "model.onnx", r"in 'model\.onnx\.data', which cannot be read \(Too many levels"),
         (_pointing_to(folder, "w.data"), r"in 'w\.data', which is a folder, not the data file"),
         (_pointing_to(long, "w" * 300), r"in 'w{300}', which cannot be read"),
     ]
@@ -580,7 +580,7 @@ def test_a_data_file_that_cannot_be_opened_is_a_one_line_error(
         code, _, err = run(capsys, "inspect", path)
         assert_one_line_error(code, err, expected)
     code, _, err = run(capsys, "predict", loop, "--data", pair["plain"] / "holdout.parquet")
-    assert_one_line_error(code, err, r"which cannot be opened")
+    assert_one_line_error(code, err, r"which cannot be read")
     # In a repository the model is refused and the others serve.
     root = tmp_path / "repo"
     root.mkdir()
@@ -589,7 +589,19 @@ def test_a_data_file_that_cannot_be_opened_is_a_one_line_error(
     entries = {entry.name: entry for entry in ModelRepository(root).load_all()}
     assert entries["good"].state == "READY"
     assert entries["loop"].state == "UNAVAILABLE"
-    assert "which cannot be opened" in entries["loop"].reason
+    assert "which cannot be read" in entries["loop"].reason
+
+
+def test_a_data_file_linked_inside_the_folder_loads(pair: dict[str, Path]) -> None:
+    # The data is found by the location the model names, even when that name is a link to
+    # another file of the folder.
+    external = pair["external"]
+    (external / "model.onnx.data").rename(external / "weights-v1.bin")
+    (external / "model.onnx.data").symlink_to("weights-v1.bin")
+    rows, _ = Bundle.open(pair["plain"]).load_holdout()
+    expected = Predictor(pair["plain"] / "model.onnx").predict(rows)
+    got = Predictor(external / "model.onnx").predict(rows)
+    np.testing.assert_array_equal(got.probabilities, expected.probabilities)
 
 
 def test_a_length_of_zero_is_checked_as_the_tensors_own_size(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import hashlib
 import math
 import mmap
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -333,24 +334,38 @@ def external_data_files(
             it), names a file that is missing, or reaches past the end of its file.
     """
     path = Path(path)
+    files = dict.fromkeys(external_data_locations(path, model).values())
+    return [path.parent / file.name for file in files]
+
+
+def external_data_locations(
+    path: str | os.PathLike[str], model: onnx.ModelProto | None = None
+) -> dict[str, Path]:
+    """``{location: file}``: each external data location the model at ``path`` writes (as
+    ONNX Runtime looks it up) and the file it resolves to, checked as
+    :func:`external_data_files` does; {} for none."""
+    path = Path(path)
     if model is None:
         if not _uses_external_data(path):
-            return []
+            return {}
         model = _load_graph(path)
     # ONNX Runtime looks for the data beside the path it was given (a link to the .onnx is not
     # followed for that), so that folder is the one the data must be in.
     folder = path.parent.resolve()
     ends: dict[Path, int] = {}
+    locations: dict[str, Path] = {}
     for tensor in _referenced(model):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {entry.key: entry.value for entry in tensor.external_data}
-        file = _inside(path, folder, info.get("location", ""), tensor.name)
+        location = info.get("location", "")
+        file = _inside(path, folder, location, tensor.name)
         end = _data_end(path, tensor, info)
         ends[file] = max(ends.get(file, 0), end)
+        locations[location] = file
     for file, end in ends.items():
         _check_data_file(path, file, end)
-    return [path.parent / file.name for file in ends]
+    return locations
 
 
 def _data_end(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> int:
@@ -389,11 +404,8 @@ def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
         resolved = (folder / where).resolve()
     except (ValueError, OSError):  # a NUL byte, a name the file system refuses
         resolved = folder
-    except RuntimeError as exc:  # a link loop
-        raise OnnxModelError(
-            f"{str(path)!r} refers to external data at {location!r} (tensor {tensor!r}), which "
-            f"cannot be opened ({exc}); copy the data file written with the model beside it"
-        ) from exc
+    except RuntimeError:  # a link loop (Python < 3.13): _check_data_file says so
+        resolved = folder / where
     if (
         not location
         or where.is_absolute()
@@ -411,23 +423,24 @@ def _inside(path: Path, folder: Path, location: str, tensor: str) -> Path:
 
 def _check_data_file(path: Path, file: Path, end: int) -> None:
     try:
-        is_file, is_dir = file.is_file(), file.is_dir()
-        size = file.stat().st_size if is_file else 0
-    except OSError as exc:  # a name too long for the file system, a folder not readable
+        found = os.stat(file)
+    except FileNotFoundError:
+        raise OnnxModelError(
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which is missing beside it; "
+            f"copy {file.name} together with {path.name} (they are one model)"
+        ) from None
+    except OSError as exc:  # a link loop, a name too long for the file system
         raise OnnxModelError(
             f"{str(path)!r} keeps its tensors in {file.name!r}, which cannot be read "
             f"({exc.strerror or exc}); copy the data file written with the model beside it"
         ) from exc
-    if is_dir:
+    if not stat.S_ISREG(found.st_mode):
+        what = "a folder" if stat.S_ISDIR(found.st_mode) else "not a regular file"
         raise OnnxModelError(
-            f"{str(path)!r} keeps its tensors in {file.name!r}, which is a folder, not the data "
+            f"{str(path)!r} keeps its tensors in {file.name!r}, which is {what}, not the data "
             f"file; copy the {file.name} written with {path.name} in its place"
         )
-    if not is_file:
-        raise OnnxModelError(
-            f"{str(path)!r} keeps its tensors in {file.name!r}, which is missing beside it; "
-            f"copy {file.name} together with {path.name} (they are one model)"
-        )
+    size = found.st_size
     if size < end:
         raise OnnxModelError(
             f"{str(path)!r} keeps its tensors in {file.name!r}, which is damaged: {size} bytes, "

@@ -345,10 +345,13 @@ def test_single_file_outputs_of_other_suffixes_keep_their_own_bad_rows(
     assert first.parts[0].bad_rows_path == tmp_path / "a.bad-rows.parquet"
     kept = (tmp_path / "a.bad-rows.parquet").read_bytes()
     second = score(iris_model, tmp_path / "bad.csv", tmp_path / "a.pq", on_error="skip")
-    assert second.parts[0].bad_rows_path == tmp_path / "a.pq.bad-rows.parquet"
+    assert second.parts[0].bad_rows_path == tmp_path / "a.bad-rows.pq"
+    third = score(iris_model, tmp_path / "bad.csv", tmp_path / "a.pq.parquet", on_error="skip")
+    assert third.parts[0].bad_rows_path == tmp_path / "a.pq.bad-rows.parquet"
     score(iris_model, tmp_path / "good.csv", tmp_path / "a.pq", overwrite=True)
-    assert not (tmp_path / "a.pq.bad-rows.parquet").exists()
+    assert not (tmp_path / "a.bad-rows.pq").exists()
     assert (tmp_path / "a.bad-rows.parquet").read_bytes() == kept
+    assert (tmp_path / "a.pq.bad-rows.parquet").is_file()
 
 
 def test_a_link_to_the_output_takes_the_same_lock(

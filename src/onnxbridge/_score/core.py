@@ -409,7 +409,7 @@ def _resumed(part: PartSpec, identity: dict[str, Any], on_error: str) -> PartRes
         raise DataError(
             f"cannot resume: {str(part.path)!r} was not made from the same input, model and "
             "options as this job (an input file, the model, keep= or allow_missing= "
-            "changed); pass overwrite=True to score everything again",
+            "changed); add overwrite=True to score the parts that differ again",
             arguments=("keep", "allow_missing", "overwrite"),
         )
     bad = _bad_count(part.bad_path)

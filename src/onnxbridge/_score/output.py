@@ -100,11 +100,10 @@ class OutputLayout:
 
     def bad_rows_path(self, index: int | None = None) -> Path:
         """The side file of skipped rows: of part ``index``, or of the single output file
-        (``x.parquet``: ``x.bad-rows.parquet``; another name keeps its suffix, ``x.pq``:
-        ``x.pq.bad-rows.parquet``, so that two outputs never share one)."""
+        (``x.parquet``: ``x.bad-rows.parquet``, ``x.pq``: ``x.bad-rows.pq``; one name per
+        output name, so that two outputs never share one)."""
         if self.single_file:
-            base = self.path.stem if self.path.suffix == ".parquet" else self.path.name
-            return self.path.with_name(base + ".bad-rows.parquet")
+            return self.path.with_name(f"{self.path.stem}.bad-rows{self.path.suffix}")
         return self.path / BAD_ROWS_DIR / f"part-{index:05d}.parquet"
 
     @property
@@ -190,7 +189,7 @@ class OutputLayout:
                 f"cannot resume: output={str(path)!r} holds {extra[0].name}, a part this job "
                 f"does not write (it has {len(inputs)} input file"
                 f"{'s' if len(inputs) != 1 else ''}): it comes from a job with other inputs; "
-                "pass overwrite=True to score everything again",
+                "add overwrite=True to remove it",
                 arguments=("output", "overwrite"),
             )
 

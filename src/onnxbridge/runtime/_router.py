@@ -20,12 +20,14 @@ call with ``session.run``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+import mmap
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from onnxbridge._meta import ModelMetadata
-from onnxbridge._onnxfile import external_data_files, read_model_bytes
+from onnxbridge._onnxfile import external_data_locations, read_model_bytes
 from onnxbridge.errors import InferenceError, OnnxModelError, SessionSettingsError, first_line
 from onnxbridge.runtime._fastpath import DEFAULT_MAX_ROWS, BoundRunner, run_options
 from onnxbridge.runtime._inputs import InputSchema
@@ -185,9 +187,9 @@ class Router:
         self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
         # External data is read only from beside the model (refused before ORT opens it), and
         # into memory for each session (see open_ort_session).
-        self._data_files: list[Path] = []
+        self._data_files: dict[str, Path] = {}
         if not isinstance(model, bytes) and Path(model).is_file():
-            self._data_files = external_data_files(model)
+            self._data_files = external_data_locations(model)
         self._providers = list(providers or ["CPUExecutionProvider"])
         # Re-entrant: a row-split session opens the sessions of its parts.
         self._lock = threading.RLock()
@@ -510,15 +512,16 @@ def open_ort_session(
     when it has one thread already). Should a rewrite fail or not load, the failure is logged and
     the graph as it is runs instead. ONNX Runtime's own errors propagate (callers wrap them).
 
-    A model's external data files are read into memory and handed to ONNX Runtime, which copies
-    what it needs: left to itself it would map the files, and a data file rewritten in place
-    under a running session would change its answers or end the process (``SIGBUS``).
+    A model's external data files are handed to ONNX Runtime as buffers (mapped only while the
+    session is created), and it copies what it needs: left to itself it would keep the files
+    mapped, and a data file rewritten in place under a running session would change its answers
+    or end the process (``SIGBUS``). (ONNX Runtime before 1.24 has no such call: it maps them.)
 
     Raises:
         OnnxModelError: the model's external data is outside its folder, missing or damaged.
     """
     chosen = list(providers or ["CPUExecutionProvider"])
-    data_files = [] if isinstance(model, bytes) else external_data_files(model)
+    data_files = {} if isinstance(model, bytes) else external_data_locations(model)
     session = _open_one(model, settings, chosen, data_files)
     if settings.row_split < 2:
         return session
@@ -535,7 +538,7 @@ def _open_one(
     model: str | os.PathLike[str] | bytes,
     settings: SessionSettings,
     chosen: list[str],
-    data_files: Sequence[Path] = (),
+    data_files: Mapping[str, Path] | None = None,
 ) -> Any:
     rewritten = None
     data = _rewritable(model) if settings.tree_block_nodes or settings.linear_gemv else None
@@ -549,11 +552,11 @@ def _open_graph(
     rewritten: bytes | None,
     settings: SessionSettings,
     chosen: list[str],
-    data_files: Sequence[Path] = (),
+    data_files: Mapping[str, Path] | None = None,
 ) -> tuple[Any, SessionSettings]:
     """A session of ``rewritten`` (the graph ``settings`` asks for), else of ``model`` as it is
     when there is no rewrite or ONNX Runtime refuses it (logged); and the settings it runs.
-    ``data_files``: the model's external data files (:func:`open_ort_session`)."""
+    ``data_files``: the model's external data, ``{location: file}`` (:func:`open_ort_session`)."""
     import onnxruntime as ort
 
     options = settings.to_session_options()
@@ -567,12 +570,31 @@ def _open_graph(
                 first_line(exc),
             )
             settings = _without_rewrites(settings)
-    # The graph as it is opens from the path; its external data comes from memory, by name.
+    # The graph as it is opens from the path; its external data from buffers, by location.
     source: Any = model if isinstance(model, bytes) else str(model)
-    if data_files:
-        buffers = [file.read_bytes() for file in data_files]
-        names = [file.name for file in data_files]
-        options.add_external_initializers_from_files_in_memory(
-            names, buffers, [len(b) for b in buffers]
-        )
-    return ort.InferenceSession(source, options, providers=chosen), settings
+    with _data_buffers(options, data_files or {}):
+        return ort.InferenceSession(source, options, providers=chosen), settings
+
+
+@contextlib.contextmanager
+def _data_buffers(options: Any, data_files: Mapping[str, Path]) -> Iterator[None]:
+    """Hand ``options`` the external data files as buffers for a block (the session's
+    creation): each file mapped read-only, once, and unmapped after; ONNX Runtime keeps its
+    own copy of what it reads."""
+    give = getattr(options, "add_external_initializers_from_files_in_memory", None)
+    if not data_files or give is None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        views: dict[Path, Any] = {}
+        for file in dict.fromkeys(data_files.values()):
+            handle = stack.enter_context(file.open("rb"))
+            size = os.fstat(handle.fileno()).st_size
+            views[file] = (
+                stack.enter_context(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+                if size
+                else b""
+            )
+        buffers = [views[file] for file in data_files.values()]
+        give(list(data_files), buffers, [len(b) for b in buffers])
+        yield
