@@ -415,3 +415,34 @@ def test_large_linear_calls_refuse_values_wherever_nan_is_checked(
     bad[11, 4] = np.inf
     with pytest.raises(SchemaMismatchError, match=r"row 12, column 'x4': inf is not a finite"):
         predictor.predict(bad, allow_missing=True)
+
+
+def test_a_boolean_column_with_missing_values_is_read_as_one_zero_and_nan(
+    tmp_path: Path,
+) -> None:
+    # pandas reads a file's boolean column that has a gap as objects (True, False, NaN); the
+    # model takes it as a boolean column is taken: 1.0 / 0.0, and the gap as a missing value.
+    rng = np.random.RandomState(0)
+    table = pd.DataFrame({"size": rng.rand(300) * 100, "garden": rng.rand(300) > 0.5})
+    table["churn"] = (table["size"] > 50) ^ table["garden"]
+    table.to_csv(tmp_path / "train.csv", index=False)
+    bundle, _ = train_bundle(
+        str(tmp_path / "train.csv"),
+        "HistGradientBoostingClassifier(max_iter=20, random_state=0)",
+        tmp_path / "b",
+        target="churn",
+    )
+    convert_bundle(bundle.path)
+    new = table.drop(columns="churn").head(20)
+    new["garden"] = new["garden"].astype(object)
+    new.loc[3, "garden"] = None
+    new.to_csv(tmp_path / "new.csv", index=False)
+    read = pd.read_csv(tmp_path / "new.csv")
+    assert read["garden"].dtype == object
+    got = Predictor(bundle.onnx_path).predict(read)
+    numbers = read.assign(garden=read["garden"].map({True: 1.0, False: 0.0}))
+    np.testing.assert_array_equal(
+        got.probabilities, Predictor(bundle.onnx_path).predict(numbers).probabilities
+    )
+    expected = bundle.load_estimator().predict_proba(numbers)
+    np.testing.assert_allclose(got.probabilities, expected, atol=1e-5)

@@ -146,7 +146,7 @@ class InputSchema:
         if dtype is None:
             raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, pd.DataFrame):
-            frame = self._frame_to_matrix(data, ignore_extra)
+            frame = _booleans_as_numbers(self._frame_to_matrix(data, ignore_extra))
             bad = [
                 c
                 for c in frame.columns
@@ -275,3 +275,22 @@ class InputSchema:
             "rows are not validated: fill or drop them, or pass allow_missing=True",
             arguments=("allow_missing",),
         )
+
+
+def _booleans_as_numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each column of booleans and missing values (pandas reads such a column of
+    a file as objects: ``True``, ``False``, NaN) as 1.0 / 0.0 / NaN, as a boolean column with
+    nothing missing is cast."""
+    converted = {}
+    for position, (_, column) in enumerate(frame.items()):
+        if column.dtype != object:
+            continue
+        present = column.dropna()
+        if len(present) and present.map(type).isin([bool, np.bool_]).all():
+            converted[position] = column.map({True: 1.0, False: 0.0}).astype(np.float64)
+    if not converted:
+        return frame
+    frame = frame.copy()
+    for position, values in converted.items():
+        frame.isetitem(position, values)
+    return frame
