@@ -599,9 +599,12 @@ def test_a_data_file_linked_inside_the_folder_loads(pair: dict[str, Path]) -> No
     (external / "model.onnx.data").rename(external / "weights-v1.bin")
     (external / "model.onnx.data").symlink_to("weights-v1.bin")
     rows, _ = Bundle.open(pair["plain"]).load_holdout()
-    expected = Predictor(pair["plain"] / "model.onnx").predict(rows)
-    got = Predictor(external / "model.onnx").predict(rows)
-    np.testing.assert_array_equal(got.probabilities, expected.probabilities)
+    many = pd.concat([rows] * 200, ignore_index=True)  # large calls run the rewritten graph
+    for given in (rows, many):
+        expected = Predictor(pair["plain"] / "model.onnx").predict(given)
+        got = Predictor(external / "model.onnx").predict(given)
+        np.testing.assert_array_equal(got.probabilities, expected.probabilities)
+    assert _cli("validate", external) == 0  # onnx.reference reads it too
 
 
 def test_a_length_of_zero_is_checked_as_the_tensors_own_size(tmp_path: Path) -> None:

@@ -370,6 +370,11 @@ def external_data_locations(
 
 def _data_end(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> int:
     """The byte of its data file where a tensor's values end, from its offset and length."""
+    return sum(_span(path, tensor, info))
+
+
+def _span(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> tuple[int, int]:
+    """``(offset, length)`` of a tensor's values in its data file."""
     try:
         offset = int(info.get("offset") or 0)
         # No length, or 0: ONNX Runtime reads the tensor's own size.
@@ -383,7 +388,7 @@ def _data_end(path: Path, tensor: onnx.TensorProto, info: dict[str, str]) -> int
             "counts; re-save the model with its data file (onnx.save_model, "
             "save_as_external_data=True)"
         )
-    return offset + length
+    return offset, length
 
 
 def _load_graph(path: Path) -> onnx.ModelProto:
@@ -468,13 +473,27 @@ def read_model_bytes(path: str | os.PathLike[str], limit: int = PROTOBUF_LIMIT) 
         OnnxModelError: its external data is outside its folder, missing or damaged.
     """
     path = Path(path)
-    files = model_files(path)
-    if len(files) == 1:
+    if not _uses_external_data(path):
         return path.read_bytes()
-    if sum(file.stat().st_size for file in files) >= limit:
-        return None
     model: Any = _load_graph(path)
-    external_data_helper.load_external_data_for_model(model, str(path.parent))
+    locations = external_data_locations(path, model)
+    if not locations:
+        return path.read_bytes()
+    files = dict.fromkeys(locations.values())
+    if path.stat().st_size + sum(file.stat().st_size for file in files) >= limit:
+        return None
+    # Read here, from the checked files (onnx's own loader refuses a data file that is a link,
+    # even to a file beside it).
+    for tensor in _referenced(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        offset, length = _span(path, tensor, info)
+        with locations[info.get("location", "")].open("rb") as handle:
+            handle.seek(offset)
+            tensor.raw_data = handle.read(length)
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
     return bytes(model.SerializeToString())
 
 

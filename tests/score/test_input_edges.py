@@ -271,3 +271,20 @@ def test_a_batch_size_beyond_the_readers_is_a_one_line_error(
     score(iris_model, path, tmp_path / "one.parquet", keep=["id"], batch_size=2**31 - 1)
     want = with_keys(frame["id"], predicted(iris_model, frame[IRIS_COLUMNS]))
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "one.parquet"), want, check_exact=True)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--workers", "99999999999999999999999"), ("--workers", "0"),
+     ("--session-threads", "3000000000")],
+)  # fmt: skip
+def test_thread_counts_beyond_the_range_are_a_one_line_error(
+    capsys, rows, tmp_path: Path, iris_model: Path, flag: str, value: str
+) -> None:
+    path = tmp_path / "in.parquet"
+    rows(20).to_parquet(path, index=False)
+    code, _, err = run(capsys, "score", iris_model, path, "-o", tmp_path / "o", flag, value)
+    assert_one_line_error(code, err, rf"{flag} {value} is not allowed: .* from 1 to 1024")
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(DataError, match="from 1 to 1024"):
+        score(iris_model, path, tmp_path / "o", session_threads=2000)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import numbers
 import os
 import time
 from collections import deque
@@ -314,9 +315,14 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Pa
 # (the Parquet reader's batch size is a C integer, which a larger Python int overflows), and no
 # batch that large fits in memory anyway: a file smaller than a batch is read as one batch.
 MAX_BATCH_SIZE = 2**31 - 1
+# The most threads a pool or a session may be given (far above any machine's cores; beyond it
+# the memory bound of 2 x workers batches in flight means nothing).
+MAX_THREADS = 1024
 
 
-def _check_options(engine: str, batch_size: int, on_error: str, workers: int | None) -> None:
+def _check_options(
+    engine: str, batch_size: int, on_error: str, workers: int | None, session_threads: int | None
+) -> None:
     if engine not in ENGINES:
         raise DataError(
             f"engine={engine!r} is not supported; use one of {', '.join(ENGINES)}",
@@ -334,10 +340,15 @@ def _check_options(engine: str, batch_size: int, on_error: str, workers: int | N
             f"from 1 to {MAX_BATCH_SIZE:,}",
             arguments=("batch_size",),
         )
-    if workers is not None and workers < 1:
-        raise DataError(
-            f"workers={workers!r} is not allowed: it must be at least 1", arguments=("workers",)
-        )
+    for name, value in (("workers", workers), ("session_threads", session_threads)):
+        if value is not None and not (
+            isinstance(value, numbers.Integral) and 1 <= value <= MAX_THREADS
+        ):
+            raise DataError(
+                f"{name}={value!r} is not allowed: it must be a number of threads from 1 to "
+                f"{MAX_THREADS}",
+                arguments=(name,),
+            )
 
 
 def prepare_job(
@@ -498,7 +509,7 @@ def score(
         DataError: bad inputs, options or output; BadRowError for a bad row.
         OnnxModelError: the model does not load. ClusterError: the Dask cluster failed.
     """
-    _check_options(engine, batch_size, on_error, workers)
+    _check_options(engine, batch_size, on_error, workers, session_threads)
     if accelerator and engine != "local":
         raise DataError(
             "accelerator=True runs with engine='local' only (Dask workers get the .onnx model "

@@ -383,6 +383,8 @@ class Router:
                 )
                 if runs != effective:
                     self._runs_as[effective] = runs
+        except OnnxModelError:  # its own one line (external data changed since it was opened)
+            raise
         except OSError as exc:
             raise OnnxModelError(f"cannot read {self._where} ({exc})") from exc
         except Exception as exc:  # ORT raises its own Fail / InvalidProtobuf / InvalidGraph

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from onnxbridge._onnxfile import total_bytes
+from onnxbridge._onnxfile import read_model_bytes, total_bytes
 from onnxbridge.convert._roles import expected_outputs
 from onnxbridge.data import normalize_features
 from onnxbridge.errors import InferenceError, first_line
@@ -159,7 +159,11 @@ class ReferenceRuntime:
                 arguments=("runtimes",),
             )
         try:
-            proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(model)
+            # (The model's external data read from its checked files: see read_model_bytes.)
+            data = model if isinstance(model, bytes) else read_model_bytes(model)
+            if data is None:  # past 2 GiB: cannot be one message (REFERENCE_MAX_BYTES is lower)
+                raise InferenceError("the model is too big for onnx.reference")
+            proto = onnx.load_from_string(data)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self.evaluator = ReferenceEvaluator(proto, new_ops=reference_kernels(proto))
