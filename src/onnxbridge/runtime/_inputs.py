@@ -146,7 +146,9 @@ class InputSchema:
         if dtype is None:
             raise SchemaMismatchError(f"input {spec.name!r} has unsupported type {spec.type}")
         if isinstance(data, pd.DataFrame):
-            frame = _booleans_as_numbers(self._frame_to_matrix(data, ignore_extra))
+            frame = self._frame_to_matrix(data, ignore_extra)
+            if dtype is not np.object_:
+                frame = _booleans_as_numbers(frame)
             bad = [
                 c
                 for c in frame.columns

@@ -186,7 +186,7 @@ class Router:
         self._source: str | bytes = model if isinstance(model, bytes) else str(model)
         self._where = "the given bytes" if isinstance(model, bytes) else repr(str(model))
         # External data is read only from beside the model (refused before ORT opens it), and
-        # into memory for each session (see open_ort_session).
+        # handed to each session as buffers (see open_ort_session).
         self._data_files: dict[str, Path] = {}
         if not isinstance(model, bytes) and Path(model).is_file():
             self._data_files = external_data_locations(model)
