@@ -97,6 +97,21 @@ def test_unseen_category_and_records(mixed_csv, tmp_path) -> None:
     np.testing.assert_allclose(predicted.probabilities, expected, atol=1e-5)
 
 
+def test_records_may_mix_booleans_and_numbers_in_a_boolean_column(mixed_csv, tmp_path) -> None:
+    # JSON rows often say true in one row and 0 in the next; both are the same boolean.
+    bundle, _ = train_bundle(
+        str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"
+    )
+    convert_bundle(bundle)
+    row = {"age years": 30.0, "rooms": 2, "city": "Lyon", "income": 1e4}
+    mixed = [{**row, "has garden": True}, {**row, "has garden": 0}, {**row, "has garden": None}]
+    plain = [{**row, "has garden": 1.0}, {**row, "has garden": 0.0}, {**row, "has garden": None}]
+    predictor = Predictor(bundle.onnx_path)
+    np.testing.assert_array_equal(
+        predictor.predict(mixed).probabilities, predictor.predict(plain).probabilities
+    )
+
+
 def test_text_in_a_numeric_column_is_named(mixed_csv, tmp_path) -> None:
     bundle, _ = train_bundle(
         str(mixed_csv), "LogisticRegression()", tmp_path / "b", target="churn", preprocess="auto"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,14 +297,14 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"data file {str(path)!r} does not exist; check the path")
     try:
-        if fmt == "csv":
-            frame = pd.read_csv(path)
-        elif fmt == "tsv":
-            frame = pd.read_csv(path, sep="\t")
+        if fmt in ("csv", "tsv"):
+            frame = _read_delimited(path, "\t" if fmt == "tsv" else ",")
         elif fmt == "parquet":
             frame = pd.read_parquet(path)
         else:
             frame = _read_json(path)
+    except DataError:
+        raise
     except Exception as exc:  # pandas / pyarrow raise many unrelated types for bad files
         raise DataError(
             f"cannot read {str(path)!r} as {fmt}: {first_line(exc)}; check that the file is a "
@@ -313,6 +314,24 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise DataError(f"data file {str(path)!r} has no rows or no columns; nothing to use")
     frame.columns = [str(c) for c in frame.columns]
     return frame
+
+
+def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
+    """A CSV / TSV file whose columns are the header's names.
+
+    A delimiter at the end of every row (as some exporters write) is an empty last field, left
+    out; a row with more values than the header has names is refused. (pandas would otherwise
+    take the first column as the index and shift every value one column to the left.)
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        try:
+            return pd.read_csv(path, sep=sep, index_col=False)
+        except pd.errors.ParserWarning as exc:  # index_col=False would drop the extra values
+            raise DataError(
+                f"rows of {str(path)!r} have more values than its header has names; fix the "
+                "header (a name for every column) or remove the extra values"
+            ) from exc
 
 
 def _read_json(path: Path) -> pd.DataFrame:

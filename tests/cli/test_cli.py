@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -558,3 +559,50 @@ def test_validate_with_outputs_of_unequal_length(capsys, iris_bundle: Bundle, tm
     flat = " ".join(out.split())
     assert "outputs have different numbers of rows (label 45, probabilities 1) for 45" in flat
     assert "verdict: DIVERGENT" in flat
+
+
+def test_predict_reads_a_delimiter_at_the_end_of_rows_and_refuses_extra_values(
+    capsys, iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    # pandas takes the first column of such a file as the index and shifts every value one
+    # column to the left: the predictions would be those of other rows.
+    X, _ = iris_bundle.load_holdout()
+    rows = X.head(8)
+    header = ",".join(rows.columns)
+    lines = [",".join(repr(float(v)) for v in row) for row in rows.to_numpy()]
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("\n".join([header, *(line + "," for line in lines)]) + "\n")
+    code, out, err = run(capsys, "predict", iris_bundle.path, "--data", trailing)
+    assert code == 0, err
+    expected = Predictor(iris_bundle.onnx_path).predict(rows).to_frame()
+    got = pd.read_csv(io.StringIO(out))
+    assert got["label"].tolist() == expected["label"].tolist()
+    pd.testing.assert_frame_equal(
+        got.drop(columns="label"), expected.drop(columns="label"), check_dtype=False
+    )
+    extra = tmp_path / "extra.csv"
+    extra.write_text("\n".join([header, *(line + ",7" for line in lines)]) + "\n")
+    code, _, err = run(capsys, "predict", iris_bundle.path, "--data", extra)
+    assert_one_line_error(code, err, r"rows of '.*extra.csv' have more values than its header")
+
+
+def test_predict_never_writes_over_its_input_or_the_bundle(
+    capsys, iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    X, _ = iris_bundle.load_holdout()
+    data = tmp_path / "rows.csv"
+    X.to_csv(data, index=False)
+    (tmp_path / "link.csv").symlink_to(data)
+    before = {p: p.read_bytes() for p in [data, *iris_bundle.path.iterdir()] if p.is_file()}
+    bundle = iris_bundle.path
+    outs = [data, tmp_path / "link.csv", bundle / "card.json", bundle / "holdout.parquet"]
+    for out in outs:
+        code, _, err = run(capsys, "predict", iris_bundle.path, "--data", data, "--out", out)
+        assert_one_line_error(code, err, r"--out .* would write over .*; choose another path")
+    assert {p: p.read_bytes() for p in before} == before
+    # A file of the user's own inside the bundle folder may be written (and written again).
+    for _ in range(2):
+        out = iris_bundle.path / "predictions.csv"
+        code, _, err = run(capsys, "predict", iris_bundle.path, "--data", data, "--out", out)
+        assert code == 0, err
+    assert len(pd.read_csv(iris_bundle.path / "predictions.csv")) == len(X)

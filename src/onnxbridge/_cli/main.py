@@ -9,6 +9,7 @@ command, which still finishes its work and exits with its own code.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import json
@@ -25,7 +26,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from onnxbridge._cli._console import console, quiet_when_unread
-from onnxbridge._cli._out import check_out_file
+from onnxbridge._cli._out import bundle_files, check_not_a_source, check_out_file
 from onnxbridge._cli._source import TrustOption
 from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
 
@@ -566,6 +567,7 @@ def predict(
     ] = False,
 ) -> None:
     """Score a data file: labels and one probability column per class (or predictions)."""
+    from onnxbridge._onnxfile import model_files
     from onnxbridge.data import data_format, read_table, write_jsonl, write_table
     from onnxbridge.runtime import Predictor
 
@@ -577,7 +579,12 @@ def predict(
     if fmt == "parquet" and out is None:
         raise DataError("Parquet is binary and cannot go to standard output; pass --out FILE")
     check_out_file(out, "--out")
-    predictor = Predictor(_model_path(model))
+    model_file = _model_path(model)
+    read = [data, model_file]
+    with contextlib.suppress(OSError, OnnxbridgeError):  # Predictor says what is wrong
+        read = [data, *model_files(model_file)]  # and its external data files
+    check_not_a_source(out, "--out", [*read, *(bundle_files(model) if model.is_dir() else [])])
+    predictor = Predictor(model_file)
     frame = read_table(data)
     result = predictor.predict(
         frame, ignore_extra=ignore_extra, allow_missing=allow_missing

@@ -211,6 +211,8 @@ class InputSchema:
         frame = self._frame_to_matrix(data, ignore_extra)
         if len(frame) == 0:
             raise SchemaMismatchError("the data has no rows; nothing to predict")
+        numbers = {c for i in metadata.inputs if i["dtype"] != "string" for c in i["columns"]}
+        frame = _booleans_as_numbers(frame, numbers)
         try:
             frame = normalize_features(frame)
         except DataError as exc:
@@ -279,17 +281,26 @@ class InputSchema:
         )
 
 
-def _booleans_as_numbers(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with each column of booleans and missing values (pandas reads such a column of
-    a file as objects: ``True``, ``False``, NaN) as 1.0 / 0.0 / NaN, as a boolean column with
-    nothing missing is cast."""
+_NUMBER_TYPES = (bool, np.bool_, int, float, np.integer, np.floating)
+
+
+def _booleans_as_numbers(frame: pd.DataFrame, names: set[Any] | None = None) -> pd.DataFrame:
+    """``frame`` with each object column (of ``names``, if given) that holds booleans, numbers
+    and missing values as numbers: true / false as 1.0 / 0.0, missing values as NaN, as a
+    boolean column with nothing missing is cast. pandas reads a file's boolean column with a
+    gap as objects (``True``, ``False``, NaN), and rows given as records may mix ``true`` and
+    ``0`` in one column."""
     converted = {}
-    for position, (_, column) in enumerate(frame.items()):
-        if column.dtype != object:
+    for position, (name, column) in enumerate(frame.items()):
+        if column.dtype != object or (names is not None and name not in names):
             continue
         present = column.dropna()
-        if len(present) and present.map(type).isin([bool, np.bool_]).all():
-            converted[position] = column.map({True: 1.0, False: 0.0}).astype(np.float64)
+        kinds = present.map(type)
+        if len(present) and kinds.isin([bool, np.bool_]).any():
+            if all(issubclass(kind, _NUMBER_TYPES) for kind in kinds.unique()):
+                converted[position] = pd.to_numeric(
+                    column.map(lambda v: float(v) if isinstance(v, _NUMBER_TYPES) else v)
+                ).astype(np.float64)
     if not converted:
         return frame
     frame = frame.copy()
