@@ -191,3 +191,17 @@ def test_serve_command_strict_v2_flag(iris_bundle, strict: bool) -> None:
             np.array([[6.7, np.nan, 5.2, 2.3]], dtype=np.float32)
         )
         assert answer.json()["outputs"][0]["data"] == expected.labels.tolist()
+
+
+def test_inputs_of_one_table_with_different_row_counts_are_a_422(start_server, mixed_model):
+    # onnxbridge's converter leaves the rows dimension unnamed; the inputs are still columns of
+    # one table, so the server says which disagree instead of ONNX Runtime failing mid-graph.
+    server = start_server(mixed_model)
+    body = _request([0.5, -1.0], [1.5, 0.0], ["paris"])
+    body["inputs"][2]["shape"] = [1, 1]
+    response = httpx.post(f"{server.url}/v2/models/mixed/infer", json=body)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert "input 'city' has 1 along dimension 'rows' but input 'a' has 2" in error
+    ok = _request([1.0], [1.0], ["oslo"])
+    assert httpx.post(f"{server.url}/v2/models/mixed/infer", json=ok).status_code == 200

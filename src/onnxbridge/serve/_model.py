@@ -21,7 +21,7 @@ answer, so a model qualifies only when that holds by construction, not by luck:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,13 @@ class TensorSpec:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
 
 
+def _rows_first(spec: TensorSpec) -> TensorSpec:
+    """``spec`` with an unnamed variable first dimension named ``rows``."""
+    if not spec.shape or spec.shape[0] != -1 or spec.symbols[0] is not None:
+        return spec
+    return replace(spec, symbols=("rows", *spec.symbols[1:]))
+
+
 class ServedModel:
     """A loaded model version, ready to run.
 
@@ -123,6 +130,10 @@ class ServedModel:
         self.operators = operators
         self.metadata = self.predictor.metadata
         self.inputs = [TensorSpec.from_ort(i) for i in self.predictor.inputs]
+        if self.metadata is not None and len(self.metadata.inputs) > 1:
+            # One input per column of one table: their first dimension is the table's rows,
+            # named or not in the graph.
+            self.inputs = [_rows_first(spec) for spec in self.inputs]
         self.outputs = [TensorSpec.from_ort(o) for o in self.predictor.outputs]
         self.input_by_name = {spec.name: spec for spec in self.inputs}
         self.output_by_name = {spec.name: spec for spec in self.outputs}
