@@ -834,6 +834,15 @@ class Bundle:
                 shutil.rmtree(staging, ignore_errors=True)
         return cls(path, bundle.card)
 
+    def own_files(self) -> list[Path]:
+        """The files this bundle is made of: its card and every file the card records (the
+        model, the holdout, the ONNX model and its data files, the golden predictions)."""
+        names = [str(name) for name in self.card.get("files") or {}]
+        golden = self.card.get("golden")
+        if isinstance(golden, dict) and isinstance(golden.get("file"), str):
+            names.append(golden["file"])
+        return [self.card_path, *(self.path / name for name in names)]
+
     # Reading and updating ----------------------------------------------------------------------
     def save_card(self) -> None:
         """Rewrite ``card.json`` atomically."""

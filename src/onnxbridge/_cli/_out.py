@@ -9,7 +9,6 @@ create it.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from onnxbridge.errors import DataError
 
-__all__ = ["bundle_files", "check_not_a_source", "check_out_file"]
+__all__ = ["check_not_a_source", "check_out_file"]
 
 
 def check_out_file(path: Path | None, flag: str) -> None:
@@ -40,21 +39,6 @@ def check_out_file(path: Path | None, flag: str) -> None:
         f"{flag} {str(path)!r}: folder {str(folder)!r} does not exist; create it first "
         f"(mkdir -p {shlex.quote(str(folder))}) or choose another path"
     )
-
-
-def bundle_files(folder: Path) -> list[Path]:
-    """The files a bundle folder is made of: its card, the files the card records (model,
-    holdout, ONNX model and data, golden predictions); [] for a folder without a card."""
-    card_path = folder / "card.json"
-    try:
-        card = json.loads(card_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    names = list(card.get("files") or {}) if isinstance(card, dict) else []
-    golden = card.get("golden") if isinstance(card, dict) else None
-    if isinstance(golden, dict) and isinstance(golden.get("file"), str):
-        names.append(golden["file"])
-    return [card_path, *(folder / str(name) for name in names)]
 
 
 def check_not_a_source(path: Path | None, flag: str, files: Sequence[Path]) -> None:

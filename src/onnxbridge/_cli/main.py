@@ -26,7 +26,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import TyperException
 
 from onnxbridge._cli._console import console, quiet_when_unread
-from onnxbridge._cli._out import bundle_files, check_not_a_source, check_out_file
+from onnxbridge._cli._out import check_not_a_source, check_out_file
 from onnxbridge._cli._source import TrustOption
 from onnxbridge.errors import BundleError, DataError, OnnxbridgeError, OnnxModelError
 
@@ -568,6 +568,7 @@ def predict(
 ) -> None:
     """Score a data file: labels and one probability column per class (or predictions)."""
     from onnxbridge._onnxfile import model_files
+    from onnxbridge.bundle import Bundle
     from onnxbridge.data import data_format, read_table, write_jsonl, write_table
     from onnxbridge.runtime import Predictor
 
@@ -583,7 +584,10 @@ def predict(
     read = [data, model_file]
     with contextlib.suppress(OSError, OnnxbridgeError):  # Predictor says what is wrong
         read = [data, *model_files(model_file)]  # and its external data files
-    check_not_a_source(out, "--out", [*read, *(bundle_files(model) if model.is_dir() else [])])
+    if model.is_dir():
+        with contextlib.suppress(BundleError):  # a folder that is no bundle: nothing of its own
+            read += Bundle.open(model).own_files()
+    check_not_a_source(out, "--out", read)
     predictor = Predictor(model_file)
     frame = read_table(data)
     result = predictor.predict(

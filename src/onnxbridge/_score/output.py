@@ -60,7 +60,7 @@ __all__ = [
 MANIFEST_NAME = "_manifest.json"
 BAD_ROWS_DIR = "_bad_rows"
 METADATA_KEY = b"onnxbridge.score"
-_PART = re.compile(r"^part-\d{5,}\.parquet$")
+_PART = re.compile(r"^part-(\d{5,})\.parquet$")
 _TEMP = re.compile(r"^\.(part-\d{5,}\.parquet|_manifest\.json)\..+\.tmp$")
 # The temporary name atomic_write_path gives a file NAME: ".NAME.<8 random characters>.tmp".
 _SINGLE_TEMP = re.compile(r"^\.(.+)\.[a-z0-9_]{8}\.tmp$")
@@ -201,7 +201,7 @@ class OutputLayout:
                 continue
             for entry in folder.iterdir():
                 match = _PART.match(entry.name)
-                if match and int(entry.name[5:-8]) >= parts:
+                if match and int(match.group(1)) >= parts:
                     found.append(entry)
         return sorted(found)
 
