@@ -26,6 +26,9 @@ Each measurement runs in a fresh process that loads the cached model and convert
 ``convert`` (``convert_estimator``, saved with external data as ``benchmarks/data/
 big_forest_<model>.onnx`` + ``.onnx.data``), ``validate`` (``validate_model`` on 2 000 held-out
 rows and the probe sets, all three runtimes) and ``score`` (1 000 000 rows from a Parquet file).
+With ``--dense`` it converts to the largest form instead (``precision="double"``,
+``ml_opset=3``: about 44 bytes a node, so ``big`` passes 2 GiB), saved as
+``big_forest_<model>_dense.onnx``.
 
 ``--load`` converts one model twice (``convert_unchecked``, float, blocks and whole) and saves
 both; then, in a fresh process per form and round, ONNX Runtime (default options) opens the
@@ -39,7 +42,7 @@ is recorded as out of memory.
 
     PYTHONPATH=src .venv/bin/python benchmarks/big_forest.py [--models small,medium,big]
         [--tools onnxbridge,onnxbridge+check,skl2onnx] [--cap-gib 20] [--repeat 1]
-        [--end-to-end big] [--load rf80]
+        [--end-to-end big [--dense]] [--load rf80]
 """
 
 from __future__ import annotations
@@ -159,11 +162,15 @@ def _model_path(name: str) -> Path:
     return DATA / f"big_forest_{name}.onnx"
 
 
-def _step(step: str, name: str, model: Any) -> dict[str, Any]:
+# --dense: the end-to-end model in its largest form (float64 lists, ai.onnx.ml opset 3).
+_DENSE = {"precision": "double", "ml_opset": 3}
+
+
+def _step(step: str, name: str, model: Any, dense: bool = False) -> dict[str, Any]:
     """One step of ``--end-to-end``; returns what it found."""
     import pandas as pd
 
-    path = _model_path(name)
+    path = _model_path(f"{name}_dense" if dense else name)
     if step.startswith("save-"):
         from onnxbridge.convert._core import convert_unchecked
 
@@ -180,7 +187,7 @@ def _step(step: str, name: str, model: Any) -> dict[str, Any]:
         from onnxbridge import convert_estimator
 
         sample = _data("small" if name == "small" else "big")[0][:100]
-        result = convert_estimator(model, sample)
+        result = convert_estimator(model, sample, **(_DENSE if dense else {}))
         result.save(path, external_data=True)
         data = path.with_name(path.name + ".data")
         return {"bytes": path.stat().st_size + data.stat().st_size, "precision": result.precision}
@@ -231,7 +238,7 @@ def _load(path: Path) -> dict[str, Any]:
     return {**found, "operators": operators}
 
 
-def child(tool: str, name: str, cap_gib: float) -> None:
+def child(tool: str, name: str, cap_gib: float, dense: bool = False) -> None:
     """One measurement (in its own process): prints a JSON line."""
     # Scoring and loading need only the .onnx.
     model = _fitted(name) if tool != "score" and not tool.startswith("load-") else None
@@ -247,7 +254,7 @@ def child(tool: str, name: str, cap_gib: float) -> None:
     outcome: dict[str, Any] = {"tool": tool, "model": name, "nodes": nodes}
     try:
         if not converts:
-            outcome.update(_step(tool, name, model))
+            outcome.update(_step(tool, name, model, dense))
         else:
             assert sample is not None
             outcome["bytes"] = _convert(tool, model, sample)
@@ -268,7 +275,7 @@ def _available_gib() -> float:
     return int(line.split()[1]) / 2**20
 
 
-def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
+def _run_child(tool: str, name: str, cap_gib: float, dense: bool = False) -> dict[str, Any]:
     # A shared machine: start only when the cap fits in what is free, so that a child that
     # grows to its cap cannot push other processes out of memory.
     waited = 0
@@ -278,6 +285,7 @@ def _run_child(tool: str, name: str, cap_gib: float) -> dict[str, Any]:
         time.sleep(10)
         waited += 10
     command = [sys.executable, __file__, "--child", tool, name, "--cap-gib", str(cap_gib)]
+    command += ["--dense"] if dense else []
     done = subprocess.run(command, capture_output=True, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if lines:
@@ -320,11 +328,12 @@ def main() -> None:
     parser.add_argument("--cap-gib", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=1, help="rounds, tools interleaved")
     parser.add_argument("--end-to-end", metavar="MODEL", help="convert, validate and score it")
+    parser.add_argument("--dense", action="store_true", help="--end-to-end in the largest form")
     parser.add_argument("--load", metavar="MODEL", help="load it in blocks and whole")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "MODEL"))
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1], args.cap_gib)
+        child(args.child[0], args.child[1], args.cap_gib, args.dense)
         return
     models = [m for m in args.models.split(",") if m]
     if args.end_to_end and not (DATA / f"big_forest_{args.end_to_end}.joblib").is_file():
@@ -336,7 +345,7 @@ def main() -> None:
     if models:
         _print_table(models, tools, args)
     if args.end_to_end:
-        _end_to_end(args.end_to_end, args.cap_gib)
+        _end_to_end(args.end_to_end, args.cap_gib, args.dense)
     if args.load:
         _fitted(args.load)
         _load_table(args.load, args.repeat, args.cap_gib)
@@ -392,10 +401,11 @@ def _print_table(models: list[str], tools: list[str], args: argparse.Namespace) 
             print(_row(result, found.get("skl2onnx", {})), flush=True)
 
 
-def _end_to_end(name: str, cap_gib: float) -> None:
-    print(f"end to end, {name}: step, seconds, peak MiB, what it found")
+def _end_to_end(name: str, cap_gib: float, dense: bool) -> None:
+    form = ", precision double, ml opset 3" if dense else ""
+    print(f"end to end, {name}{form}: step, seconds, peak MiB, what it found")
     for step in ("convert", "validate", "score"):
-        found = _run_child(step, name, cap_gib)
+        found = _run_child(step, name, cap_gib, dense)
         if found.get("status") != "ok":
             print(f"{step:<9}{found.get('status')}", flush=True)
             return

@@ -630,7 +630,9 @@ def test_saving_where_a_folder_stands_changes_nothing(
     (external / "model.onnx.data").mkdir()
     before = {p.name: _sha(p) for p in external.iterdir() if p.is_file()}
     code, _, err = run(capsys, "convert", external, "--precision", "double", "--external-data")
-    assert_one_line_error(code, err, r"model\.onnx\.data'?: Is a directory")
+    assert_one_line_error(
+        code, err, r"model\.onnx\.data' is a folder where a file is expected; pass a file's path"
+    )
     assert {p.name: _sha(p) for p in external.iterdir() if p.is_file()} == before
     assert [p.name for p in external.iterdir() if p.name.startswith(".")] == []
     # Without external data the folder is left alone and the model is converted.

@@ -249,6 +249,27 @@ def test_double_graph_saved_with_external_data_predicts(classification, tmp_path
     np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_double_graph_as_tensors_predicts_the_same(classification, tensor_form, kind):
+    # ai.onnx.ml 3 in double: float64 thresholds, each tree's leaf index among its own leaves
+    # and the leaf table.
+    X, y = classification
+    if kind == "classifier":
+        forest = RandomForestClassifier(n_estimators=7, random_state=0).fit(X, y)
+    else:
+        forest = ExtraTreesRegressor(n_estimators=7, random_state=0).fit(X, y * 1.5)
+    model = convert_estimator(forest, X[:100], precision="double", ml_opset=3).model
+    node = _ensemble(model)
+    tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
+    assert tensors == {"nodes_values_as_tensor", "target_weights_as_tensor"}
+    outputs = _outputs(model, X)
+    if kind == "classifier":
+        np.testing.assert_array_equal(outputs[0], forest.predict(X))
+        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-12)
+    else:
+        np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=1e-12)
+
+
 def test_tensor_form_runs_in_tree_blocks_with_the_same_outputs(classification, tensor_form, caplog):
     X, y = classification
     forest = RandomForestClassifier(n_estimators=6, random_state=0).fit(X, y)

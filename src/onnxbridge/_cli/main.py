@@ -688,6 +688,11 @@ def _os_error_line(exc: OSError) -> str:
             f"cannot write{target}: {reason} (the disk or a size limit is full); free some "
             "space or write somewhere else, then run the command again"
         )
+    if exc.errno == errno.EISDIR and exc.filename:
+        return (
+            f"{str(exc.filename)!r} is a folder where a file is expected; "
+            "pass a file's path, or move the folder out of the way"
+        )
     return f"cannot access{target}: {reason}; check the path and its permissions"
 
 

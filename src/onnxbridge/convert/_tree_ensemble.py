@@ -1489,6 +1489,14 @@ def _floats(name: str, values: np.ndarray, as_tensor: bool) -> dict[str, Any]:
     return {name: np.asarray(values, dtype=np.float32)}
 
 
+def _local_indexes(local: np.ndarray, as_tensor: bool) -> dict[str, Any]:
+    """The double graph's ``target_weights``: a float64 tensor for big ensembles (the kernel
+    reads float64 weights with float64 input), else the float list."""
+    if as_tensor:
+        return {"target_weights_as_tensor": numpy_helper.from_array(local.astype(np.float64))}
+    return {"target_weights": local.astype(np.float32)}
+
+
 def _ensemble_attributes(
     spec: TreeEnsembleSpec, thresholds: np.ndarray, *, as_tensors: bool = False
 ) -> dict[str, Any]:
@@ -1575,29 +1583,38 @@ def _double_graph(scope: Any, container: Any, x: str, spec: TreeEnsembleSpec, ou
             "precision='float'",
             arguments=("ml_opset", "precision"),
         )
+    # Leaves in tree order; the leaf table below follows it.
     leaf_rows = np.flatnonzero(spec.is_leaf)
+    leaf_rows = leaf_rows[np.argsort(spec.tree[leaf_rows], kind="stable")]
     n_leaves = len(leaf_rows)
-    if n_leaves >= 2**24:
+    leaf_tree = spec.tree[leaf_rows]
+    first = np.searchsorted(leaf_tree, np.arange(spec.n_trees))  # each tree's first leaf
+    local = np.arange(n_leaves) - first[leaf_tree]
+    if n_leaves and local.max() >= 2**24:
         raise ConversionError(
-            f"the ensemble has {n_leaves} leaves; double precision supports fewer than 2**24 "
-            "(use precision='float')",
+            f"a tree has {int(local.max()) + 1} leaves; double precision supports fewer than "
+            "2**24 a tree (use precision='float')",
             arguments=("precision",),
         )
     thresholds = np.where(spec.is_leaf, 0.0, spec.threshold).astype(np.float64)
     attrs = _ensemble_attributes(spec, thresholds)
-    # Each tree writes the global index of its leaf to its own target column.
+    # Each tree writes the index of its leaf among its own (exact in float32 below 2**24) to
+    # its own target column; adding the tree's first leaf makes it an index into the table.
     attrs.update(
-        target_treeids=spec.tree[leaf_rows],
+        target_treeids=leaf_tree,
         target_nodeids=spec.node[leaf_rows],
-        target_ids=spec.tree[leaf_rows],
-        target_weights=np.arange(n_leaves, dtype=np.float32),
+        target_ids=leaf_tree,
+        **_local_indexes(local, _floats_as_tensors(container, spec, n_leaves)),
         n_targets=int(spec.n_trees),
         aggregate_function="SUM",
         post_transform="NONE",
     )
-    leaf_index_f, leaf_index = name("leaf_index_f"), name("leaf_index")
+    leaf_index_f, local_index = name("leaf_index_f"), name("local_leaf_index")
+    leaf_index, starts = name("leaf_index"), name("tree_first_leaf")
     _add_ensemble_node(scope, container, "TreeEnsembleRegressor", [x], [leaf_index_f], 3, attrs)
-    container.add_node("Cast", [leaf_index_f], [leaf_index], to=TensorProto.INT64, name=op("Cast"))
+    container.add_node("Cast", [leaf_index_f], [local_index], to=TensorProto.INT64, name=op("Cast"))
+    container.add_initializer(starts, TensorProto.INT64, [spec.n_trees], first.tolist())
+    container.add_node("Add", [local_index, starts], [leaf_index], name=op("Add"))
     k = spec.n_outputs
     summed = name("tree_sum")
     if spec.tree_output is not None:
