@@ -325,6 +325,34 @@ def test_blocks_that_write_columns_of_their_own_keep_their_base_scores(make, ml_
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GradientBoostingClassifier(n_estimators=2, max_depth=1, random_state=0),
+        lambda: HistGradientBoostingClassifier(max_iter=2, max_depth=2, random_state=0),
+    ],
+    ids=["GBC", "HGBC"],
+)
+def test_blocks_that_are_added_keep_every_columns_base_score(make) -> None:
+    # Two rounds of a 3-class booster in ai.onnx.ml 3, one tree per block: the first block
+    # writes class 0's column only, and ONNX Runtime would add no base score to the others.
+    X, y = _classification()
+    model = make().fit(X, y)
+    options = {"precision": "float", "ml_opset": 3}
+    whole = convert_estimator(model, X[:100], **options)
+    blocked = convert_estimator(model, X[:100], tree_block_nodes=1, **options)
+    assert len(_blocks(blocked.model)) == 6
+    assert "Sum" in [n.op_type for n in blocked.model.graph.node]
+    assert blocked.check is not None and blocked.check.ok
+    rows = _rows()
+    got, want = _run(blocked.model, rows), _run(whole.model, rows)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-6)
+    known = ~np.isnan(rows).any(axis=1)  # GradientBoostingClassifier refuses missing values
+    expected = model.predict_proba(rows[known].astype(np.float64))
+    np.testing.assert_allclose(got[1][known], expected, atol=1e-5)
+
+
 def test_the_default_keeps_small_ensembles_whole_and_blocks_a_validated_model(tmp_path) -> None:
     from onnxbridge.validate import validate_model
 

@@ -103,6 +103,27 @@ def test_boosting_blocks_keep_the_base_score_once() -> None:
     np.testing.assert_allclose(blocked[1], boosting.predict_proba(X[1000:]), atol=1e-5)
 
 
+def test_blocks_of_a_many_class_booster_keep_every_columns_base_score() -> None:
+    # ai.onnx.ml 3, one round per class: a block of one tree writes one class's column, and
+    # ONNX Runtime adds a base score only to the columns an operator's leaves write.
+    X, y = make_classification(
+        n_samples=2000, n_features=8, n_informative=5, n_classes=3, random_state=1
+    )
+    boosting = GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0)
+    boosting.fit(X[:1000], y[:1000])
+    model = convert_estimator(
+        boosting, _frame(X[:5]), precision="float", ml_opset=3, tree_block_nodes=0
+    ).model.SerializeToString()
+    blocked = block_tree_ensembles(model, 1)
+    assert blocked is not None and len(_tree_ops(blocked)) == 9
+    name = _session(model).get_inputs()[0].name
+    feeds = {name: X[1000:].astype(np.float32)}
+    plain, split = _session(model).run(None, feeds), _session(blocked).run(None, feeds)
+    np.testing.assert_array_equal(split[0], plain[0])
+    np.testing.assert_allclose(split[1], plain[1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(split[1], boosting.predict_proba(X[1000:]), atol=1e-5)
+
+
 def test_small_ensembles_and_other_models_are_left_alone() -> None:
     X, y = make_classification(n_samples=500, n_features=6, random_state=0)
     small = RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(X, y)

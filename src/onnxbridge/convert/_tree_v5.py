@@ -248,29 +248,26 @@ def split_regressor(
 ) -> list[tuple[NodeProto, dict[str, Any]]]:
     """An opset-3 ``TreeEnsembleRegressor`` (``SUM``, ``NONE``; without its arrays) of more
     than ``block_nodes`` nodes as one such node per block of whole trees and a ``Sum`` of
-    their scores, ``base_values`` on the first block; or, where each block writes columns of
-    its own (:func:`_own_columns`), a ``Concat``, each block with its columns' base values.
+    their scores; or, where each block writes columns of its own (:func:`_own_columns`), a
+    ``Concat``. The base values are added after it (``Add``): ONNX Runtime adds a base value
+    only to the columns the node's own leaves write, which a block's may not all be.
     Returns each node with its arrays."""
     small = _small(node)
     if not _plain_sum(small):
         return [(node, arrays)]
     parts = _tree_blocks(arrays, block_nodes)
-    widths = None
-    if "base_values_as_tensor" not in small:
-        parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
-    blocks, _ = _blocked(graph, node, len(parts), widths)
-    base = small.get("base_values")
-    firsts = np.cumsum([0, *widths]).tolist() if widths is not None else None
-    for k, block in enumerate(blocks):
-        if k == 0 and firsts is None:
-            continue  # blocks that are added: the base values once, on the first
-        names = ("base_values", "base_values_as_tensor")
-        kept = [a for a in block.attribute if a.name not in names]
-        del block.attribute[:]
-        block.attribute.extend(kept)
-        if firsts is not None and base is not None:  # each block its own columns' values
-            own = [float(v) for v in base[firsts[k] : firsts[k + 1]]]
-            block.attribute.append(helper.make_attribute("base_values", own))
+    parts, widths = _own_columns(parts, int(small.get("n_targets", 1)))
+    blocks, last = _blocked(graph, node, len(parts), widths)
+    names = ("base_values", "base_values_as_tensor")
+    found = [small[name] for name in names if name in small]
+    if len(blocks) > 1 and found:
+        for block in blocks:
+            kept = [a for a in block.attribute if a.name not in names]
+            del block.attribute[:]
+            block.attribute.extend(kept)
+        base = _floats(found[0])
+        if np.any(base != 0):
+            _add_base(graph, last, [float(v) for v in base], np.float32)
     return list(zip(blocks, parts, strict=True))
 
 

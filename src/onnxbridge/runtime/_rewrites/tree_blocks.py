@@ -17,7 +17,8 @@ order of float additions (a few units in the last place, in float32 or float64 a
 adds). It applies only where that holds:
 
 - ``TreeEnsembleRegressor`` with ``aggregate_function="SUM"`` and ``post_transform="NONE"``
-  (``base_values`` go to the first block);
+  (``base_values`` are added after the blocks' ``Sum``: ONNX Runtime adds a base value only to
+  the columns an operator's leaves write);
 - ``TreeEnsembleClassifier`` with ``post_transform="NONE"`` whose label output nothing reads
   (onnxbridge's own converters take the label from ``ArgMax`` of the probabilities), whose
   weights name every class, and with no ``base_values`` on two classes (ONNX Runtime's binary
@@ -138,7 +139,7 @@ def _n_classes(attrs: dict[str, Any]) -> int:
 
 def _block_nodes(node: Any, attrs: dict[str, Any], plan: list[np.ndarray], name: Any) -> list[Any]:
     """The block operators and the ``Sum`` replacing ``node`` (same scores output)."""
-    from onnx import helper
+    from onnx import helper, numpy_helper
 
     classifier = node.op_type == "TreeEnsembleClassifier"
     prefix = "class_" if classifier else "target_"
@@ -162,9 +163,6 @@ def _block_nodes(node: Any, attrs: dict[str, Any], plan: list[np.ndarray], name:
                 mask, out_key = node_mask, key
             elif key.startswith(prefix) and not key.startswith("classlabels"):
                 mask, out_key = leaf_mask, "target_" + key[len(prefix) :]
-            elif key.startswith("base_values") and index == 0:
-                attributes.append(_attribute(key, value))
-                continue
             else:
                 continue
             array = value[mask]
@@ -182,11 +180,34 @@ def _block_nodes(node: Any, attrs: dict[str, Any], plan: list[np.ndarray], name:
         )
         block.attribute.extend(attributes)
         new_nodes.append(block)
-    new_nodes.append(
-        helper.make_node(
-            "Sum", block_outputs, [node.output[-1]], name=name(f"{node.name or 'trees'}_sum")
+    base = attrs.get("base_values", attrs.get("base_values_as_tensor"))
+    if base is None or not np.any(base != 0):
+        new_nodes.append(
+            helper.make_node(
+                "Sum", block_outputs, [node.output[-1]], name=name(f"{node.name or 'trees'}_sum")
+            )
         )
-    )
+        return new_nodes
+    # The base values after the sum: ONNX Runtime adds a base value only to the columns the
+    # operator's own leaves write, which a block's may not all be.
+    summed, values = name(f"{node.output[-1]}_sum"), name(f"{node.output[-1]}_base")
+    as_row = np.asarray(base, dtype=np.float32).reshape(1, -1)
+    new_nodes += [
+        helper.make_node("Sum", block_outputs, [summed], name=name(f"{node.name or 'trees'}_sum")),
+        helper.make_node(
+            "Constant",
+            [],
+            [values],
+            value=numpy_helper.from_array(as_row, name=""),
+            name=name(f"{node.name or 'trees'}_base"),
+        ),
+        helper.make_node(
+            "Add",
+            [summed, values],
+            [node.output[-1]],
+            name=name(f"{node.name or 'trees'}_add_base"),
+        ),
+    ]
     return new_nodes
 
 
