@@ -298,6 +298,25 @@ def test_string_classes_keep_their_labels() -> None:
             np.testing.assert_array_equal(got["label"], model.predict(X).ravel())
 
 
+@pytest.mark.parametrize("label", ["only", 3, True], ids=["text", "int", "bool"])
+def test_a_forest_of_one_class_predicts_it(label) -> None:
+    # ONNX Runtime's classifier operator reads a second label on one class (on text labels
+    # the process aborted): such a model predicts from its scores.
+    X, _, _ = _frame(200)
+    y = np.array([label] * len(X))
+    for model in (
+        DecisionTreeClassifier(random_state=0),
+        RandomForestClassifier(n_estimators=3, random_state=0),
+        ExtraTreesClassifier(n_estimators=3, random_state=0),
+    ):
+        model.fit(X, y)
+        for precision, ml_opset in (("float", None), ("float", 3), ("double", None)):
+            result = convert_estimator(model, X.head(20), precision=precision, ml_opset=ml_opset)
+            got = _run(result, X)
+            np.testing.assert_array_equal(got["label"], model.predict(X))
+            np.testing.assert_array_equal(got["probabilities"], model.predict_proba(X))
+
+
 def test_lightgbm_zero_as_missing_is_refused() -> None:
     X, labels, _ = _frame()
     model = LGBMClassifier(n_estimators=5, zero_as_missing=True, verbose=-1).fit(X, labels)

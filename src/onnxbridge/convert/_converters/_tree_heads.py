@@ -217,9 +217,12 @@ def write_classifier(
     name = scope.get_unique_variable_name
     op = scope.get_unique_operator_name
     probabilities = operator.outputs[1].full_name
-    if transform == "none" and not double:
+    one_class = len(operator.raw_operator.classes_) == 1
+    if transform == "none" and not double and not one_class:
         # The operator's own label output is not used: on two classes ONNX Runtime decides it
         # by its binary rule, not by the larger probability (labels flipped on string classes).
+        # A model of one class takes the raw scores below: ONNX Runtime's classifier reads a
+        # second label of its own on one class (a process abort on text labels).
         given = _input(scope, operator, container)
         add_float_forest_classifier(
             scope,
