@@ -37,6 +37,13 @@ NOTE = (
 )
 
 
+def _run(result: Any, rows: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(result.model.SerializeToString())
+    return session.run(None, {session.get_inputs()[0].name: rows})[0]
+
+
 def _large(n: int = 1200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.RandomState(seed)
     X = 1e6 + rng.rand(n, 3) * 50
@@ -100,6 +107,30 @@ def test_auto_keeps_float_for_models_that_compare_in_float32() -> None:
         result = convert_estimator(model, X[:40])
         assert result.precision == "float", result.notes
         assert result.notes[0].startswith("kept float precision: 0 of"), result.notes
+
+
+@pytest.mark.parametrize(
+    "make", [HistGradientBoostingRegressor, LGBMRegressor], ids=["HGB", "LGBM"]
+)
+def test_auto_says_what_float_keeps_for_models_that_compare_in_float64(make) -> None:
+    # Whole-number features: the thresholds are float32 values and the probes cannot flip, but
+    # a float64 value just above one (7.5000001 rounds to 7.5 in float32) goes the other way.
+    rng = np.random.RandomState(0)
+    X = rng.randint(0, 20, size=(400, 3)).astype(np.float64)
+    y = X[:, 0] * 2 + (X[:, 1] > 7) * 5 + rng.rand(400)
+    options = {"verbose": -1, "n_jobs": 1} if make is LGBMRegressor else {"random_state": 0}
+    model = make(**options).fit(X, y)
+    result = convert_estimator(model, X[:50])
+    assert result.precision == "float"
+    (note,) = result.notes
+    assert note.startswith("kept float precision: 0 of")
+    assert "the model compares in float64" in note and "precision double is exact" in note
+    rows = np.column_stack([np.full(4, 7.0), [7.5000001, 6.5000001, 7.4999999, 7.5], np.ones(4)])
+    float_graph = _run(result, rows.astype(np.float32)).ravel()
+    double_graph = _run(convert_estimator(model, X[:50], precision="double"), rows).ravel()
+    expected = model.predict(rows)
+    assert np.any(np.abs(float_graph - expected) > 1.0)
+    np.testing.assert_allclose(double_graph, expected, rtol=1e-9)
 
 
 def test_auto_leaves_models_without_trees_alone() -> None:

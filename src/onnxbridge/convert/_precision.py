@@ -66,6 +66,15 @@ PROBABILITY_TOLERANCE = 1e-4
 VALUE_RTOL = 1e-5
 
 
+# Said when float32 is kept for a model that compares in float64 (HistGradientBoosting,
+# LightGBM): the probes show it on the values float32 holds, not on every float64 value.
+FLOAT64_CAVEAT = (
+    "the model compares in float64: float32 keeps its decisions on values float32 holds (as the "
+    "sample's), but a float64 value between two float32 steps next to a threshold can take the "
+    "other branch; precision double is exact on every value"
+)
+
+
 @dataclass
 class PrecisionProbeReport:
     """What the float32 graph did on the probe rows.
@@ -826,7 +835,10 @@ def convert_auto(estimator: Any, frame: pd.DataFrame, convert: Callable[[str], A
         return result
     report = probe_float_precision(estimator, result, frame, spec)
     if report.flipped == 0 and report.complete:
-        result.notes.append(report.note(switched=False))
+        note = report.note(switched=False)
+        if spec.native == "float64":
+            note += f"; {FLOAT64_CAVEAT}"
+        result.notes.append(note)
         return result
     from onnxbridge.convert._steps import release_session
 
