@@ -317,6 +317,26 @@ def test_a_forest_of_one_class_predicts_it(label) -> None:
             np.testing.assert_array_equal(got["probabilities"], model.predict_proba(X))
 
 
+@pytest.mark.parametrize("how", ["rounds", "callback"])
+def test_xgboost_stopped_early_predicts_up_to_its_best_iteration(how: str) -> None:
+    # XGBoost's predict stops at best_iteration whichever way early stopping was asked for.
+    import xgboost
+
+    X, _, values = _frame(600)
+    y = values + np.random.RandomState(1).normal(scale=2.0, size=len(values))
+    stop = (
+        {"early_stopping_rounds": 3}
+        if how == "rounds"
+        else {"callbacks": [xgboost.callback.EarlyStopping(rounds=3)]}
+    )
+    model = XGBRegressor(n_estimators=200, learning_rate=0.5, max_depth=6, n_jobs=1, **stop)
+    model.fit(X[:300], y[:300], eval_set=[(X[300:], y[300:])], verbose=False)
+    assert model.best_iteration + 1 < model.get_booster().num_boosted_rounds()
+    for precision in ("float", "double"):
+        got = _run(convert_estimator(model, X.head(20), precision=precision), X)
+        np.testing.assert_allclose(got["value"].ravel(), model.predict(X), rtol=1e-5, atol=1e-5)
+
+
 def test_lightgbm_zero_as_missing_is_refused() -> None:
     X, labels, _ = _frame()
     model = LGBMClassifier(n_estimators=5, zero_as_missing=True, verbose=-1).fit(X, labels)

@@ -450,8 +450,9 @@ def from_xgboost(
     limit = len(trees_model["trees"])
     best = getattr(model, "best_iteration", None)
     indptr = trees_model.get("iteration_indptr")
-    if best is not None and getattr(model, "early_stopping_rounds", None) and indptr:
-        # predict() stops at the best iteration when early stopping was used.
+    if best is not None and indptr:
+        # predict() stops at the best iteration whenever the booster records one (early
+        # stopping, by early_stopping_rounds or an EarlyStopping callback).
         limit = min(limit, int(indptr[int(best) + 1]))
     stored = _xgboost_stored_categories(document)
     parts: list[dict[str, np.ndarray]] = []
