@@ -19,6 +19,7 @@ from sklearn.ensemble import (
     GradientBoostingRegressor,
     HistGradientBoostingClassifier,
     HistGradientBoostingRegressor,
+    IsolationForest,
     RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -335,6 +336,30 @@ def test_xgboost_stopped_early_predicts_up_to_its_best_iteration(how: str) -> No
     for precision in ("float", "double"):
         got = _run(convert_estimator(model, X.head(20), precision=precision), X)
         np.testing.assert_allclose(got["value"].ravel(), model.predict(X), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"max_features": 0.6, "contamination": 0.1}, {"max_samples": 1}],
+    ids=["defaults", "feature-subsets", "one-row-trees"],
+)
+def test_isolation_forest_keeps_the_nan_routing_and_scores(params) -> None:
+    # Its trees learn where missing values go; scikit-learn scores rows with NaN.
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(400, 5))
+    X[rng.rand(*X.shape) < 0.05] = np.nan
+    rows = rng.normal(scale=2.0, size=(1000, 5))
+    rows[rng.rand(*rows.shape) < 0.1] = np.nan
+    model = IsolationForest(random_state=0, **params).fit(X)
+    for precision in ("auto", "double"):
+        result = convert_estimator(model, X[:50], precision=precision)
+        assert result.check is not None and result.check.ok
+        got = _run(result, pd.DataFrame(rows, columns=[f"x{j}" for j in range(5)]))
+        np.testing.assert_array_equal(got["label"].ravel(), model.predict(rows))
+        tolerance = 1e-12 if result.precision == "double" else 1e-6
+        np.testing.assert_allclose(
+            got["scores"].ravel(), model.decision_function(rows), rtol=0, atol=tolerance
+        )
 
 
 def test_lightgbm_zero_as_missing_is_refused() -> None:

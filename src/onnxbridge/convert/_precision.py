@@ -156,6 +156,10 @@ def find_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
             from onnxbridge.convert._converters.sklearn_trees import _handled, forest_spec
 
             return forest_spec(model) if _handled(model) else None
+        if module.startswith("sklearn.ensemble._iforest"):
+            from onnxbridge.convert._converters.sklearn_trees import isolation_spec
+
+            return isolation_spec(model)
         if module.startswith("xgboost"):
             return from_xgboost(model)[0]
         if module.startswith("lightgbm"):

@@ -30,9 +30,11 @@ __all__ = [
     "classifier_shape",
     "example_target",
     "is_double",
+    "outlier_shape",
     "regressor_shape",
     "text_features",
     "write_classifier",
+    "write_outlier",
     "write_regressor",
 ]
 
@@ -345,6 +347,61 @@ def write_regressor(
         container.add_node("Identity", [raw], [out], name=op("Identity"))
     else:  # pragma: no cover - converters pass one of the above
         raise ValueError(f"unknown link {link!r}")
+
+
+def outlier_shape(operator: Any) -> None:
+    """Label ``[N]`` (int64: 1 inlier, -1 outlier) and the decision function ``[N, 1]``."""
+    from skl2onnx.common.data_types import Int64TensorType
+
+    operator.outputs[0].type = Int64TensorType([None])
+    operator.outputs[1].type = _tensor_type(operator)([None, 1])
+
+
+def write_outlier(
+    scope: Any,
+    operator: Any,
+    container: Any,
+    spec: TreeEnsembleSpec,
+    *,
+    scale: float,
+    shift: float,
+    offset: float,
+) -> None:
+    """Add the ensemble and an isolation forest's head: ``decision = -exp(scale * raw + shift)
+    - offset`` (``raw`` the sum over trees of the path lengths), ``label = -1`` where
+    ``decision < 0``, else 1."""
+    _import_target_opset(container)
+    double = is_double(operator)
+    onnx_type = TensorProto.DOUBLE if double else TensorProto.FLOAT
+    name = scope.get_unique_variable_name
+    op = scope.get_unique_operator_name
+    given = _input(scope, operator, container)
+    raw = add_raw_scores(scope, container, given.x, spec, double=double, text_inputs=given.text)
+    scaled, shifted, grown, score = name("scaled"), name("shifted"), name("grown"), name("score")
+    container.add_node(
+        "Mul", [raw, _constant(scope, container, scale, onnx_type)], [scaled], name=op("Mul")
+    )
+    container.add_node(
+        "Add", [scaled, _constant(scope, container, shift, onnx_type)], [shifted], name=op("Add")
+    )
+    container.add_node("Exp", [shifted], [grown], name=op("Exp"))
+    container.add_node("Neg", [grown], [score], name=op("Neg"))
+    decision = operator.outputs[1].full_name
+    container.add_node(
+        "Sub", [score, _constant(scope, container, offset, onnx_type)], [decision], name=op("Sub")
+    )
+    below, flat, axes = name("outlier"), name("outlier_flat"), name("axes")
+    container.add_node(
+        "Less", [decision, _constant(scope, container, 0.0, onnx_type)], [below], name=op("Less")
+    )
+    container.add_initializer(axes, TensorProto.INT64, [1], [1])
+    container.add_node("Squeeze", [below, axes], [flat], name=op("Squeeze"))
+    minus, plus = name("minus_one"), name("plus_one")
+    container.add_initializer(minus, TensorProto.INT64, [], [-1])
+    container.add_initializer(plus, TensorProto.INT64, [], [1])
+    container.add_node(
+        "Where", [flat, minus, plus], [operator.outputs[0].full_name], name=op("Where")
+    )
 
 
 def text_features(operator: Any) -> list[int]:

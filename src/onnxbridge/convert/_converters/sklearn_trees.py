@@ -1,5 +1,5 @@
 """scikit-learn's trees and tree ensembles: decision trees, extra trees, random forests,
-extra-trees forests and gradient boosting, classifiers and regressors.
+extra-trees forests and gradient boosting, classifiers and regressors, and isolation forests.
 
 Replaces skl2onnx's converters, which drop the missing-value direction the trees learned
 (scikit-learn >= 1.3 ``missing_go_to_left``: NaN rows go the wrong way) and whose float64 graphs do
@@ -12,6 +12,7 @@ gradient boosting with a custom ``init`` estimator) go to skl2onnx's converter.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.ensemble import (
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
+    IsolationForest,
     RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -35,8 +37,10 @@ from sklearn.tree import (
 from onnxbridge.convert._converters._tree_heads import (
     CLASSIFIER_OPTIONS,
     classifier_shape,
+    outlier_shape,
     regressor_shape,
     write_classifier,
+    write_outlier,
     write_regressor,
 )
 from onnxbridge.convert._registry import ConverterSpec, register_converter
@@ -115,6 +119,73 @@ def forest_spec(model: Any) -> TreeEnsembleSpec:
     return from_sklearn_trees(
         trees, lambda v: np.asarray(v[:, :, 0], float), k, np.zeros(k), average=average
     )
+
+
+def average_path_length(samples: np.ndarray) -> np.ndarray:
+    """The average path length of an unsuccessful search in a binary tree of ``samples`` rows
+    (the isolation forest paper's ``c(n)``, as scikit-learn computes it): 0 for at most one
+    row, 1 for two, else ``2 (ln(n - 1) + γ) - 2 (n - 1) / n``."""
+    n = np.asarray(samples, dtype=np.float64)
+    many = np.maximum(n, 3.0)
+    longer = 2.0 * (np.log(many - 1.0) + np.euler_gamma) - 2.0 * (many - 1.0) / many
+    return np.where(n <= 1, 0.0, np.where(n == 2, 1.0, longer))
+
+
+def isolation_spec(model: Any) -> TreeEnsembleSpec:
+    """An isolation forest's trees, each leaf holding its path length (its depth, counting the
+    root as 1, plus :func:`average_path_length` of its training rows, minus 1), features mapped
+    to the model's where its trees saw a subset. The sum over trees is scikit-learn's
+    ``depths``."""
+    trees = list(model.estimators_)
+    spec = from_sklearn_trees(trees, lambda v: np.zeros((len(v), 1)), 1, np.zeros(1))
+    lengths = [
+        np.asarray(t.tree_.compute_node_depths(), dtype=np.float64)
+        + average_path_length(t.tree_.n_node_samples)
+        - 1.0
+        for t in trees
+    ]
+    values = np.concatenate(lengths).reshape(-1, 1)
+    feature = spec.feature.copy()
+    n_features = int(model.n_features_in_)
+    used = [np.asarray(f, dtype=np.int64) for f in model.estimators_features_]
+    if any(len(f) != n_features for f in used):  # scikit-learn indexes X[:, features] then
+        for index, features in enumerate(used):
+            rows = (spec.tree == index) & (feature >= 0)
+            feature[rows] = features[feature[rows]]
+    return replace(
+        spec,
+        values=np.where(spec.is_leaf[:, None], values, 0.0),
+        feature=feature,
+        n_features=n_features,
+    )
+
+
+def _isolation_shape(operator: Any) -> None:
+    if len(operator.outputs) > 2:  # skl2onnx's score_samples output: its converter
+        _upstream(operator.raw_operator, "shape")(operator)
+        return
+    outlier_shape(operator)
+
+
+def _isolation_convert(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    if len(operator.outputs) > 2:
+        _upstream(model, "convert")(scope, operator, container)
+        return
+    spec = isolation_spec(model)
+    expected = float(average_path_length(np.array([model.max_samples_]))[0])
+    denominator = len(model.estimators_) * expected
+    # score_samples = -2 ** (-depths / denominator); scikit-learn takes -depths / denominator
+    # as -1 when the denominator is 0 (one training row).
+    scale, shift = (-np.log(2.0) / denominator, 0.0) if denominator else (0.0, -np.log(2.0))
+    write_outlier(
+        scope, operator, container, spec, scale=scale, shift=shift, offset=float(model.offset_)
+    )
+
+
+def _isolation_example() -> tuple[Any, Any]:
+    X, _ = _regression()
+    return IsolationForest(n_estimators=10, max_features=0.8, random_state=0).fit(X), X
 
 
 def _classifier_shape(operator: Any) -> None:
@@ -225,3 +296,17 @@ for _cls, _params in (
             family=__name__,
         )
     )
+register_converter(
+    ConverterSpec(
+        IsolationForest,
+        _isolation_shape,
+        _isolation_convert,
+        _isolation_example,
+        options={"score_samples": [False, True]},
+        replaces=(
+            "skl2onnx's graph sends NaN rows another way than the trees learned and its float64 "
+            "graph does not build"
+        ),
+        family=__name__,
+    )
+)
