@@ -647,6 +647,24 @@ def test_saving_where_a_folder_stands_changes_nothing(
     assert sorted(p.name for p in long.parent.iterdir()) == [long.name, long.name + ".data"]
 
 
+def test_a_file_at_the_data_files_name_that_no_model_reads_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    mine = tmp_path / "m.onnx.data"
+    mine.write_text("mine")
+    with pytest.raises(OnnxModelError, match=r"m\.onnx\.data' exists and is not the external"):
+        save_model(_matmul_model(), path, external_data=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx.data"]
+    save_model(_matmul_model(), path, external_data=False)
+    assert mine.read_text() == "mine"
+    # The data file of the model being replaced is replaced, and removed when none is needed.
+    mine.unlink()
+    save_model(_matmul_model(), path, external_data=True)
+    save_model(_matmul_model(), path, external_data=True)
+    assert mine.stat().st_size > 0
+    save_model(_matmul_model(), path, external_data=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
 def test_the_model_hash_does_not_change_with_the_onnx_file_name(pair: dict[str, Path]) -> None:
     onnx_file = pair["external"] / "model.onnx"
     copy = pair["external"] / "renamed.onnx"

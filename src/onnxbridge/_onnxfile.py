@@ -157,12 +157,15 @@ def save_model(
 
     Both files are written under temporary names in the same folder and renamed into place,
     the data file first (an earlier ``path`` that may read the old data file is removed just
-    before, so no reader ever pairs an old graph with new tensors); an external data file a
-    previous save left beside ``path`` and that the new model does not use is removed.
+    before, so no reader ever pairs an old graph with new tensors); the data file of the model
+    being replaced, when the new model has none, is removed. A file at the data file's name that
+    the model being replaced does not read is the user's: left alone, and where the new model's
+    tensors would go, refused.
 
     Raises:
         OnnxModelError: the model is over the protobuf limit even without its tensors (its graph
-            alone: say, integer attributes of a very large tree ensemble).
+            alone: say, integer attributes of a very large tree ensemble); or, with external
+            data, a file the model being replaced does not read stands at the data file's name.
         OSError: the folder cannot be written, or ``path`` (or, with external data, the data
             file's name) is a folder; then nothing has changed.
     """
@@ -172,6 +175,9 @@ def save_model(
     for target in (path, data_path) if external else (path,):
         if target.is_dir():
             raise OSError(errno.EISDIR, "Is a directory", str(target))
+    # A file at the data file's name is replaced or removed only when the model being replaced
+    # reads it: any other file of that name is the user's.
+    ours = data_path.is_file() and _names_data_file(path, data_path.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     with _scratch_folder(path) as scratch:
         writing = data_path  # the file a failed write is about, named as the user knows it
@@ -188,6 +194,12 @@ def save_model(
             del graph
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror or str(exc), str(writing)) from exc
+        if external and data_path.exists() and not ours:
+            raise OnnxModelError(
+                f"{str(data_path)!r} exists and is not the external data of {str(path)!r}, "
+                "where the model's tensors go; move that file away or save the model under "
+                "another name"
+            )
         if external:
             if data_path.exists():
                 # The old graph may read this data file: it goes first, so that a reader (or
@@ -197,10 +209,27 @@ def save_model(
                     path.unlink()
             os.replace(scratch / data_path.name, data_path)
         os.replace(scratch / path.name, path)
-    if not external and not data_path.is_dir():  # a folder of that name is not ours
+    if not external and ours:
         with contextlib.suppress(FileNotFoundError):
             data_path.unlink()
     return [path, data_path] if external else [path]
+
+
+def _names_data_file(path: Path, name: str) -> bool:
+    """Whether the model now at ``path`` (if any, and readable) reads external data from the
+    file ``name`` beside it."""
+    try:
+        if not path.is_file() or not _uses_external_data(path):
+            return False
+        model = _load_graph(path)
+    except (OSError, ValueError, OnnxModelError):
+        return False
+    return any(
+        entry.key == "location" and entry.value == name
+        for tensor in _referenced(model)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+    )
 
 
 @contextlib.contextmanager

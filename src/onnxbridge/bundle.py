@@ -685,6 +685,19 @@ def _check_replaceable(path: Path, overwrite: bool) -> None:
         )
 
 
+def _check_outside(data: Path, out: Path) -> None:
+    """Refuse a data file inside the bundle folder ``out`` replaces (it would be deleted)."""
+    if not data.is_file() or not out.is_dir():
+        return
+    if data.resolve().is_relative_to(out.resolve()):
+        raise BundleError(
+            f"data={str(data)!r} is inside out={str(out)!r}, which is replaced as a whole and "
+            "would take the data with it; move the data file out of the folder or choose "
+            "another out=",
+            arguments=("data", "out"),
+        )
+
+
 class Bundle:
     """A model's bundle folder. Open one with :meth:`open`; make one with :meth:`create`."""
 
@@ -970,6 +983,7 @@ def train_bundle(
         data, model, target=target, test_size=test_size, preprocess=preprocess
     )
     _check_replaceable(out, overwrite)
+    _check_outside(Path(data), out)
     result = fit_model(
         dataset,
         model,

@@ -159,6 +159,51 @@ def test_convert_model_file_with_sample(capsys, iris_bundle: Bundle, tmp_path: P
     assert (tmp_path / "elsewhere.onnx").is_file()
 
 
+def test_convert_never_writes_over_what_it_reads_or_a_file_of_the_users(
+    capsys, iris_bundle: Bundle, tmp_path: Path
+) -> None:
+    model = tmp_path / "m.skops"
+    model.write_bytes(iris_bundle.model_path.read_bytes())
+    sample = tmp_path / "s.csv"
+    pd.read_parquet(iris_bundle.holdout_path).to_csv(sample, index=False)
+    named_like_data = tmp_path / "out.onnx.data"  # the data file of --out out.onnx
+    named_like_data.write_bytes(sample.read_bytes())
+    before = {p: p.read_bytes() for p in (model, sample, named_like_data)}
+    args = ["convert", model, "--sample", sample, "--target", "target"]
+    for out in (sample, model):
+        code, _, err = run(capsys, *args, "--out", out)
+        assert_one_line_error(code, err, r"--out .* would write over .*; choose another path")
+    code, _, err = run(
+        capsys, "convert", model, "--sample", named_like_data, "--target", "target",
+        "--out", tmp_path / "out.onnx",
+    )  # fmt: skip
+    assert_one_line_error(code, err, r"--out .* would write over .*out\.onnx\.data")
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (tmp_path / "out.onnx").exists()
+    # A file at the data file's name that no model of that name reads is the user's.
+    (tmp_path / "new.onnx.data").write_text("mine")
+    code, _, err = run(capsys, *args, "--out", tmp_path / "new.onnx")
+    assert code == 0, err
+    assert (tmp_path / "new.onnx.data").read_text() == "mine"
+    (tmp_path / "new.onnx").unlink()
+    code, _, err = run(capsys, *args, "--out", tmp_path / "new.onnx", "--external-data")
+    assert code == 0, err  # a forest's trees are attributes: no data file to write
+    assert (tmp_path / "new.onnx.data").read_text() == "mine"
+
+
+def test_train_refuses_to_replace_the_folder_its_data_is_in(capsys, iris_bundle: Bundle) -> None:
+    folder = iris_bundle.path
+    data = folder / "mine.csv"
+    pd.read_parquet(iris_bundle.holdout_path).to_csv(data, index=False)
+    before = _snapshot(folder)
+    code, _, err = run(
+        capsys, "train", "--data", data, "--target", "target", "--model", "LogisticRegression()",
+        "--out", folder, "--overwrite",
+    )  # fmt: skip
+    assert_one_line_error(code, err, r"--data .* is inside --out .*; move the data file out")
+    assert _snapshot(folder) == before
+
+
 def test_convert_pickle_needs_flag(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
     import joblib
 

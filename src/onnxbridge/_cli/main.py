@@ -441,6 +441,9 @@ def convert(
                 "file with a few training rows, from which the input schema is taken"
             )
         check_out_file(out, "--out")
+        destination = out or source.with_suffix(".onnx")
+        for written in (destination, destination.with_name(destination.name + ".data")):
+            check_not_a_source(written, "--out", [source, sample])
         estimator, frame = load_model_and_rows(
             source, sample, target=target, allow_pickle=allow_pickle, trust=trust
         )
@@ -457,7 +460,7 @@ def convert(
             fold=fold,
             allow_divergent=allow_divergent,
         )
-        result.save(out or source.with_suffix(".onnx"), external_data=external_data or None)
+        result.save(destination, external_data=external_data or None)
     from onnxbridge._onnxfile import external_data_files
 
     data_files = external_data_files(result.path) if result.path is not None else []
