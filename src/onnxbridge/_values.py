@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from onnxbridge.errors import SchemaMismatchError
+from onnxbridge.errors import BadRowError
 
 __all__ = [
     "VALUE_LIMITS",
@@ -307,8 +307,8 @@ def refuse_table_misfits(
         columns: the names of the ``F`` columns (positions are shown without them).
 
     Raises:
-        SchemaMismatchError: naming the row (counted from 1), the column, the value and what
-            the input takes.
+        BadRowError: (a SchemaMismatchError) naming the row (counted from 1), the column, the
+            value and what the input takes.
     """
     misfit = first_misfit(given, dtype, cast)
     if misfit is None:
@@ -318,7 +318,9 @@ def refuse_table_misfits(
     else:  # one row given flat
         row, column = 0, (misfit.index[-1] if misfit.index else 0)
     name = columns[column] if columns is not None and column < len(columns) else str(column)
-    raise SchemaMismatchError(
+    raise BadRowError(
         f"bad value in row {row + 1}, column {name!r}: {misfit}; fix or drop that row "
-        "(rows count from 1)"
+        "(rows count from 1)",
+        row=row + 1,
+        column=name,
     )

@@ -188,6 +188,30 @@ def test_convert_stores_golden_and_validate_golden_rechecks(capsys, tmp_path: Pa
     assert report["golden"]["identical"] and report["golden"]["ok"]
 
 
+def test_a_bundle_whose_rows_hold_inf_converts_and_validates(capsys, tmp_path: Path) -> None:
+    # HistGradientBoosting trains on ±inf; predict refuses such rows, so the golden file and
+    # validate leave them out instead of failing (convert had already replaced model.onnx).
+    rng = np.random.RandomState(0)
+    a, b = rng.rand(300), rng.rand(300)
+    a[::10] = np.inf
+    data = tmp_path / "inf.csv"
+    pd.DataFrame({"a": a, "b": b, "y": (b > 0.5).astype(int)}).to_csv(data, index=False)
+    out = tmp_path / "b"
+    model = "HistGradientBoostingClassifier(max_iter=5)"
+    args = ["train", "--data", data, "--target", "y", "--model", model, "--out", out]
+    assert run(capsys, *args)[0] == 0
+    code, _, err = run(capsys, "convert", out)
+    assert code == 0, err
+    golden = pd.read_parquet(out / "golden.parquet")
+    assert len(golden) == Bundle.open(out).card["golden"]["rows"] > 0
+    assert np.isfinite(golden["in:a"].dropna()).all()
+    code, stdout, err = run(capsys, "validate", out, "--golden")
+    assert code == 0, stdout + err
+    assert "verdict: EQUIVALENT" in stdout
+    assert "warning: holdout: " in stdout
+    assert "rows left out: the ONNX model's inputs cannot take" in stdout
+
+
 def test_golden_reports_a_changed_model(tmp_path: Path) -> None:
     from onnxbridge import convert_bundle, train_bundle, validate_bundle
 

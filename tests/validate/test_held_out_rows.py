@@ -60,3 +60,33 @@ def test_held_out_rows_scikit_learn_refuses_are_a_warning(tmp_path) -> None:
     assert warning.startswith("no held-out row was compared: scikit-learn refused every row")
     assert "the verdict rests on the generated probe sets only" in warning
     assert "warnings" in report.to_dict() and report.to_dict()["warnings"] == [warning]
+
+
+@pytest.mark.parametrize("source_takes_inf", [False, True], ids=["both-refuse", "onnx-refuses"])
+def test_rows_the_onnx_inputs_cannot_take_are_left_out_not_a_divergence(
+    tmp_path, source_takes_inf: bool
+) -> None:
+    # ±inf: predict refuses such a row in one line; scikit-learn refuses it too (a forest) or
+    # scores it (histogram boosting). Neither is a wrong answer of the ONNX model.
+    from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+
+    rng = np.random.default_rng(2)
+    X = pd.DataFrame(rng.normal(size=(300, 3)), columns=["a", "b", "c"])
+    y = (X["a"] + X["b"] > 0).astype(int)
+    model = (
+        HistGradientBoostingClassifier(max_iter=10, random_state=0)
+        if source_takes_inf
+        else RandomForestClassifier(n_estimators=5, random_state=0)
+    ).fit(X, y)
+    path = convert_estimator(model, X.head(50)).save(tmp_path / "m.onnx")
+    held_out = X.copy()
+    held_out.loc[[3, 40, 41], "b"] = [np.inf, -np.inf, np.inf]
+    report = validate_model(path, model, held_out, probes=["holdout", "range"])
+    assert report.verdict == "EQUIVALENT", report.to_dict()
+    holdout = report.to_dict()["probe_sets"][0]
+    assert holdout["name"] == "holdout"
+    assert holdout["n_unscoreable"] == 3 and holdout["n_rows"] == len(X) - 3
+    assert "column 'b': inf is not a finite number" in holdout["unscoreable"]
+    assert any(
+        w.startswith("holdout: 3 rows left out: the ONNX model's inputs") for w in report.warnings
+    )

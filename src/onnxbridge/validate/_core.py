@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ import pandas as pd
 from onnxbridge._meta import role_parts
 from onnxbridge.bundle import ONNX_NAME, Bundle
 from onnxbridge.data import FeatureSchema, blank_column, read_table
-from onnxbridge.errors import DataError, InferenceError, OnnxbridgeError, first_line
+from onnxbridge.errors import BadRowError, DataError, InferenceError, OnnxbridgeError, first_line
 from onnxbridge.runtime import Predictor
 from onnxbridge.validate._budget import (
     DEFAULT_BUDGET_S,
@@ -280,6 +280,35 @@ def _bisect(
         return np.concatenate(kept), parts, exc
 
 
+def _inputs_take(
+    onnx_runtimes: Sequence[Any], frame: pd.DataFrame
+) -> tuple[np.ndarray, str | None]:
+    """Which rows the ONNX model's inputs take (the first ONNX runtime's input coercion), and
+    what the first refused row holds (None when every row is taken). Found by halving, as
+    :func:`_bisect` does."""
+    feeder = next((r for r in onnx_runtimes if hasattr(r, "feeds")), None)
+    first: list[str] = []
+
+    def take(part: pd.DataFrame) -> np.ndarray:
+        try:
+            cast(Any, feeder).feeds(part)
+            return np.ones(len(part), dtype=bool)
+        except BadRowError as exc:
+            if not first:
+                # "bad value in row R, column C: what; fix or drop ..." without the row.
+                what = first_line(exc).split(": ", 1)[-1].split("; fix or drop", 1)[0]
+                first.append(f"column {exc.column!r}: {what}")
+            if len(part) <= 1:
+                return np.zeros(len(part), dtype=bool)
+            half = len(part) // 2
+            return np.concatenate([take(part.iloc[:half]), take(part.iloc[half:])])
+
+    if feeder is None or not len(frame):
+        return np.ones(len(frame), dtype=bool), None
+    takes = take(frame)
+    return takes, (first[0] if first else None)
+
+
 def _score(
     frame: pd.DataFrame,
     sklearn: SklearnRuntime | None,
@@ -389,6 +418,18 @@ def _run_probe(
     if probe.skipped is not None:
         return run
     frame = probe.frame
+    takes, unscoreable = _inputs_take(onnx_runtimes, frame)
+    if unscoreable is not None:
+        # predict refuses these rows in one line (a value the input type cannot hold): no
+        # answer of the ONNX model to compare, and no wrong one either.
+        result.n_unscoreable, result.unscoreable = int((~takes).sum()), unscoreable
+        if not takes.any():
+            result.skipped = f"the ONNX model's inputs take no row ({unscoreable})"
+            result.n_rows = 0
+            return run
+        frame = frame[takes].reset_index(drop=True)
+        run.frame = frame
+        run.meta = [m for m, k in zip(run.meta, takes, strict=False) if k] if run.meta else []
     scored = _score(frame, sklearn, onnx_runtimes, scoring, headline=probe.name == "holdout")
     positions = scored.positions
     if positions is not None:

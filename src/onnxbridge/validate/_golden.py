@@ -111,7 +111,7 @@ def write_golden(
     Raises:
         BundleError: the bundle has no (or a changed) ``model.onnx``.
     """
-    from onnxbridge.validate._core import _accepts_missing
+    from onnxbridge.validate._core import _accepts_missing, _inputs_take
 
     if not isinstance(bundle, Bundle):
         bundle = Bundle.open(bundle)
@@ -132,10 +132,13 @@ def write_golden(
     for probe in sets:
         if probe.skipped is not None or probe.name not in GOLDEN_PROBES:
             continue
-        outputs = runtime.run(probe.frame)
-        block = pd.DataFrame({"probe": probe.name, "row": np.arange(len(probe.frame))})
-        for name in probe.frame.columns:
-            column = probe.frame[name]
+        # Rows holding a value the inputs cannot take (±inf) have no output to keep.
+        takes, _ = _inputs_take([runtime], probe.frame)
+        rows = probe.frame[takes].reset_index(drop=True)
+        outputs = runtime.run(rows)
+        block = pd.DataFrame({"probe": probe.name, "row": np.arange(len(rows))})
+        for name in rows.columns:
+            column = rows[name]
             if pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column):
                 # One dtype per column across probe sets (bools next to NaN and edge values);
                 # the model's input is float anyway.

@@ -67,7 +67,8 @@ class ProbeSetResult:
     Attributes:
         name: the probe set (``holdout``, ``range``, ``thresholds``, ...).
         description: what its rows are.
-        n_rows: rows compared (rows scikit-learn refused are left out; see ``n_refused``).
+        n_rows: rows compared (rows scikit-learn refused are left out, see ``n_refused``, and
+            rows the ONNX model's inputs cannot take, see ``n_unscoreable``).
         skipped: why the set was not compared, else None.
         pairs: the runtime pairs compared.
         ok: every pair passes (True for a skipped set).
@@ -79,6 +80,10 @@ class ProbeSetResult:
             batch), else None.
         n_refused: rows scikit-learn raised on (not compared).
         refused: scikit-learn's message for the first refused row.
+        n_unscoreable: rows holding a value the ONNX model's inputs cannot take (``±inf``, a
+            number out of the input type's range): ``predict`` refuses such a row, so it is
+            not compared either.
+        unscoreable: what the first of them holds (its column and value).
         gating: whether a failure makes the verdict DIVERGENT (False: reported as a warning;
             see ``missing_values`` in :func:`onnxbridge.validate.validate_model`).
         unavailable: runtime → why it could not score these rows (``onnx.reference`` lacks
@@ -99,6 +104,8 @@ class ProbeSetResult:
     cause: str | None = None
     n_refused: int = 0
     refused: str | None = None
+    n_unscoreable: int = 0
+    unscoreable: str | None = None
     gating: bool = True
     unavailable: dict[str, str] = field(default_factory=dict)
     sample: dict[str, Any] | None = None
@@ -254,8 +261,8 @@ class ValidationReport:
         ONNX Runtime has) leaves its pairs out of them:
         ``compared on 2 of 3 runtimes: onnx.reference cannot load the model: ...``, with the
         probe sets named when it is not all of them. Held-out rows scikit-learn refused every
-        one of, and scoring that took longer than the budget (the minimum samples alone cost
-        more), say so too.
+        one of, rows the ONNX model's inputs cannot take (left out), and scoring that took longer
+        than the budget (the minimum samples alone cost more), say so too.
         """
         asked = list(self.runtimes)
         compared = [p for p in self.probe_sets if p.skipped is None]
@@ -273,6 +280,13 @@ class ValidationReport:
                 f"{info.get('error') or name + ' could not run the model'}"
             )
         for probe in self.probe_sets:
+            if probe.n_unscoreable:
+                rows = "1 row" if probe.n_unscoreable == 1 else f"{probe.n_unscoreable} rows"
+                lines.append(
+                    f"{probe.name}: {rows} left out: the ONNX model's inputs cannot take "
+                    f"{'it' if probe.n_unscoreable == 1 else 'them'} ({probe.unscoreable}); "
+                    "predict refuses such rows"
+                )
             if probe.name == "holdout" and (probe.skipped or "").startswith(
                 "scikit-learn refused every row"
             ):
