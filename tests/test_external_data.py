@@ -607,6 +607,28 @@ def test_a_data_file_linked_inside_the_folder_loads(pair: dict[str, Path]) -> No
     assert _cli("validate", external) == 0  # onnx.reference reads it too
 
 
+def test_a_bundles_data_file_is_checked_by_the_name_the_model_reads(
+    pair: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A link at model.onnx.data to another file of the folder, whose content changed: the
+    # card's hash of model.onnx.data still catches it.
+    external = pair["external"]
+    (external / "model.onnx.data").rename(external / "real.data")
+    (external / "model.onnx.data").symlink_to("real.data")
+    content = bytearray((external / "real.data").read_bytes())
+    content[:8] = b"\x00\x00\x48\x42" * 2  # 50.0 in float32
+    (external / "real.data").write_bytes(bytes(content))
+    code, _, err = run(capsys, "validate", external)
+    assert_one_line_error(code, err, r"model\.onnx\.data in .* changed since it was recorded")
+    # A card that does not record the data file the model reads is refused too.
+    card_path = external / "card.json"
+    card = json.loads(card_path.read_text())
+    del card["files"]["model.onnx.data"]
+    card_path.write_text(json.dumps(card))
+    code, _, err = run(capsys, "validate", external)
+    assert_one_line_error(code, err, r"reads its tensors from 'model\.onnx\.data', which card")
+
+
 def test_a_length_of_zero_is_checked_as_the_tensors_own_size(tmp_path: Path) -> None:
     # ONNX Runtime reads a tensor's own size when its length is 0.
     path = _pointing_to(tmp_path, "w.data")

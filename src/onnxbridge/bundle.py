@@ -874,16 +874,17 @@ class Bundle:
             from onnxbridge._onnxfile import data_file_name
 
             files.pop(data_file_name(name), None)
-            for data in self._onnx_data(name):
-                files[data.name] = file_sha256(data)
+            for location in self._onnx_data(name):
+                files[location] = file_sha256(self.path / location)
 
-    def _onnx_data(self, name: str) -> list[Path]:
-        """The external data files of the bundle's ONNX file ``name``, checked."""
-        from onnxbridge._onnxfile import external_data_files
+    def _onnx_data(self, name: str) -> list[str]:
+        """The external data files of the bundle's ONNX file ``name``, checked, as the model
+        names them (a file name in the bundle folder; a link there is hashed as its content)."""
+        from onnxbridge._onnxfile import external_data_locations
         from onnxbridge.errors import OnnxModelError
 
         try:
-            return external_data_files(self.path / name)
+            return list(external_data_locations(self.path / name))
         except OnnxModelError as exc:
             raise BundleError(f"{exc}, or re-run `onnxbridge convert` on the bundle") from exc
 
@@ -905,8 +906,15 @@ class Bundle:
             )
         self._check_hash(name)
         if name.endswith(".onnx"):
-            for data in self._onnx_data(name):
-                self._check_hash(data.name)
+            files = self.card.get("files", {})
+            for location in self._onnx_data(name):
+                if name in files and location not in files:
+                    raise BundleError(
+                        f"{name} in {str(self.path)!r} reads its tensors from {location!r}, "
+                        f"which {CARD_NAME} does not record; re-run `onnxbridge convert` on the "
+                        "bundle"
+                    )
+                self._check_hash(location)
 
     def _check_hash(self, name: str) -> None:
         expected = self.card.get("files", {}).get(name)
