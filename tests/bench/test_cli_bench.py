@@ -92,6 +92,11 @@ def test_tune_json_dry_run(capsys, diabetes_bundle: Bundle) -> None:
     [
         (["bench", "{bundle}", "--batch-sizes", "1,x"], r"batch size 'x' is not a whole number"),
         (["bench", "{bundle}", "--threads", "one"], r"--threads 'one' is not a list of whole"),
+        (
+            ["bench", "{bundle}", "--batch-sizes", "1,99999999999999999999"],
+            r"batch size '99999999999999999999' is above 10,000,000 rows",
+        ),
+        (["bench", "{bundle}", "--threads", "1,100000"], r"thread count 100000 is above 1024"),
         (["bench", "nowhere"], r"'nowhere' does not exist; pass a bundle folder or a .onnx"),
         (["bench", "{bundle}", "--sweep", "x"], r"--sweep 'x' is not PARAM=V1,V2"),
         (["tune", "{bundle}", "--regime", "fast"], r"--regime 'fast' is not one of"),

@@ -69,6 +69,7 @@ def test_onnxbridge_default_is_one_thread_per_core_without_spinning() -> None:
     [
         ({"intra_op_num_threads": -1}, r"intra_op_num_threads must be an integer >= 0.*-1"),
         ({"inter_op_num_threads": 1.5}, r"inter_op_num_threads must be an integer >= 0.*1\.5"),
+        ({"intra_op_num_threads": 5000}, r"intra_op_num_threads must be at most 1024.*5000"),
         ({"allow_spinning": "yes"}, r"allow_spinning must be true or false, got 'yes'"),
         ({"spin_in_runs_only": 1}, r"spin_in_runs_only must be true or false, got 1"),
         ({"execution_mode": "fast"}, r"execution_mode 'fast' is not one of sequential, parallel"),

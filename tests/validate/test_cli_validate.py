@@ -137,6 +137,10 @@ def test_any_model_errors(capsys, foreign, tmp_path: Path) -> None:
     pd.read_csv(data).drop(columns=["b"]).to_csv(partial, index=False)
     code, _, err = run(capsys, "validate", onnx_path, "--reference", skops, "--data", partial)
     assert_one_line_error(code, err, r"the data lacks the model's columns 'b'; pass rows with the")
+    text = tmp_path / "text.csv"
+    pd.read_csv(data).assign(b="abc").to_csv(text, index=False)
+    code, _, err = run(capsys, "validate", onnx_path, "--reference", skops, "--data", text)
+    assert_one_line_error(code, err, r"columns 'b' are not numeric \(dtype .*\); the model's input")
     code, _, err = run(
         capsys, "validate", onnx_path, "--reference", skops, "--data", data, "--target", "z"
     )

@@ -49,6 +49,7 @@ from onnxbridge._score.output import (
 from onnxbridge._score.rows import BAD_ROW_COLUMNS, RowPlan
 from onnxbridge.errors import BadRowError, DataError, OnnxbridgeError, OnnxModelError
 from onnxbridge.runtime import Predictor
+from onnxbridge.runtime._settings import MAX_THREADS
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -315,9 +316,6 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> tuple[bytes | None, Pa
 # (the Parquet reader's batch size is a C integer, which a larger Python int overflows), and no
 # batch that large fits in memory anyway: a file smaller than a batch is read as one batch.
 MAX_BATCH_SIZE = 2**31 - 1
-# The most threads a pool or a session may be given (far above any machine's cores; beyond it
-# the memory bound of 2 x workers batches in flight means nothing).
-MAX_THREADS = 1024
 
 
 def _check_options(

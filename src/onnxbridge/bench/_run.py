@@ -38,7 +38,7 @@ from onnxbridge.bench._timing import Timing, measure, measure_many, spin_cooldow
 from onnxbridge.bundle import MODEL_NAME, now_iso
 from onnxbridge.errors import DataError
 from onnxbridge.runtime import Predictor
-from onnxbridge.runtime._settings import SessionSettings, available_cores
+from onnxbridge.runtime._settings import MAX_THREADS, SessionSettings, available_cores
 
 __all__ = [
     "DEFAULT_BATCH_SIZES",
@@ -230,6 +230,11 @@ def _check_threads(threads: list[int]) -> list[int]:
     bad = [t for t in threads if isinstance(t, bool) or not isinstance(t, int) or t < 1]
     if bad:
         raise DataError(f"thread count {bad[0]!r} is not a whole number >= 1; give counts like 1,2")
+    if max(threads, default=0) > MAX_THREADS:
+        raise DataError(
+            f"thread count {max(threads)} is above {MAX_THREADS}, the most a session takes; "
+            "give counts like 1,2"
+        )
     return sorted(set(threads))
 
 

@@ -142,11 +142,16 @@ def tile_rows(rows: pd.DataFrame, n: int) -> pd.DataFrame:
     return rows.iloc[index].reset_index(drop=True)
 
 
+# The largest batch bench times: its rows are built in memory, once per runtime.
+MAX_BATCH_ROWS = 10_000_000
+
+
 def parse_batch_sizes(text: str | list[int] | tuple[int, ...]) -> list[int]:
     """``"1,10,1000"`` (or a list) → sorted distinct positive row counts.
 
     Raises:
-        DataError: an empty list, a non-integer or a count below 1.
+        DataError: an empty list, a non-integer, a count below 1 or above
+            :data:`MAX_BATCH_ROWS`.
     """
     items = [s.strip() for s in text.split(",")] if isinstance(text, str) else list(text)
     sizes: list[int] = []
@@ -158,6 +163,11 @@ def parse_batch_sizes(text: str | list[int] | tuple[int, ...]) -> list[int]:
         if value < 1:
             raise DataError(
                 f"batch size {item!r} is not a whole number >= 1; give sizes like 1,10,1000"
+            )
+        if value > MAX_BATCH_ROWS:
+            raise DataError(
+                f"batch size {item!r} is above {MAX_BATCH_ROWS:,} rows, the largest bench "
+                "times (a batch is built in memory); give sizes like 1,10,1000"
             )
         sizes.append(value)
     if not sizes:

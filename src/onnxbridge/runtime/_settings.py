@@ -49,12 +49,25 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# The most threads a session, a pool or a benchmark may be given: far above any machine's
+# cores (ONNX Runtime starts every thread it is asked for).
+MAX_THREADS = 1024
+
+
 def _check_int(name: str, value: Any, zero: str | None = "ONNX Runtime chooses") -> int:
     """``value`` if it is an integer >= 0; ``zero`` says what 0 means, in the error."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         meaning = f" (0: {zero})" if zero else ""
         raise SessionSettingsError(f"{name} must be an integer >= 0{meaning}, got {value!r}")
     return value
+
+
+def _check_threads(name: str, value: Any) -> None:
+    _check_int(name, value)
+    if value > MAX_THREADS:
+        raise SessionSettingsError(
+            f"{name} must be at most {MAX_THREADS} (0: ONNX Runtime chooses), got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -104,9 +117,9 @@ class SessionSettings:
     linear_gemv: bool = False
 
     def __post_init__(self) -> None:
-        _check_int("intra_op_num_threads", self.intra_op_num_threads)
+        _check_threads("intra_op_num_threads", self.intra_op_num_threads)
         _check_int("tree_block_nodes", self.tree_block_nodes, zero="no blocks")
-        _check_int("inter_op_num_threads", self.inter_op_num_threads)
+        _check_threads("inter_op_num_threads", self.inter_op_num_threads)
         _check_int("row_split", self.row_split, zero="no split")
         for flag in ("allow_spinning", "spin_in_runs_only", "linear_gemv"):
             if not isinstance(getattr(self, flag), bool):

@@ -579,7 +579,12 @@ def _rows(data: Any, predictor: Predictor, estimator: Any) -> pd.DataFrame:
                 frame[feature.name] = column.astype(object).map(
                     lambda v: v if pd.isna(v) else str(v)
                 )
-    return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    try:  # columns the inputs cannot take at all (text in a number column): one line now
+        predictor.prepare(frame, allow_missing=True)
+    except BadRowError:
+        pass  # a few rows the inputs cannot take are left out of the probe sets
+    return frame
 
 
 def validate_model(
