@@ -7,6 +7,7 @@ half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -14,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_path", "file_sha256"]
+__all__ = ["atomic_write_path", "check_not_folders", "file_sha256"]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -35,6 +36,18 @@ def _umask() -> int:
 def _default_mode(directory: bool = False) -> int:
     """The mode a plain ``open()`` / ``mkdir()`` would give (temp files are private)."""
     return (0o777 if directory else 0o666) & ~_umask()
+
+
+def check_not_folders(*paths: Path) -> None:
+    """Refuse, before anything is written, files of a set whose names a folder holds: a pair of
+    reports is written whole or not at all.
+
+    Raises:
+        OSError: ``EISDIR``, naming the first such path.
+    """
+    for path in paths:
+        if path.is_dir():
+            raise OSError(errno.EISDIR, "Is a directory", str(path))
 
 
 @contextlib.contextmanager

@@ -204,6 +204,29 @@ def test_train_refuses_to_replace_the_folder_its_data_is_in(capsys, iris_bundle:
     assert _snapshot(folder) == before
 
 
+@pytest.mark.parametrize(
+    ("command", "folder", "other"),
+    [
+        (["bench", "--batch-sizes", "1,2", "--repeat", "1", "--min-time", "0.001"], "bench.png",
+         "bench.json"),
+        (["validate", "--budget", "5"], "validation.html", "validation.json"),
+    ],
+)  # fmt: skip
+def test_reports_are_written_whole_or_not_at_all(
+    capsys, iris_bundle: Bundle, command: list[str], folder: str, other: str
+) -> None:
+    reports = iris_bundle.path / "reports"
+    shutil.rmtree(reports, ignore_errors=True)
+    (reports / folder).mkdir(parents=True)
+    card = (iris_bundle.path / "card.json").read_bytes()
+    extra = ["--no-progress"] if command[0] == "bench" else []
+    code, _, err = run(capsys, command[0], iris_bundle.path, *command[1:], *extra)
+    assert_one_line_error(code, err, rf"reports/{folder}' is a folder where a file is expected")
+    assert sorted(p.name for p in reports.iterdir()) == [folder]
+    assert not (reports / other).exists()
+    assert (iris_bundle.path / "card.json").read_bytes() == card
+
+
 def test_convert_pickle_needs_flag(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
     import joblib
 

@@ -520,9 +520,10 @@ def write_bench_report(report: BenchReport, reports_dir: Path, *, bundle: Any = 
     """
     import json
 
-    from onnxbridge._files import atomic_write_path
+    from onnxbridge._files import atomic_write_path, check_not_folders
     from onnxbridge.bench._plot import plot_bench
 
+    check_not_folders(reports_dir / "bench.json", reports_dir / "bench.png")
     reports_dir.mkdir(parents=True, exist_ok=True)
     target = reports_dir / "bench.json"
     payload = report.to_dict()

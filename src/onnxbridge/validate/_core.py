@@ -916,16 +916,18 @@ def write_reports(report: ValidationReport, folder: str | Path, *, html: bool = 
     """
     import json
 
+    from onnxbridge._files import check_not_folders
     from onnxbridge.bundle import atomic_write_path
 
     folder = Path(folder)
     written = []
     target = folder / "validation.json"
+    page = folder / "validation.html"
+    check_not_folders(target, *([page] if html else []))
     with atomic_write_path(target) as tmp:
         tmp.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     written.append(target)
-    page = folder / "validation.html"
-    if not html and page.exists():
+    if not html and page.is_file():
         page.unlink()  # it would describe an older run than validation.json
     if html:
         from onnxbridge.validate._html import render_html
