@@ -115,6 +115,17 @@ def test_unknown_extension(tmp_path: Path) -> None:
         read_table(path)
 
 
+@pytest.mark.parametrize(("suffix", "sep"), [(".csv", ","), (".tsv", "\t")])
+def test_a_header_naming_a_column_twice_is_refused(tmp_path: Path, suffix: str, sep: str) -> None:
+    # pandas would rename the second 'a' to 'a.1' and a model would take the wrong column.
+    path = tmp_path / f"dup{suffix}"
+    path.write_text(sep.join(["a", "b", "a"]) + "\n" + sep.join(["1", "2", "3"]) + "\n")
+    with pytest.raises(DataError, match=r"names the column 'a' more than once"):
+        read_table(path)
+    path.write_text(sep.join(["a", "b", "a.1"]) + "\n" + sep.join(["1", "2", "3"]) + "\n")
+    assert list(read_table(path).columns) == ["a", "b", "a.1"]
+
+
 def test_corrupt_parquet(tmp_path: Path) -> None:
     path = tmp_path / "bad.parquet"
     path.write_text("this is not parquet")

@@ -326,12 +326,31 @@ def _read_delimited(path: Path, sep: str) -> pd.DataFrame:
     with warnings.catch_warnings():
         warnings.simplefilter("error", pd.errors.ParserWarning)
         try:
-            return pd.read_csv(path, sep=sep, index_col=False)
+            frame = pd.read_csv(path, sep=sep, index_col=False)
         except pd.errors.ParserWarning as exc:  # index_col=False would drop the extra values
             raise DataError(
                 f"rows of {str(path)!r} have more values than its header has names; fix the "
                 "header (a name for every column) or remove the extra values"
             ) from exc
+    _refuse_repeated_names(path, sep, len(frame.columns))
+    return frame
+
+
+def _refuse_repeated_names(path: Path, sep: str, width: int) -> None:
+    """Refuse a header naming a column twice (pandas renames the second ``a`` to ``a.1``, so a
+    model would silently take another column than the file's ``a``), as a Parquet file's is."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
+        header = next(csv.reader(handle, delimiter=sep), [])[:width]
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise DataError(
+                f"{str(path)!r} names the column {name!r} more than once; give every column a "
+                "name of its own"
+            )
+        seen.add(name)
 
 
 def _read_json(path: Path) -> pd.DataFrame:
