@@ -160,25 +160,28 @@ def tensor_form(monkeypatch):
     monkeypatch.setattr(tree_ensemble, "TENSOR_NODES", 1)
 
 
+@pytest.mark.parametrize("precision", ["float", "double"])
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
-def test_float_arrays_as_tensors_predict_the_same(classification, tensor_form, kind):
+def test_arrays_as_tensors_predict_the_same(classification, tensor_form, kind, precision):
     X, y = classification
     if kind == "classifier":
-        forest = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+        forest = RandomForestClassifier(n_estimators=7, random_state=0).fit(X, y)
     else:
-        forest = ExtraTreesRegressor(n_estimators=3, random_state=0).fit(X, y * 1.5)
-    # ml_opset=3: the opset-3 operator's tensor form (opset 5 writes tensors anyway).
-    result = convert_estimator(forest, X[:100], precision="float", ml_opset=3)
+        forest = ExtraTreesRegressor(n_estimators=7, random_state=0).fit(X, y * 1.5)
+    # ml_opset=3: the opset-3 operator's tensor form (opset 5 writes tensors anyway). In double,
+    # each tree's leaf index among its own leaves, then the float64 leaf table.
+    result = convert_estimator(forest, X[:100], precision=precision, ml_opset=3)
     node = _ensemble(result.model)
     tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
-    weights = "class_weights" if kind == "classifier" else "target_weights"
+    weights = "class_weights" if kind == "classifier" and precision == "float" else "target_weights"
     assert tensors == {"nodes_values_as_tensor", f"{weights}_as_tensor"}
-    outputs = _outputs(result.model, X.astype(np.float32))
+    outputs = _outputs(result.model, X.astype(np.float32 if precision == "float" else np.float64))
+    tolerance = 1e-6 if precision == "float" else 1e-12
     if kind == "classifier":
         np.testing.assert_array_equal(outputs[0], forest.predict(X))
-        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-6)
+        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=tolerance)
     else:
-        np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=1e-5)
+        np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=tolerance * 10)
 
 
 @pytest.mark.parametrize("kind", ["classes", "outputs"])
@@ -247,27 +250,6 @@ def test_double_graph_saved_with_external_data_predicts(classification, tmp_path
     label, probabilities = session.run(None, {session.get_inputs()[0].name: X})
     np.testing.assert_array_equal(label, forest.predict(X))
     np.testing.assert_allclose(probabilities, forest.predict_proba(X), atol=1e-12)
-
-
-@pytest.mark.parametrize("kind", ["classifier", "regressor"])
-def test_double_graph_as_tensors_predicts_the_same(classification, tensor_form, kind):
-    # ai.onnx.ml 3 in double: float64 thresholds, each tree's leaf index among its own leaves
-    # and the leaf table.
-    X, y = classification
-    if kind == "classifier":
-        forest = RandomForestClassifier(n_estimators=7, random_state=0).fit(X, y)
-    else:
-        forest = ExtraTreesRegressor(n_estimators=7, random_state=0).fit(X, y * 1.5)
-    model = convert_estimator(forest, X[:100], precision="double", ml_opset=3).model
-    node = _ensemble(model)
-    tensors = {a.name for a in node.attribute if a.type == onnx.AttributeProto.TENSOR}
-    assert tensors == {"nodes_values_as_tensor", "target_weights_as_tensor"}
-    outputs = _outputs(model, X)
-    if kind == "classifier":
-        np.testing.assert_array_equal(outputs[0], forest.predict(X))
-        np.testing.assert_allclose(outputs[1], forest.predict_proba(X), atol=1e-12)
-    else:
-        np.testing.assert_allclose(outputs[0].ravel(), forest.predict(X), rtol=1e-12)
 
 
 def test_tensor_form_runs_in_tree_blocks_with_the_same_outputs(classification, tensor_form, caplog):

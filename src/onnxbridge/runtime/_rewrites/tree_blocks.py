@@ -139,7 +139,7 @@ def _n_classes(attrs: dict[str, Any]) -> int:
 
 def _block_nodes(node: Any, attrs: dict[str, Any], plan: list[np.ndarray], name: Any) -> list[Any]:
     """The block operators and the ``Sum`` replacing ``node`` (same scores output)."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     classifier = node.op_type == "TreeEnsembleClassifier"
     prefix = "class_" if classifier else "target_"
@@ -190,25 +190,30 @@ def _block_nodes(node: Any, attrs: dict[str, Any], plan: list[np.ndarray], name:
         return new_nodes
     # The base values after the sum: ONNX Runtime adds a base value only to the columns the
     # operator's own leaves write, which a block's may not all be.
-    summed, values = name(f"{node.output[-1]}_sum"), name(f"{node.output[-1]}_base")
     as_row = np.asarray(base, dtype=np.float32).reshape(1, -1)
-    new_nodes += [
-        helper.make_node("Sum", block_outputs, [summed], name=name(f"{node.name or 'trees'}_sum")),
+    prefix = node.name or "trees"
+    return new_nodes + _sum_then(block_outputs, node.output[-1], "Add", as_row, name, prefix)
+
+
+def _sum_then(
+    outputs: list[str], out: str, op: str, constant: np.ndarray, name: Any, prefix: str
+) -> list[Any]:
+    """``out = op(Sum(outputs), constant)``: the blocks' sum, then the base (``Add``) or the
+    average (``Div``) the single operator applied."""
+    from onnx import helper, numpy_helper
+
+    total, value = name(f"{out}_sum"), name(f"{out}_{op.lower()}_by")
+    return [
+        helper.make_node("Sum", outputs, [total], name=name(f"{prefix}_sum")),
         helper.make_node(
             "Constant",
             [],
-            [values],
-            value=numpy_helper.from_array(as_row, name=""),
-            name=name(f"{node.name or 'trees'}_base"),
+            [value],
+            value=numpy_helper.from_array(constant, name=""),
+            name=name(f"{prefix}_{op.lower()}_by"),
         ),
-        helper.make_node(
-            "Add",
-            [summed, values],
-            [node.output[-1]],
-            name=name(f"{node.name or 'trees'}_add_base"),
-        ),
+        helper.make_node(op, [total, value], [out], name=name(f"{prefix}_{op.lower()}")),
     ]
-    return new_nodes
 
 
 # ai.onnx.ml opset 5 ``TreeEnsemble``: enumerations are integers there.
@@ -475,7 +480,7 @@ def _v5_block_attributes(
 def _v5_blocks(node: Any, max_nodes: int, name: Callable[[str], str]) -> list[Any] | None:
     """The block operators and the ``Sum`` (and, to average, ``Div``) replacing ``node``, a
     ``TreeEnsemble``, or None when it is small or its blocks would not keep its scores."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
     attrs = attributes_of(node)
     size = np.size(attrs.get("nodes_truenodeids", 0)) + np.size(attrs.get("leaf_weights", 0))
@@ -506,20 +511,8 @@ def _v5_blocks(node: Any, max_nodes: int, name: Callable[[str], str]) -> list[An
         )
         return new_nodes
     # The operator divides its sum over all trees by their number, in the scores' type.
-    total, count = name(f"{node.output[0]}_sum"), name(f"{node.output[0]}_trees")
     n_trees = np.array(len(forest.roots), dtype=np.asarray(attrs["leaf_weights"]).dtype)
-    new_nodes += [
-        helper.make_node("Sum", outputs, [total], name=name(f"{base}_sum")),
-        helper.make_node(
-            "Constant",
-            [],
-            [count],
-            value=numpy_helper.from_array(n_trees, name=""),
-            name=name(f"{base}_trees"),
-        ),
-        helper.make_node("Div", [total, count], [node.output[0]], name=name(f"{base}_average")),
-    ]
-    return new_nodes
+    return new_nodes + _sum_then(outputs, node.output[0], "Div", n_trees, name, base)
 
 
 def block_tree_ensembles(model: bytes, max_nodes: int = DEFAULT_TREE_BLOCK_NODES) -> bytes | None:
