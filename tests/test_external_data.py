@@ -687,6 +687,15 @@ def test_a_file_at_the_data_files_name_that_no_model_reads_is_left_alone(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
+def test_a_bundle_left_without_its_model_converts_again(pair: dict[str, Path]) -> None:
+    # An interrupted save can leave model.onnx.data without model.onnx: the card records the
+    # data file, so it is the bundle's own and converting again replaces it.
+    external = pair["external"]
+    (external / "model.onnx").unlink()
+    assert _cli("convert", external, "--precision", "double", "--external-data") == 0
+    assert _cli("validate", external) == 0
+
+
 def test_the_model_hash_does_not_change_with_the_onnx_file_name(pair: dict[str, Path]) -> None:
     onnx_file = pair["external"] / "model.onnx"
     copy = pair["external"] / "renamed.onnx"

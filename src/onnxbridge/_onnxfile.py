@@ -144,6 +144,7 @@ def save_model(
     path: str | os.PathLike[str],
     *,
     external_data: bool | None = None,
+    own_data: bool = False,
 ) -> list[Path]:
     """Write ``model`` to ``path`` atomically; returns the files written (``path`` first).
 
@@ -154,6 +155,9 @@ def save_model(
         external_data: True writes the tensors of 1 KiB or more to ``<name>.data`` beside
             ``path`` (no data file for a model without any); False never does; None (default)
             does when the model would pass the 2 GiB protobuf limit.
+        own_data: the file at the data file's name is the caller's own whatever the model at
+            ``path`` reads (a bundle whose card records it: its ``model.onnx`` may be missing
+            after an interrupted save).
 
     Both files are written under temporary names in the same folder and renamed into place,
     the data file first (an earlier ``path`` that may read the old data file is removed just
@@ -177,7 +181,7 @@ def save_model(
             raise OSError(errno.EISDIR, "Is a directory", str(target))
     # A file at the data file's name is replaced or removed only when the model being replaced
     # reads it: any other file of that name is the user's.
-    ours = data_path.is_file() and _names_data_file(path, data_path.name)
+    ours = data_path.is_file() and (own_data or _names_data_file(path, data_path.name))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _scratch_folder(path) as scratch:
         writing = data_path  # the file a failed write is about, named as the user knows it

@@ -973,7 +973,13 @@ def convert_bundle(
         categories=bundle.categories,
         allow_divergent=allow_divergent,
     )
-    result.save(bundle.onnx_path, external_data=external_data)
+    from onnxbridge._onnxfile import data_file_name, save_model
+
+    # The data file the card records is the bundle's own, even when an interrupted save left
+    # no model.onnx to name it.
+    recorded = data_file_name(ONNX_NAME) in bundle.card.get("files", {})
+    save_model(result.model, bundle.onnx_path, external_data=external_data, own_data=recorded)
+    result.path = bundle.onnx_path
     bundle.record_file(ONNX_NAME)
     # A verdict about the previous model.onnx no longer applies: drop it and its report.
     bundle.card.pop("validation", None)
