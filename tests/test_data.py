@@ -124,6 +124,12 @@ def test_a_header_naming_a_column_twice_is_refused(tmp_path: Path, suffix: str, 
         read_table(path)
     path.write_text(sep.join(["a", "b", "a.1"]) + "\n" + sep.join(["1", "2", "3"]) + "\n")
     assert list(read_table(path).columns) == ["a", "b", "a.1"]
+    # After blank lines (pandas skips them), and not for columns without a name.
+    path.write_text("\n\n" + sep.join(["a", "a"]) + "\n" + sep.join(["1", "2"]) + "\n")
+    with pytest.raises(DataError, match=r"names the column 'a' more than once"):
+        read_table(path)
+    path.write_text(sep.join(["x", "", ""]) + "\n" + sep.join(["1", "2", "3"]) + "\n")
+    assert list(read_table(path).columns) == ["x", "Unnamed: 1", "Unnamed: 2"]
 
 
 def test_corrupt_parquet(tmp_path: Path) -> None:

@@ -342,10 +342,11 @@ def _refuse_repeated_names(path: Path, sep: str, width: int) -> None:
     import csv
 
     with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
-        header = next(csv.reader(handle, delimiter=sep), [])[:width]
+        # The header is the first line that is not blank, as pandas reads it.
+        header = next((row for row in csv.reader(handle, delimiter=sep) if row), [])[:width]
     seen: set[str] = set()
     for name in header:
-        if name in seen:
+        if name and name in seen:  # unnamed columns are pandas' "Unnamed: k", each its own
             raise DataError(
                 f"{str(path)!r} names the column {name!r} more than once; give every column a "
                 "name of its own"

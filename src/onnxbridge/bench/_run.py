@@ -355,8 +355,14 @@ def bench_engines(
     numeric = all(pd.api.types.is_numeric_dtype(rows[c]) for c in rows.columns)
     results: list[EngineTiming] = []
     for batch in batch_sizes:
-        frame = tile_rows(rows, batch)
-        feeds = predictor.prepare(frame, allow_missing=True)
+        try:
+            frame = tile_rows(rows, batch)
+            feeds = predictor.prepare(frame, allow_missing=True)
+        except MemoryError as exc:
+            raise DataError(
+                f"a batch of {batch:,} rows of {rows.shape[1]} columns does not fit in memory "
+                "here; give smaller --batch-sizes"
+            ) from exc
         array = next(iter(feeds.values())) if len(feeds) == 1 else frame
         calls: dict[str, Callable[[], Any]] = {}
         if estimator is not None:

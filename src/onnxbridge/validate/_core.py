@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -284,29 +284,60 @@ def _inputs_take(
     onnx_runtimes: Sequence[Any], frame: pd.DataFrame
 ) -> tuple[np.ndarray, str | None]:
     """Which rows the ONNX model's inputs take (the first ONNX runtime's input coercion), and
-    what the first refused row holds (None when every row is taken). Found by halving, as
-    :func:`_bisect` does."""
+    what the first refused row holds (None when every row is taken).
+
+    One call when every row is taken. Else the rows holding ``±inf`` or a number beyond the
+    narrowest float input's range are left out at once; when the others still hold a value the
+    inputs refuse, the rows are found by halving, as :func:`_bisect` does.
+    """
     feeder = next((r for r in onnx_runtimes if hasattr(r, "feeds")), None)
+    if feeder is None or not len(frame):
+        return np.ones(len(frame), dtype=bool), None
     first: list[str] = []
 
-    def take(part: pd.DataFrame) -> np.ndarray:
+    def taken(part: pd.DataFrame) -> bool:
         try:
-            cast(Any, feeder).feeds(part)
-            return np.ones(len(part), dtype=bool)
+            feeder.feeds(part)
+            return True
         except BadRowError as exc:
             if not first:
                 # "bad value in row R, column C: what; fix or drop ..." without the row.
                 what = first_line(exc).split(": ", 1)[-1].split("; fix or drop", 1)[0]
                 first.append(f"column {exc.column!r}: {what}")
-            if len(part) <= 1:
-                return np.zeros(len(part), dtype=bool)
-            half = len(part) // 2
-            return np.concatenate([take(part.iloc[:half]), take(part.iloc[half:])])
+            return False
 
-    if feeder is None or not len(frame):
+    def halving(part: pd.DataFrame) -> np.ndarray:
+        if taken(part):
+            return np.ones(len(part), dtype=bool)
+        if len(part) <= 1:
+            return np.zeros(len(part), dtype=bool)
+        half = len(part) // 2
+        return np.concatenate([halving(part.iloc[:half]), halving(part.iloc[half:])])
+
+    if taken(frame):
         return np.ones(len(frame), dtype=bool), None
-    takes = take(frame)
-    return takes, (first[0] if first else None)
+    takes = ~_out_of_float_range(frame, feeder)
+    if not takes.all() and (not takes.any() or taken(frame[takes])):
+        return takes, first[0]
+    return halving(frame), first[0]
+
+
+def _out_of_float_range(frame: pd.DataFrame, feeder: Any) -> np.ndarray:
+    """Rows holding ``±inf`` or a number beyond the narrowest float input's largest value."""
+    largest = {"tensor(float16)": 65504.0, "tensor(float)": float(np.finfo(np.float32).max)}
+    types = [getattr(i, "type", "") for i in getattr(feeder.predictor, "inputs", [])]
+    limit = min((largest[t] for t in types if t in largest), default=np.inf)
+    bad = np.zeros(len(frame), dtype=bool)
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype == object or pd.api.types.is_string_dtype(column):
+            column = pd.to_numeric(column, errors="coerce")
+        if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
+            continue
+        values = np.abs(column.to_numpy(dtype=np.float64, na_value=np.nan))
+        with np.errstate(invalid="ignore"):
+            bad |= np.isinf(values) | (values > limit)
+    return bad
 
 
 def _score(
