@@ -18,7 +18,10 @@ adds). It applies only where that holds:
 
 - ``TreeEnsembleRegressor`` with ``aggregate_function="SUM"`` and ``post_transform="NONE"``
   (``base_values`` are added after the blocks' ``Sum``: ONNX Runtime adds a base value only to
-  the columns an operator's leaves write);
+  the columns a row's leaves write in that operator, and a block may write some columns only. For
+  a model whose trees do not write every column for every row — none that a converter writes —
+  the blocks give the base to every column, as the ONNX specification does, where the single
+  operator left some out);
 - ``TreeEnsembleClassifier`` with ``post_transform="NONE"`` whose label output nothing reads
   (onnxbridge's own converters take the label from ``ArgMax`` of the probabilities), whose
   weights name every class, and with no ``base_values`` on two classes (ONNX Runtime's binary
