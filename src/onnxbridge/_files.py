@@ -11,11 +11,12 @@ import errno
 import hashlib
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_path", "check_not_folders", "file_sha256"]
+__all__ = ["atomic_write_path", "check_not_folders", "file_sha256", "restored_on_failure"]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -36,6 +37,44 @@ def _umask() -> int:
 def _default_mode(directory: bool = False) -> int:
     """The mode a plain ``open()`` / ``mkdir()`` would give (temp files are private)."""
     return (0o777 if directory else 0o666) & ~_umask()
+
+
+@contextlib.contextmanager
+def restored_on_failure(folder: Path, names: Iterable[str]) -> Iterator[None]:
+    """The files ``names`` of ``folder`` as they were, should the block fail (any exception,
+    Ctrl-C included): a refused command changes nothing on disk.
+
+    Each file is kept aside as a hard link (no copy; a copy where the file system has no
+    links), which works because onnxbridge replaces files by renaming new ones into place. A
+    file the block created where there was none is removed.
+    """
+    aside = Path(tempfile.mkdtemp(prefix=".onnxbridge-undo.", suffix=".tmp", dir=folder))
+    kept: dict[str, Path | None] = {}
+    try:
+        for index, name in enumerate(dict.fromkeys(names)):
+            source = folder / name
+            if not source.is_file():
+                kept[name] = None
+                continue
+            copy = aside / str(index)
+            try:
+                os.link(source, copy)
+            except OSError:
+                shutil.copy2(source, copy)
+            kept[name] = copy
+        yield
+    except BaseException:
+        for name, kept_copy in kept.items():
+            target = folder / name
+            if kept_copy is None:
+                if target.is_file() or target.is_symlink():
+                    target.unlink()
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(kept_copy, target)
+        raise
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def check_not_folders(*paths: Path) -> None:

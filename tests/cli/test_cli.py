@@ -227,6 +227,23 @@ def test_reports_are_written_whole_or_not_at_all(
     assert (iris_bundle.path / "card.json").read_bytes() == card
 
 
+def test_a_convert_that_fails_after_writing_the_model_leaves_the_bundle_as_it_was(
+    capsys, iris_bundle: Bundle
+) -> None:
+    # The golden file is written after model.onnx and the card: a folder in its way fails the
+    # command then, and everything convert wrote goes back.
+    folder = iris_bundle.path
+    (folder / "reports").mkdir(exist_ok=True)
+    (folder / "reports" / "validation.json").write_text("{}")
+    (folder / "golden.parquet").unlink(missing_ok=True)
+    (folder / "golden.parquet").mkdir()
+    before = _snapshot(folder)
+    code, _, err = run(capsys, "convert", folder, "--precision", "double", "--external-data")
+    assert_one_line_error(code, err, r"golden\.parquet' is a folder where a file is expected")
+    assert _snapshot(folder) == before
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+
+
 def test_convert_pickle_needs_flag(capsys, iris_bundle: Bundle, tmp_path: Path) -> None:
     import joblib
 

@@ -412,22 +412,31 @@ def convert(
                 "--sample, --out and --allow-pickle are for model files; a bundle "
                 "carries its own sample rows and writes BUNDLE/model.onnx"
             )
+        from onnxbridge._files import restored_on_failure
+        from onnxbridge._onnxfile import data_file_name
+        from onnxbridge.bundle import CARD_NAME, ONNX_NAME
         from onnxbridge.validate import write_golden
+        from onnxbridge.validate._golden import GOLDEN_NAME
 
         trusted = tuple(trust or ())
-        result = convert_bundle(
-            source,
-            opset=opset,
-            ml_opset=ml_opset,
-            tree_block_nodes=tree_block_nodes,
-            zipmap=zipmap,
-            precision=precision,
-            fold=fold,
-            trusted=trusted,
-            allow_divergent=allow_divergent,
-            external_data=external_data or None,
-        )
-        golden_path = write_golden(source, trusted=trusted)
+        # The model, the card, the golden file and the validation reports go together: should
+        # the golden file fail after the model was written, all stay as they were.
+        together = [ONNX_NAME, data_file_name(ONNX_NAME), CARD_NAME, GOLDEN_NAME]
+        together += ["reports/validation.json", "reports/validation.html"]
+        with restored_on_failure(source, together):
+            result = convert_bundle(
+                source,
+                opset=opset,
+                ml_opset=ml_opset,
+                tree_block_nodes=tree_block_nodes,
+                zipmap=zipmap,
+                precision=precision,
+                fold=fold,
+                trusted=trusted,
+                allow_divergent=allow_divergent,
+                external_data=external_data or None,
+            )
+            golden_path = write_golden(source, trusted=trusted)
     else:
         from onnxbridge._cli._source import load_model_and_rows
 
