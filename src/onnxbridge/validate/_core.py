@@ -323,10 +323,10 @@ def _inputs_take(
 
 
 def _out_of_float_range(frame: pd.DataFrame, feeder: Any) -> np.ndarray:
-    """Rows holding ``±inf`` or a number beyond the narrowest float input's largest value."""
-    largest = {"tensor(float16)": 65504.0, "tensor(float)": float(np.finfo(np.float32).max)}
+    """Rows holding ``±inf`` or a number the narrowest float input rounds to ``±inf``."""
+    widths = {"tensor(float16)": np.float16, "tensor(float)": np.float32}
     types = [getattr(i, "type", "") for i in getattr(feeder.predictor, "inputs", [])]
-    limit = min((largest[t] for t in types if t in largest), default=np.inf)
+    narrowest = next((widths[t] for t in widths if t in types), np.float64)
     bad = np.zeros(len(frame), dtype=bool)
     for name in frame.columns:
         column = frame[name]
@@ -334,9 +334,9 @@ def _out_of_float_range(frame: pd.DataFrame, feeder: Any) -> np.ndarray:
             column = pd.to_numeric(column, errors="coerce")
         if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
             continue
-        values = np.abs(column.to_numpy(dtype=np.float64, na_value=np.nan))
-        with np.errstate(invalid="ignore"):
-            bad |= np.isinf(values) | (values > limit)
+        values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad |= np.isinf(values.astype(narrowest))
     return bad
 
 
