@@ -15,7 +15,6 @@ a graph.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import math
 import mmap
@@ -30,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import external_data_helper, helper, numpy_helper
 
+from onnxbridge._files import check_not_folders
 from onnxbridge.errors import OnnxModelError
 
 __all__ = [
@@ -176,9 +176,7 @@ def save_model(
     path = Path(path)
     data_path = path.with_name(data_file_name(path))
     external = needs_external_data(model) if external_data is None else external_data
-    for target in (path, data_path) if external else (path,):
-        if target.is_dir():
-            raise OSError(errno.EISDIR, "Is a directory", str(target))
+    check_not_folders(*((path, data_path) if external else (path,)))
     # A file at the data file's name is replaced or removed only when the model being replaced
     # reads it: any other file of that name is the user's.
     ours = data_path.is_file() and (own_data or _names_data_file(path, data_path.name))
@@ -219,6 +217,13 @@ def save_model(
     return [path, data_path] if external else [path]
 
 
+def _external_tensors(model: onnx.ModelProto) -> Iterator[tuple[onnx.TensorProto, dict[str, str]]]:
+    """Each tensor of ``model`` kept in external data, with its ``external_data`` entries."""
+    for tensor in _referenced(model):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            yield tensor, {entry.key: entry.value for entry in tensor.external_data}
+
+
 def _names_data_file(path: Path, name: str) -> bool:
     """Whether the model now at ``path`` (if any, and readable) reads external data from the
     file ``name`` beside it."""
@@ -228,12 +233,7 @@ def _names_data_file(path: Path, name: str) -> bool:
         model = _load_graph(path)
     except (OSError, ValueError, OnnxModelError):
         return False
-    return any(
-        entry.key == "location" and entry.value == name
-        for tensor in _referenced(model)
-        if tensor.data_location == onnx.TensorProto.EXTERNAL
-        for entry in tensor.external_data
-    )
+    return any(info.get("location") == name for _, info in _external_tensors(model))
 
 
 @contextlib.contextmanager
@@ -387,10 +387,7 @@ def external_data_locations(
     folder = path.parent.resolve()
     ends: dict[Path, int] = {}
     locations: dict[str, Path] = {}
-    for tensor in _referenced(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
+    for tensor, info in _external_tensors(model):
         location = info.get("location", "")
         file = _inside(path, folder, location, tensor.name)
         end = _data_end(path, tensor, info)
@@ -517,10 +514,7 @@ def read_model_bytes(path: str | os.PathLike[str], limit: int = PROTOBUF_LIMIT) 
         return None
     # Read here, from the checked files (onnx's own loader refuses a data file that is a link,
     # even to a file beside it).
-    for tensor in _referenced(model):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {entry.key: entry.value for entry in tensor.external_data}
+    for tensor, info in list(_external_tensors(model)):  # listed: the loop changes them
         offset, length = _span(path, tensor, info)
         with locations[info.get("location", "")].open("rb") as handle:
             handle.seek(offset)

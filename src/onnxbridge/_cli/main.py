@@ -450,8 +450,10 @@ def convert(
                 "file with a few training rows, from which the input schema is taken"
             )
         check_out_file(out, "--out")
+        from onnxbridge._onnxfile import data_file_name
+
         destination = out or source.with_suffix(".onnx")
-        for written in (destination, destination.with_name(destination.name + ".data")):
+        for written in (destination, destination.with_name(data_file_name(destination))):
             check_not_a_source(written, "--out", [source, sample])
         estimator, frame = load_model_and_rows(
             source, sample, target=target, allow_pickle=allow_pickle, trust=trust

@@ -43,6 +43,7 @@ from onnxbridge.convert._tree_ensemble import (
     from_lightgbm,
     from_sklearn_trees,
     from_xgboost,
+    member_features,
 )
 from onnxbridge.errors import ConversionError, first_line
 from onnxbridge.train import unwrap_label_encoding
@@ -194,12 +195,7 @@ def probe_tree_ensemble(estimator: Any) -> TreeEnsembleSpec | None:
     spec = from_sklearn_trees(trees, lambda v: np.zeros((len(v), 1)), 1, np.zeros(1))
     subsets = getattr(model, "estimators_features_", None)
     if subsets is not None and len(subsets) == len(trees):
-        inner = ~spec.is_leaf
-        columns = [np.asarray(c, dtype=np.int64) for c in subsets]
-        spec.feature[inner] = [
-            columns[int(t)][int(f)]
-            for t, f in zip(spec.tree[inner], spec.feature[inner], strict=True)
-        ]
+        spec.feature = member_features(spec, subsets)
     spec.n_features = int(getattr(model, "n_features_in_", spec.n_features))
     return spec
 

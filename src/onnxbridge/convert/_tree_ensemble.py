@@ -43,7 +43,7 @@ protobuf's 2 GiB can keep in an external data file.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -69,6 +69,7 @@ __all__ = [
     "from_sklearn_trees",
     "from_xgboost",
     "hist_gradient_boosting_columns",
+    "member_features",
 ]
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -174,6 +175,18 @@ class TreeEnsembleSpec:
 
 
 # -- readers ---------------------------------------------------------------------------------
+
+
+def member_features(spec: TreeEnsembleSpec, subsets: Sequence[Any]) -> np.ndarray:
+    """``spec.feature`` of an ensemble whose tree ``t`` saw only the columns ``subsets[t]`` of
+    the model's input (bagging's ``estimators_features_``): each split's feature as a column of
+    the model's input; leaves keep theirs."""
+    columns = [np.asarray(c, dtype=np.int64) for c in subsets]
+    starts = np.r_[0, np.cumsum([len(c) for c in columns])[:-1]].astype(np.int64)
+    inner = ~spec.is_leaf
+    feature = spec.feature.copy()
+    feature[inner] = np.concatenate(columns)[starts[spec.tree[inner]] + spec.feature[inner]]
+    return feature
 
 
 def from_sklearn_trees(

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from onnxbridge._meta import role_parts
+from onnxbridge._values import misfits
 from onnxbridge.bundle import ONNX_NAME, Bundle
 from onnxbridge.data import FeatureSchema, blank_column, read_table
 from onnxbridge.errors import BadRowError, DataError, InferenceError, OnnxbridgeError, first_line
@@ -334,9 +335,9 @@ def _out_of_float_range(frame: pd.DataFrame, feeder: Any) -> np.ndarray:
             column = pd.to_numeric(column, errors="coerce")
         if not (pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)):
             continue
-        values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-        with np.errstate(over="ignore", invalid="ignore"):
-            bad |= np.isinf(values.astype(narrowest))
+        mask = misfits(column.to_numpy(dtype=np.float64, na_value=np.nan), narrowest)
+        if mask is not None:
+            bad |= mask
     return bad
 
 

@@ -44,7 +44,11 @@ from onnxbridge.convert._converters._tree_heads import (
     write_regressor,
 )
 from onnxbridge.convert._registry import ConverterSpec, register_converter
-from onnxbridge.convert._tree_ensemble import TreeEnsembleSpec, from_sklearn_trees
+from onnxbridge.convert._tree_ensemble import (
+    TreeEnsembleSpec,
+    from_sklearn_trees,
+    member_features,
+)
 
 REPLACES = (
     "skl2onnx drops the NaN routing scikit-learn trees learn (missing_go_to_left) and its "
@@ -145,13 +149,11 @@ def isolation_spec(model: Any) -> TreeEnsembleSpec:
         for t in trees
     ]
     values = np.concatenate(lengths).reshape(-1, 1)
-    feature = spec.feature.copy()
     n_features = int(model.n_features_in_)
-    used = [np.asarray(f, dtype=np.int64) for f in model.estimators_features_]
+    used = model.estimators_features_
+    feature = spec.feature
     if any(len(f) != n_features for f in used):  # scikit-learn indexes X[:, features] then
-        for index, features in enumerate(used):
-            rows = (spec.tree == index) & (feature >= 0)
-            feature[rows] = features[feature[rows]]
+        feature = member_features(spec, used)
     return replace(
         spec,
         values=np.where(spec.is_leaf[:, None], values, 0.0),
